@@ -1,0 +1,46 @@
+#include "plume/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int plume_err(plume_error *err, plume_status code, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int plume_err_prefix(plume_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    char prefix[PLUME_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    char old[PLUME_ERROR_MSG_MAX];
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    return -1;
+}
+
+const char *plume_status_name(plume_status code)
+{
+    switch (code) {
+    case PLUME_OK: return "ok";
+    case PLUME_ERR_IO: return "I/O error";
+    case PLUME_ERR_FORMAT: return "format error";
+    case PLUME_ERR_UNSUPPORTED: return "unsupported";
+    case PLUME_ERR_INVALID: return "invalid argument";
+    case PLUME_ERR_NOMEM: return "out of memory";
+    case PLUME_ERR_RANGE: return "out of range";
+    case PLUME_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown error";
+}
