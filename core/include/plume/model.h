@@ -1,0 +1,59 @@
+/* plume — loading a model and running its forward pass. */
+#ifndef PLUME_MODEL_H
+#define PLUME_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plume/error.h"
+#include "plume/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct plume_model plume_model;
+typedef struct plume_context plume_context;
+
+/* Loads a model from a GGUF file or an HF directory (config.json,
+ * model.safetensors or a sharded index, tokenizer.json).  Weights stay
+ * memory-mapped.  Errors name the file and what was missing or wrong. */
+int plume_model_load(const char *path, plume_model **out, plume_error *err);
+
+void plume_model_free(plume_model *m);
+
+const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
+int32_t plume_model_n_vocab(const plume_model *m);
+int32_t plume_model_n_ctx_train(const plume_model *m);
+/* "llama", "qwen2". */
+const char *plume_model_arch(const plume_model *m);
+/* Number of parameters and bytes of weights as stored. */
+int64_t plume_model_n_params(const plume_model *m);
+int64_t plume_model_weight_bytes(const plume_model *m);
+/* Prints a human-readable description (architecture, sizes, tensor types,
+ * tokenizer) to the stream f (a FILE *). */
+void plume_model_describe(const plume_model *m, void *f);
+
+/* A context: KV cache for one sequence of up to n_ctx tokens, activation
+ * buffers and a thread pool of n_threads (0 = all online CPUs). */
+int plume_context_create(const plume_model *m, int n_ctx, int n_threads, plume_context **out,
+                         plume_error *err);
+void plume_context_free(plume_context *c);
+int plume_context_n_ctx(const plume_context *c);
+/* Number of positions already in the cache. */
+int plume_context_n_past(const plume_context *c);
+/* Forgets every cached position. */
+void plume_context_reset(plume_context *c);
+
+/* Runs the forward pass over n tokens appended at the current position and
+ * writes the logits of the last one to logits (n_vocab floats) when
+ * non-NULL.  Fails with PLUME_ERR_RANGE if the context would overflow and
+ * PLUME_ERR_INVALID for an id outside the vocabulary. */
+int plume_decode(plume_context *c, const int32_t *tokens, size_t n, float *logits,
+                 plume_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

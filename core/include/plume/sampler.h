@@ -1,0 +1,65 @@
+/* plume — the built-in sampler: greedy, temperature, top-k, top-p, min-p and
+ * repetition penalty, with a seeded RNG (same seed, same tokens). */
+#ifndef PLUME_SAMPLER_H
+#define PLUME_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plume/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct plume_sampling_params {
+    float temperature;        /* 0 = greedy (argmax) */
+    int32_t top_k;            /* 0 = off */
+    float top_p;              /* 1 = off */
+    float min_p;              /* 0 = off */
+    float repetition_penalty; /* 1 = off; divides positive logits, multiplies negative */
+    int32_t repeat_last_n;    /* how many recent tokens the penalty looks at; -1 = all */
+    uint64_t seed;
+} plume_sampling_params;
+
+/* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0 —
+ * the defaults of llama.cpp's CLI. */
+plume_sampling_params plume_sampling_defaults(void);
+
+/* Checks ranges (temperature >= 0, top_p in (0,1], min_p in [0,1), top_k >= 0,
+ * repetition_penalty > 0); the message names the field and its range. */
+int plume_sampling_validate(const plume_sampling_params *p, plume_error *err);
+
+/* xoshiro256** generator state. */
+typedef struct plume_rng {
+    uint64_t s[4];
+} plume_rng;
+
+void plume_rng_seed(plume_rng *r, uint64_t seed);
+uint64_t plume_rng_next(plume_rng *r);
+/* Uniform in [0, 1). */
+double plume_rng_uniform(plume_rng *r);
+
+typedef struct plume_sampler plume_sampler;
+
+int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab, plume_sampler **out,
+                         plume_error *err);
+void plume_sampler_free(plume_sampler *s);
+
+/* Turns logits into the final distribution the sampler draws from, after the
+ * repetition penalty (over history), temperature, top-k, top-p and min-p:
+ * probs[i] sums to 1 over the kept tokens and is 0 elsewhere.  With
+ * temperature 0 the distribution is a point mass on the argmax.  Returns the
+ * number of tokens with nonzero probability. */
+int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t *history,
+                            size_t n_history, float *probs);
+
+/* Picks the next token from logits (n_vocab floats, not modified). */
+int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
+                             size_t n_history);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,33 @@
+/* Shared pieces of the `plume` command's subcommands. */
+#ifndef PLUME_CLI_H
+#define PLUME_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Each subcommand: argc/argv start at the subcommand name. Returns the exit
+ * status (0 ok, 1 runtime error, 2 usage error). */
+int cmd_generate(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+/* Option parsing: matches argv[*i] against `--name` or `--name=value`; on a
+ * match stores the value (the next argument, or after '=') in *val, advances
+ * *i past what it consumed and returns true.  A missing value prints an
+ * error and exits with status 2. */
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* Matches a flag without a value. */
+bool cli_flag(char **argv, int i, const char *name);
+
+/* Strict number parsing: the whole string must be a number within range,
+ * else an error naming the option is printed and the process exits 2. */
+long long cli_int(const char *opt, const char *s, long long lo, long long hi);
+double cli_float(const char *opt, const char *s, double lo, double hi);
+
+/* Prints "plume <cmd>: unknown option X (see plume <cmd> --help)" and exits 2. */
+void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
+
+/* Monotonic seconds. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,68 @@
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return false;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return true;
+    }
+    if (a[n] != '\0')
+        return false;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "plume: option %s needs a value\n", name);
+        exit(2);
+    }
+    *val = argv[++*i];
+    return true;
+}
+
+bool cli_flag(char **argv, int i, const char *name) { return strcmp(argv[i], name) == 0; }
+
+long long cli_int(const char *opt, const char *s, long long lo, long long hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "plume: %s expects an integer in [%lld, %lld], got '%s'\n", opt, lo, hi, s);
+        exit(2);
+    }
+    return v;
+}
+
+double cli_float(const char *opt, const char *s, double lo, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "plume: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, s);
+        exit(2);
+    }
+    return v;
+}
+
+void cli_unknown(const char *cmd, const char *arg)
+{
+    fprintf(stderr, "plume %s: unknown option or extra argument '%s' (see plume %s --help)\n", cmd,
+            arg, cmd);
+    exit(2);
+}
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

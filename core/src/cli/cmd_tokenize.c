@@ -1,0 +1,106 @@
+/* plume tokenize MODEL TEXT */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "plume/model.h"
+
+static const char help[] =
+    "usage: plume tokenize MODEL TEXT [options]\n"
+    "\n"
+    "Prints the token ids of TEXT, space-separated, on one line.\n"
+    "\n"
+    "options:\n"
+    "  --no-bos       do not prepend the BOS token (by default it is added when the\n"
+    "                 model's tokenizer says so: tokenizer.ggml.add_bos_token)\n"
+    "  --no-special   treat special-token texts such as <|im_start|> as plain text\n"
+    "  --pieces       print one token per line: id, tab, the token's text\n"
+    "  --json         print {\"ids\": [...], \"pieces\": [...]}\n";
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *pos[2] = {0};
+    int n_pos = 0;
+    bool no_bos = false, no_special = false, pieces = false, as_json = false;
+    for (int i = 1; i < argc; i++) {
+        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (cli_flag(argv, i, "--no-bos")) {
+            no_bos = true;
+        } else if (cli_flag(argv, i, "--no-special")) {
+            no_special = true;
+        } else if (cli_flag(argv, i, "--pieces")) {
+            pieces = true;
+        } else if (cli_flag(argv, i, "--json")) {
+            as_json = true;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            cli_unknown("tokenize", argv[i]);
+        } else if (n_pos < 2) {
+            pos[n_pos++] = argv[i];
+        } else {
+            cli_unknown("tokenize", argv[i]);
+        }
+    }
+    if (n_pos != 2) {
+        fputs(help, stderr);
+        return 2;
+    }
+    plume_error err = {0};
+    plume_model *m;
+    if (plume_model_load(pos[0], &m, &err)) {
+        fprintf(stderr, "plume tokenize: %s\n", err.msg);
+        return 1;
+    }
+    const plume_tokenizer *tok = plume_model_tokenizer(m);
+    int32_t *ids;
+    size_t n;
+    if (plume_tokenize(tok, pos[1], strlen(pos[1]), !no_bos && plume_tokenizer_add_bos(tok),
+                       !no_special, &ids, &n, &err)) {
+        fprintf(stderr, "plume tokenize: %s\n", err.msg);
+        plume_model_free(m);
+        return 1;
+    }
+    json_t *jids = json_array(), *jp = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char buf[512];
+        int len = plume_token_bytes(tok, ids[i], true, buf, sizeof buf);
+        if (len < 0)
+            len = 0;
+        if ((size_t)len > sizeof buf)
+            len = sizeof buf;
+        if (as_json) {
+            json_array_append_new(jids, json_integer(ids[i]));
+            json_t *js = json_stringn(buf, (size_t)len);
+            if (!js) { /* a partial UTF-8 sequence: spell its bytes */
+                char hex[sizeof buf * 6 + 1];
+                size_t o = 0;
+                for (int b = 0; b < len; b++)
+                    o += (size_t)snprintf(hex + o, sizeof hex - o, "<0x%02X>", (unsigned char)buf[b]);
+                js = json_string(hex);
+            }
+            json_array_append_new(jp, js);
+        } else if (pieces) {
+            printf("%d\t%.*s\n", ids[i], len, buf);
+        } else {
+            printf(i ? " %d" : "%d", ids[i]);
+        }
+    }
+    if (as_json) {
+        json_t *o = json_pack("{s:o,s:o}", "ids", jids, "pieces", jp);
+        char *s = json_dumps(o, JSON_ENSURE_ASCII);
+        puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        json_decref(jids);
+        json_decref(jp);
+        if (!pieces)
+            putchar('\n');
+    }
+    free(ids);
+    plume_model_free(m);
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* `plume`: the command-line front end. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char usage[] =
+    "usage: plume <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate   generate text from a prompt (plume generate --model PATH --prompt TEXT)\n"
+    "  info       describe a model: architecture, sizes, tensor types, tokenizer\n"
+    "  tokenize   print the token ids of a text\n"
+    "\n"
+    "Run `plume <command> --help` for the options of a command.\n"
+    "MODEL/PATH is a .gguf file or a Hugging Face model directory (config.json,\n"
+    "*.safetensors, tokenizer.json).\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("plume %s\n", PLUME_VERSION);
+        return 0;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "generate") == 0)
+        return cmd_generate(argc - 1, argv + 1);
+    if (strcmp(cmd, "info") == 0)
+        return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "tokenize") == 0)
+        return cmd_tokenize(argc - 1, argv + 1);
+    fprintf(stderr, "plume: unknown command '%s'\n\n%s", cmd, usage);
+    return 2;
+}

@@ -1,0 +1,238 @@
+/* The built-in sampler.  Order of operations (as in HF generate and
+ * llama.cpp's default chain): repetition penalty on logits, temperature,
+ * top-k, top-p, min-p, renormalise, draw. */
+#include "plume/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cand {
+    float logit;
+    int32_t id;
+} cand;
+
+struct plume_sampler {
+    plume_sampling_params p;
+    int32_t n_vocab;
+    plume_rng rng;
+    float *work;      /* n_vocab: penalised, scaled logits */
+    int32_t *idx;     /* n_vocab: candidate ids, sorted by logit */
+    cand *cands;      /* n_vocab: candidates sorted by logit */
+    float *sorted;    /* n_vocab: probabilities in candidate order */
+    float *probs;     /* n_vocab: final distribution, by id */
+};
+
+plume_sampling_params plume_sampling_defaults(void)
+{
+    plume_sampling_params p = {
+        .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+        .repetition_penalty = 1.0f, .repeat_last_n = 64, .seed = 0,
+    };
+    return p;
+}
+
+int plume_sampling_validate(const plume_sampling_params *p, plume_error *err)
+{
+    if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
+        return plume_err(err, PLUME_ERR_INVALID, "temperature must be >= 0 (0 = greedy), got %g",
+                         p->temperature);
+    if (p->top_k < 0)
+        return plume_err(err, PLUME_ERR_INVALID, "top_k must be >= 0 (0 = off), got %d", p->top_k);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return plume_err(err, PLUME_ERR_INVALID, "top_p must be in (0, 1] (1 = off), got %g",
+                         p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p < 1.0f))
+        return plume_err(err, PLUME_ERR_INVALID, "min_p must be in [0, 1) (0 = off), got %g",
+                         p->min_p);
+    if (!(p->repetition_penalty > 0.0f) || !isfinite(p->repetition_penalty))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "repetition_penalty must be > 0 (1 = off), got %g", p->repetition_penalty);
+    if (p->repeat_last_n < -1)
+        return plume_err(err, PLUME_ERR_INVALID, "repeat_last_n must be >= -1, got %d",
+                         p->repeat_last_n);
+    return 0;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void plume_rng_seed(plume_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t plume_rng_next(plume_rng *r)
+{
+    uint64_t *s = r->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double plume_rng_uniform(plume_rng *r) { return (double)(plume_rng_next(r) >> 11) * 0x1.0p-53; }
+
+int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab, plume_sampler **out,
+                         plume_error *err)
+{
+    if (plume_sampling_validate(p, err))
+        return -1;
+    if (n_vocab <= 0)
+        return plume_err(err, PLUME_ERR_INVALID, "vocabulary size must be positive");
+    plume_sampler *s = calloc(1, sizeof *s);
+    if (!s)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a sampler");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->work = malloc(sizeof(float) * (size_t)n_vocab);
+    s->idx = malloc(sizeof(int32_t) * (size_t)n_vocab);
+    s->probs = malloc(sizeof(float) * (size_t)n_vocab);
+    s->sorted = malloc(sizeof(float) * (size_t)n_vocab);
+    s->cands = malloc(sizeof(cand) * (size_t)n_vocab);
+    if (!s->work || !s->idx || !s->probs || !s->sorted || !s->cands) {
+        plume_sampler_free(s);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a sampler");
+    }
+    plume_rng_seed(&s->rng, p->seed);
+    *out = s;
+    return 0;
+}
+
+void plume_sampler_free(plume_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->work);
+    free(s->idx);
+    free(s->probs);
+    free(s->sorted);
+    free(s->cands);
+    free(s);
+}
+
+/* Applies the repetition penalty to each distinct recent token once. */
+static void apply_penalty(plume_sampler *s, const int32_t *hist, size_t n_hist)
+{
+    float pen = s->p.repetition_penalty;
+    if (pen == 1.0f || !hist)
+        return;
+    size_t start = 0;
+    if (s->p.repeat_last_n >= 0 && n_hist > (size_t)s->p.repeat_last_n)
+        start = n_hist - (size_t)s->p.repeat_last_n;
+    /* idx doubles as a "seen" marker: entries are overwritten later anyway */
+    for (size_t i = start; i < n_hist; i++) {
+        int32_t t = hist[i];
+        if (t >= 0 && t < s->n_vocab)
+            s->idx[t] = -1;
+    }
+    for (size_t i = start; i < n_hist; i++) {
+        int32_t t = hist[i];
+        if (t < 0 || t >= s->n_vocab || s->idx[t] != -1)
+            continue;
+        s->idx[t] = 0;
+        s->work[t] = s->work[t] > 0 ? s->work[t] / pen : s->work[t] * pen;
+    }
+}
+
+
+static int cmp_cand_desc(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit < y->logit ? 1 : -1;
+    return x->id - y->id; /* stable: lower id first among ties */
+}
+
+int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t *history,
+                            size_t n_history, float *probs)
+{
+    const int32_t n = s->n_vocab;
+    memcpy(s->work, logits, sizeof(float) * (size_t)n);
+    for (int32_t i = 0; i < n; i++)
+        s->idx[i] = 0;
+    apply_penalty(s, history, n_history);
+    memset(probs, 0, sizeof(float) * (size_t)n);
+    if (s->p.temperature == 0.0f) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (s->work[i] > s->work[best])
+                best = i;
+        probs[best] = 1.0f;
+        return 1;
+    }
+    cand *c = s->cands;
+    float *sp = s->sorted;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].logit = s->work[i] / s->p.temperature;
+        c[i].id = i;
+    }
+    qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+    int32_t keep = n;
+    if (s->p.top_k > 0 && s->p.top_k < keep)
+        keep = s->p.top_k;
+    /* softmax over the kept candidates */
+    double sum = 0.0;
+    float maxl = c[0].logit;
+    for (int32_t i = 0; i < keep; i++) {
+        sp[i] = expf(c[i].logit - maxl);
+        sum += sp[i];
+    }
+    for (int32_t i = 0; i < keep; i++)
+        sp[i] = (float)(sp[i] / sum);
+    if (s->p.top_p < 1.0f) {
+        double cum = 0.0;
+        int32_t k = 0;
+        while (k < keep) {
+            cum += sp[k++];
+            if (cum >= s->p.top_p)
+                break;
+        }
+        keep = k;
+    }
+    if (s->p.min_p > 0.0f) {
+        float thresh = s->p.min_p * sp[0];
+        int32_t k = 1;
+        while (k < keep && sp[k] >= thresh)
+            k++;
+        keep = k;
+    }
+    sum = 0.0;
+    for (int32_t i = 0; i < keep; i++)
+        sum += sp[i];
+    for (int32_t i = 0; i < keep; i++)
+        probs[c[i].id] = (float)(sp[i] / sum);
+    return keep;
+}
+
+int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
+                             size_t n_history)
+{
+    int32_t kept = plume_sampler_probs(s, logits, history, n_history, s->probs);
+    (void)kept;
+    double u = plume_rng_uniform(&s->rng);
+    double cum = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (s->probs[i] <= 0.0f)
+            continue;
+        last = i;
+        cum += s->probs[i];
+        if (u < cum)
+            return i;
+    }
+    return last; /* rounding left u just above the total */
+}
