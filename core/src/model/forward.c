@@ -1,100 +1,144 @@
 /* The Llama-family forward pass on the CPU (llama2.c's shape: one straight
- * loop over layers), over a batch of consecutive positions of one sequence
- * with a contiguous f32 KV cache. */
-#include <math.h>
+ * loop over layers) over a batch of sequences with a paged f32 KV cache.
+ * Linear layers run as one matrix product over all positions of the batch;
+ * attention reads each sequence's K/V through its block table. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/ops.h"
 #include "model/model_internal.h"
+#include "model/paged_attention.h"
+#include "model/runner.h"
 
-struct plume_context {
+struct plume_runner {
     const plume_model *m;
+    plume_kv_cache *kv;
     plume_pool *pool;
-    int n_ctx;
-    int n_past;
-    int max_batch;       /* positions per internal chunk */
-    float *k_cache;      /* [n_layer][n_ctx][n_head_kv * head_dim] */
-    float *v_cache;
-    /* activations, [max_batch][...] */
-    float *x, *xn, *q, *attn, *gate, *up, *logits_in;
-    float *scratch;      /* nth * max(K of any matmul, n_ctx) */
+    int32_t max_tokens;
+    /* activations, [max_tokens][...] */
+    float *x, *xn, *q, *k, *v, *attn, *gate, *up;
+    float *scratch;          /* nth * max matmul K */
+    plume_attn_row *rows;    /* per position */
+    int32_t *slots;          /* per position: cache slot */
+    int32_t *tokens;         /* per position: token id */
+    int32_t *logit_rows;     /* positions whose logits are wanted */
 };
 
-#define MAX_BATCH 64
-
-int plume_context_create(const plume_model *m, int n_ctx, int n_threads, plume_context **out,
-                         plume_error *err)
+int64_t plume_kv_bytes_per_token(const plume_model *m)
 {
     const plume_model_config *c = &m->cfg;
-    if (n_ctx <= 0)
-        n_ctx = c->n_ctx_train;
-    if (n_ctx <= 0)
-        return plume_err(err, PLUME_ERR_INVALID, "context size must be positive, got %d", n_ctx);
+    return 2 * (int64_t)c->n_layer * c->n_head_kv * c->head_dim * (int64_t)sizeof(float);
+}
+
+int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
+                          plume_kv_cache **out, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    if (n_blocks <= 0 || block_size <= 0)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "KV cache needs a positive number of blocks and block size (got %d x %d)",
+                         n_blocks, block_size);
+    plume_kv_cache *kv = calloc(1, sizeof *kv);
+    if (!kv)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    kv->n_layer = c->n_layer;
+    kv->n_blocks = n_blocks;
+    kv->block_size = block_size;
+    kv->kv_dim = c->n_head_kv * c->head_dim;
+    size_t n = (size_t)c->n_layer * (size_t)n_blocks * (size_t)block_size * (size_t)kv->kv_dim;
+    kv->k = calloc(n, sizeof(float));
+    kv->v = calloc(n, sizeof(float));
+    if (!kv->k || !kv->v) {
+        plume_kv_cache_free(kv);
+        return plume_err(err, PLUME_ERR_NOMEM,
+                         "out of memory allocating a KV cache of %d blocks x %d tokens (%.1f MiB); "
+                         "lower kv_cache.max_tokens",
+                         n_blocks, block_size, 2.0 * (double)n * sizeof(float) / (1 << 20));
+    }
+    *out = kv;
+    return 0;
+}
+
+void plume_kv_cache_free(plume_kv_cache *kv)
+{
+    if (!kv)
+        return;
+    free(kv->k);
+    free(kv->v);
+    free(kv);
+}
+
+int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_tokens,
+                        int n_threads, plume_runner **out, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    if (max_tokens <= 0)
+        return plume_err(err, PLUME_ERR_INVALID, "max batched tokens must be positive, got %d",
+                         max_tokens);
     if (n_threads <= 0)
         n_threads = plume_cpu_count();
-    plume_context *x = calloc(1, sizeof *x);
-    if (!x)
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a context");
-    x->m = m;
-    x->n_ctx = n_ctx;
-    x->max_batch = MAX_BATCH;
-    const size_t B = (size_t)x->max_batch, E = (size_t)c->n_embd,
+    plume_runner *r = calloc(1, sizeof *r);
+    if (!r)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    r->m = m;
+    r->kv = kv;
+    r->max_tokens = max_tokens;
+    const size_t T = (size_t)max_tokens, E = (size_t)c->n_embd,
                  Q = (size_t)c->n_head * c->head_dim, KV = (size_t)c->n_head_kv * c->head_dim,
                  F = (size_t)c->n_ff;
     size_t kmax = E > Q ? E : Q;
     if (F > kmax)
         kmax = F;
-    if ((size_t)n_ctx > kmax)
-        kmax = (size_t)n_ctx;
-    size_t cache = (size_t)c->n_layer * (size_t)n_ctx * KV;
-    x->k_cache = calloc(cache, sizeof(float));
-    x->v_cache = calloc(cache, sizeof(float));
-    x->x = malloc(sizeof(float) * B * E);
-    x->xn = malloc(sizeof(float) * B * (E > Q ? E : Q));
-    x->q = malloc(sizeof(float) * B * (Q + 2 * KV));
-    x->attn = malloc(sizeof(float) * B * Q);
-    x->gate = malloc(sizeof(float) * B * F);
-    x->up = malloc(sizeof(float) * B * F);
-    x->logits_in = malloc(sizeof(float) * E);
-    x->scratch = malloc(sizeof(float) * (size_t)n_threads * kmax);
-    if (!x->k_cache || !x->v_cache || !x->x || !x->xn || !x->q || !x->attn || !x->gate ||
-        !x->up || !x->logits_in || !x->scratch) {
-        plume_context_free(x);
+    r->x = malloc(sizeof(float) * T * E);
+    r->xn = malloc(sizeof(float) * T * (E > Q ? E : Q));
+    r->q = malloc(sizeof(float) * T * Q);
+    r->k = malloc(sizeof(float) * T * KV);
+    r->v = malloc(sizeof(float) * T * KV);
+    r->attn = malloc(sizeof(float) * T * Q);
+    r->gate = malloc(sizeof(float) * T * F);
+    r->up = malloc(sizeof(float) * T * F);
+    r->scratch = malloc(sizeof(float) * (size_t)n_threads * kmax);
+    r->rows = malloc(sizeof *r->rows * T);
+    r->slots = malloc(sizeof *r->slots * T);
+    r->tokens = malloc(sizeof *r->tokens * T);
+    r->logit_rows = malloc(sizeof *r->logit_rows * T);
+    if (!r->x || !r->xn || !r->q || !r->k || !r->v || !r->attn || !r->gate || !r->up ||
+        !r->scratch || !r->rows || !r->slots || !r->tokens || !r->logit_rows) {
+        plume_runner_free(r);
         return plume_err(err, PLUME_ERR_NOMEM,
-                         "out of memory allocating a %d-token KV cache (%.1f MiB); use a smaller "
-                         "context",
-                         n_ctx, 2.0 * (double)cache * sizeof(float) / (1 << 20));
+                         "out of memory allocating activations for %d batched tokens", max_tokens);
     }
-    if (plume_pool_create(n_threads, &x->pool, err)) {
-        plume_context_free(x);
+    if (plume_pool_create(n_threads, &r->pool, err)) {
+        plume_runner_free(r);
         return -1;
     }
-    *out = x;
+    *out = r;
     return 0;
 }
 
-void plume_context_free(plume_context *c)
+void plume_runner_free(plume_runner *r)
 {
-    if (!c)
+    if (!r)
         return;
-    plume_pool_free(c->pool);
-    free(c->k_cache);
-    free(c->v_cache);
-    free(c->x);
-    free(c->xn);
-    free(c->q);
-    free(c->attn);
-    free(c->gate);
-    free(c->up);
-    free(c->logits_in);
-    free(c->scratch);
-    free(c);
+    plume_pool_free(r->pool);
+    free(r->x);
+    free(r->xn);
+    free(r->q);
+    free(r->k);
+    free(r->v);
+    free(r->attn);
+    free(r->gate);
+    free(r->up);
+    free(r->scratch);
+    free(r->rows);
+    free(r->slots);
+    free(r->tokens);
+    free(r->logit_rows);
+    free(r);
 }
 
-int plume_context_n_ctx(const plume_context *c) { return c->n_ctx; }
-int plume_context_n_past(const plume_context *c) { return c->n_past; }
-void plume_context_reset(plume_context *c) { c->n_past = 0; }
+int32_t plume_runner_max_tokens(const plume_runner *r) { return r->max_tokens; }
+int plume_runner_threads(const plume_runner *r) { return plume_pool_threads(r->pool); }
 
 static void add_bias(float *y, const float *b, int n_tok, int n)
 {
@@ -105,91 +149,110 @@ static void add_bias(float *y, const float *b, int n_tok, int n)
             y[(size_t)t * n + i] += b[i];
 }
 
-/* One chunk of n positions starting at c->n_past. */
-static void forward_chunk(plume_context *c, const int32_t *tokens, int n, float *logits)
+/* Flattens the batch into per-position token, slot and attention context,
+ * checking ids, positions and block tables. Returns the position count. */
+static int32_t plan(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
+                    int32_t *n_logits, plume_error *err)
 {
-    const plume_model *m = c->m;
+    const int32_t nv = r->m->cfg.n_vocab, bs = r->kv->block_size;
+    int32_t T = 0, L = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        const plume_batch_seq *q = &seqs[s];
+        if (q->n <= 0 || q->pos0 < 0 || q->n_logits < 0 || q->n_logits > q->n)
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "batch entry %d: bad shape (n %d, pos0 %d, n_logits %d)", s, q->n,
+                             q->pos0, q->n_logits);
+        if (q->n > r->max_tokens - T)
+            return plume_err(err, PLUME_ERR_RANGE,
+                             "the batch has more than %d positions (the runner's maximum)",
+                             r->max_tokens);
+        for (int32_t i = 0; i < q->n; i++) {
+            int32_t tok = q->tokens[i], pos = q->pos0 + i;
+            if (tok < 0 || tok >= nv)
+                return plume_err(err, PLUME_ERR_INVALID,
+                                 "token id %d at index %d is outside the vocabulary [0, %d)", tok,
+                                 i, nv);
+            int32_t blk = q->block_table[pos / bs];
+            if (blk < 0 || blk >= r->kv->n_blocks)
+                return plume_err(err, PLUME_ERR_INTERNAL,
+                                 "block table entry %d = %d is outside the cache of %d blocks",
+                                 pos / bs, blk, r->kv->n_blocks);
+            r->tokens[T] = tok;
+            r->slots[T] = blk * bs + pos % bs;
+            r->rows[T] = (plume_attn_row){pos, q->block_table};
+            if (i >= q->n - q->n_logits)
+                r->logit_rows[L++] = T;
+            T++;
+        }
+    }
+    *n_logits = L;
+    return T;
+}
+
+int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
+                         float *logits, plume_error *err)
+{
+    int32_t L = 0;
+    int32_t n = plan(r, seqs, n_seqs, &L, err);
+    if (n <= 0)
+        return n == 0 ? plume_err(err, PLUME_ERR_INVALID, "empty batch") : -1;
+    const plume_model *m = r->m;
     const plume_model_config *cfg = &m->cfg;
     const int E = cfg->n_embd, hd = cfg->head_dim, H = cfg->n_head, HKV = cfg->n_head_kv;
     const int Q = H * hd, KV = HKV * hd, F = cfg->n_ff;
-    const int pos0 = c->n_past;
     const int adjacent = cfg->rope_style == PLUME_ROPE_ADJACENT;
-    plume_pool *pool = c->pool;
+    const size_t layer_stride = (size_t)r->kv->n_blocks * r->kv->block_size * KV;
+    plume_pool *pool = r->pool;
 
     for (int t = 0; t < n; t++)
-        plume_cpu_get_row(m->tok_embd, tokens[t], c->x + (size_t)t * E);
+        plume_cpu_get_row(m->tok_embd, r->tokens[t], r->x + (size_t)t * E);
 
-    float *q = c->q, *k = c->q + (size_t)n * Q, *v = k + (size_t)n * KV;
     for (int l = 0; l < cfg->n_layer; l++) {
-        const plume_layer *L = &m->layers[l];
+        const plume_layer *Ly = &m->layers[l];
+        float *kc = r->kv->k + (size_t)l * layer_stride, *vc = r->kv->v + (size_t)l * layer_stride;
         for (int t = 0; t < n; t++)
-            plume_cpu_rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)t * E, L->attn_norm, E,
+            plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->attn_norm, E,
                               cfg->rms_eps);
-        plume_cpu_matmul(pool, L->wq, c->xn, n, q, c->scratch);
-        plume_cpu_matmul(pool, L->wk, c->xn, n, k, c->scratch);
-        plume_cpu_matmul(pool, L->wv, c->xn, n, v, c->scratch);
-        add_bias(q, L->bq, n, Q);
-        add_bias(k, L->bk, n, KV);
-        add_bias(v, L->bv, n, KV);
-        float *kc = c->k_cache + (size_t)l * c->n_ctx * KV;
-        float *vc = c->v_cache + (size_t)l * c->n_ctx * KV;
+        plume_cpu_matmul(pool, Ly->wq, r->xn, n, r->q, r->scratch);
+        plume_cpu_matmul(pool, Ly->wk, r->xn, n, r->k, r->scratch);
+        plume_cpu_matmul(pool, Ly->wv, r->xn, n, r->v, r->scratch);
+        add_bias(r->q, Ly->bq, n, Q);
+        add_bias(r->k, Ly->bk, n, KV);
+        add_bias(r->v, Ly->bv, n, KV);
         for (int t = 0; t < n; t++) {
+            const int pos = r->rows[t].pos;
             for (int h = 0; h < H; h++)
-                plume_cpu_rope(q + (size_t)t * Q + (size_t)h * hd, hd, pos0 + t, m->rope_inv_freq,
+                plume_cpu_rope(r->q + (size_t)t * Q + (size_t)h * hd, hd, pos, m->rope_inv_freq,
                                adjacent);
             for (int h = 0; h < HKV; h++)
-                plume_cpu_rope(k + (size_t)t * KV + (size_t)h * hd, hd, pos0 + t,
-                               m->rope_inv_freq, adjacent);
-            memcpy(kc + (size_t)(pos0 + t) * KV, k + (size_t)t * KV, sizeof(float) * KV);
-            memcpy(vc + (size_t)(pos0 + t) * KV, v + (size_t)t * KV, sizeof(float) * KV);
+                plume_cpu_rope(r->k + (size_t)t * KV + (size_t)h * hd, hd, pos, m->rope_inv_freq,
+                               adjacent);
+            memcpy(kc + (size_t)r->slots[t] * KV, r->k + (size_t)t * KV, sizeof(float) * KV);
+            memcpy(vc + (size_t)r->slots[t] * KV, r->v + (size_t)t * KV, sizeof(float) * KV);
         }
-        plume_cpu_attention(pool, q, kc, vc, KV, n, pos0, H, HKV, hd, c->attn, c->scratch,
-                            c->n_ctx);
-        plume_cpu_matmul(pool, L->wo, c->attn, n, c->xn, c->scratch);
+        plume_paged_attention(pool, r->q, kc, vc, r->rows, n, r->kv->block_size, H, HKV, hd,
+                              r->attn);
+        plume_cpu_matmul(pool, Ly->wo, r->attn, n, r->xn, r->scratch);
+        add_bias(r->xn, Ly->bo, n, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
-            c->x[i] += c->xn[i];
+            r->x[i] += r->xn[i];
 
         for (int t = 0; t < n; t++)
-            plume_cpu_rmsnorm(c->xn + (size_t)t * E, c->x + (size_t)t * E, L->ffn_norm, E,
+            plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->ffn_norm, E,
                               cfg->rms_eps);
-        plume_cpu_matmul(pool, L->w_gate, c->xn, n, c->gate, c->scratch);
-        plume_cpu_matmul(pool, L->w_up, c->xn, n, c->up, c->scratch);
-        plume_cpu_swiglu(c->gate, c->up, n * F);
-        plume_cpu_matmul(pool, L->w_down, c->gate, n, c->xn, c->scratch);
+        plume_cpu_matmul(pool, Ly->w_gate, r->xn, n, r->gate, r->scratch);
+        plume_cpu_matmul(pool, Ly->w_up, r->xn, n, r->up, r->scratch);
+        plume_cpu_swiglu(r->gate, r->up, n * F);
+        plume_cpu_matmul(pool, Ly->w_down, r->gate, n, r->xn, r->scratch);
         for (size_t i = 0; i < (size_t)n * E; i++)
-            c->x[i] += c->xn[i];
+            r->x[i] += r->xn[i];
     }
-    c->n_past += n;
-    if (logits) {
-        plume_cpu_rmsnorm(c->logits_in, c->x + (size_t)(n - 1) * E, m->out_norm, E,
-                          cfg->rms_eps);
-        plume_cpu_matmul(pool, m->output, c->logits_in, 1, logits, c->scratch);
-    }
-}
-
-int plume_decode(plume_context *c, const int32_t *tokens, size_t n, float *logits,
-                 plume_error *err)
-{
-    const int32_t nv = c->m->cfg.n_vocab;
-    if (n == 0)
-        return plume_err(err, PLUME_ERR_INVALID, "plume_decode needs at least one token");
-    if ((size_t)c->n_past + n > (size_t)c->n_ctx)
-        return plume_err(err, PLUME_ERR_RANGE,
-                         "%zu tokens after %d cached positions exceed the context of %d tokens; "
-                         "use a larger --ctx-size or a shorter prompt",
-                         n, c->n_past, c->n_ctx);
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= nv)
-            return plume_err(err, PLUME_ERR_INVALID,
-                             "token id %d at index %zu is outside the vocabulary [0, %d)",
-                             tokens[i], i, nv);
-    for (size_t done = 0; done < n;) {
-        size_t chunk = n - done;
-        if (chunk > (size_t)c->max_batch)
-            chunk = (size_t)c->max_batch;
-        bool last = done + chunk == n;
-        forward_chunk(c, tokens + done, (int)chunk, last ? logits : NULL);
-        done += chunk;
+    if (L > 0 && logits) {
+        /* final norm of the wanted rows only, gathered, then one head matmul */
+        for (int i = 0; i < L; i++)
+            plume_cpu_rmsnorm(r->xn + (size_t)i * E, r->x + (size_t)r->logit_rows[i] * E,
+                              m->out_norm, E, cfg->rms_eps);
+        plume_cpu_matmul(pool, m->output, r->xn, L, logits, r->scratch);
     }
     return 0;
 }

@@ -12,7 +12,7 @@ typedef struct plume_layer {
     const plume_tensor *wq, *wk, *wv, *wo;  /* [out][in] matrices */
     const plume_tensor *w_gate, *w_up, *w_down;
     float *attn_norm, *ffn_norm;            /* owned f32 copies, n_embd */
-    float *bq, *bk, *bv;                    /* owned f32 biases or NULL */
+    float *bq, *bk, *bv, *bo;               /* owned f32 biases or NULL */
 } plume_layer;
 
 struct plume_model {

@@ -15,7 +15,7 @@ typedef struct tensor_name {
     const char *hf;
 } tensor_name;
 
-enum { T_ATTN_NORM, T_WQ, T_WK, T_WV, T_WO, T_BQ, T_BK, T_BV, T_FFN_NORM, T_GATE, T_UP, T_DOWN,
+enum { T_ATTN_NORM, T_WQ, T_WK, T_WV, T_WO, T_BQ, T_BK, T_BV, T_BO, T_FFN_NORM, T_GATE, T_UP, T_DOWN,
        T_COUNT };
 
 static const tensor_name layer_names[T_COUNT] = {
@@ -27,6 +27,7 @@ static const tensor_name layer_names[T_COUNT] = {
     [T_BQ] = {"blk.%d.attn_q.bias", "model.layers.%d.self_attn.q_proj.bias"},
     [T_BK] = {"blk.%d.attn_k.bias", "model.layers.%d.self_attn.k_proj.bias"},
     [T_BV] = {"blk.%d.attn_v.bias", "model.layers.%d.self_attn.v_proj.bias"},
+    [T_BO] = {"blk.%d.attn_output.bias", "model.layers.%d.self_attn.o_proj.bias"},
     [T_FFN_NORM] = {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
     [T_GATE] = {"blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
     [T_UP] = {"blk.%d.ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
@@ -127,7 +128,8 @@ static int load_layers(plume_model *m, plume_error *err)
         bool need_bias = c->qkv_bias;
         if (get_vector(m, n[T_BQ], Q, need_bias, &L->bq, err) ||
             get_vector(m, n[T_BK], KV, need_bias, &L->bk, err) ||
-            get_vector(m, n[T_BV], KV, need_bias, &L->bv, err))
+            get_vector(m, n[T_BV], KV, need_bias, &L->bv, err) ||
+            get_vector(m, n[T_BO], E, false, &L->bo, err))
             return -1;
     }
     return 0;
@@ -245,6 +247,7 @@ void plume_model_free(plume_model *m)
             free(L->bq);
             free(L->bk);
             free(L->bv);
+            free(L->bo);
         }
         free(m->layers);
     }
