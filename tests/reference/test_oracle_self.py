@@ -24,6 +24,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import _venv  # noqa: E402
+
+_venv.ensure()
+
 try:
     import numpy as np
     import gguf  # noqa: F401
@@ -85,10 +89,14 @@ def one_variant(tmp, arch, tied):
     check(list(np.argmax(full[len(PROMPT) - 1:], axis=1)) == g, "%s: greedy == argmax of recompute" % tag)
     check(mh.greedy(PROMPT, 16) == g and ms.greedy(PROMPT, 16) == g, "%s: greedy GGUF == HF == sharded" % tag)
     gap = min(top_gap(r) for r in full[len(PROMPT) - 1:])
-    check(gap > 1e-3, "%s: greedy far from ties (min top1-top2 gap %.3g)" % (tag, gap))
+    # plume is compared with a 1e-3 logits tolerance; demand 10x margin
+    check(gap > 1e-2, "%s: greedy far from ties (min top1-top2 gap %.3g)" % (tag, gap))
 
     # lower-precision copies
-    for key, tol in (("gguf_f16", 0.05), ("gguf_q8_0", 0.5)):
+    # Weight rounding: F16 keeps ~11 bits (rel. error <= 2^-11); Q8_0 has step
+    # amax/127 per block of 32 (rms rel. error ~0.5%), ~20x coarser, and the
+    # tiny model's logits have std ~8, so allow 0.05 and 1.5 respectively.
+    for key, tol in (("gguf_f16", 0.05), ("gguf_q8_0", 1.5)):
         mq = oracle.load(paths[key])
         lq = mq.logits(PROMPT)
         e = maxdiff(lq, lg)

@@ -21,7 +21,7 @@ typedef struct tu_dir {
 } tu_dir;
 
 /* Creates a fresh scratch directory under $TMPDIR (or /tmp); NULL on error. */
-static tu_dir *tu_dir_new(void)
+static inline tu_dir *tu_dir_new(void)
 {
     tu_dir *d = calloc(1, sizeof *d);
     if (!d)
@@ -35,14 +35,14 @@ static tu_dir *tu_dir_new(void)
     return d;
 }
 
-static int tu_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+static inline int tu_rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
 }
 
 /* Removes the scratch directory and everything in it. */
-static void tu_dir_free(tu_dir *d)
+static inline void tu_dir_free(tu_dir *d)
 {
     if (!d)
         return;
@@ -52,8 +52,8 @@ static void tu_dir_free(tu_dir *d)
 
 /* Builds "<root>/<printf(fmt, ...)>" in d->path and returns it (overwritten by
  * the next call: copy it if two are needed at once). */
-static const char *tu_path(tu_dir *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *tu_path(tu_dir *d, const char *fmt, ...)
+static inline const char *tu_path(tu_dir *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline const char *tu_path(tu_dir *d, const char *fmt, ...)
 {
     int n = snprintf(d->path, sizeof d->path, "%s/", d->root);
     va_list ap;
@@ -64,7 +64,7 @@ static const char *tu_path(tu_dir *d, const char *fmt, ...)
 }
 
 /* Writes len bytes to path; returns 0 or -1. */
-static int tu_write_file(const char *path, const void *buf, size_t len)
+static inline int tu_write_file(const char *path, const void *buf, size_t len)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
@@ -74,43 +74,14 @@ static int tu_write_file(const char *path, const void *buf, size_t len)
 }
 
 /* Writes a NUL-terminated string to path. */
-static int tu_write_text(const char *path, const char *text)
+static inline int tu_write_text(const char *path, const char *text)
 {
     return tu_write_file(path, text, strlen(text));
 }
 
-/* Reads a whole file into a malloc'd buffer; NULL on error. */
-static uint8_t *tu_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    uint8_t *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            uint8_t *g = realloc(buf, cap);
-            if (!g) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = g;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* True when err holds code and a message containing want; prints the
  * message otherwise so that a failing test says what it got. */
-static int tu_err_is(const plume_error *err, plume_status code, const char *want)
+static inline int tu_err_is(const plume_error *err, plume_status code, const char *want)
 {
     if (err->code == code && strstr(err->msg, want))
         return 1;

@@ -483,7 +483,7 @@ static void test_bad_index(void **state)
         assert_int_equal(tu_write_text(tu_path(d, "%s", idx), cases[i].text), 0);
         expect_open_fails(tu_path(d, "%s", idx), NULL, PLUME_ERR_FORMAT, cases[i].want);
     }
-    expect_open_fails(tu_path(d, "bi/nothere.index.json"), NULL, PLUME_ERR_IO, "cannot read");
+    expect_open_fails(tu_path(d, "bi/nothere.index.json"), NULL, PLUME_ERR_IO, "cannot open");
 }
 
 /* ---- tests: corrupt single files --------------------------------------- */

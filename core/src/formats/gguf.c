@@ -209,7 +209,7 @@ static int read_type(reader *r, gguf_type *t, const char *which)
  * against the remaining bytes before anything is allocated. */
 static int read_array(reader *r, gguf_value *v)
 {
-    gguf_type et;
+    gguf_type et = GGUF_TYPE_UINT8;
     uint64_t n;
     if (r->depth >= GGUF_MAX_DEPTH)
         return fail_at(r, PLUME_ERR_FORMAT, r->off, HINT_CORRUPT,
@@ -420,7 +420,7 @@ static int read_kvs(reader *r, gguf_file *f, uint64_t n)
             return -1;
         show_name(name, sizeof name, f->keys[i].ptr, f->keys[i].len);
         set_ctx(r, "metadata key #%zu '%s' type", i, name);
-        gguf_type t;
+        gguf_type t = GGUF_TYPE_UINT8;
         if (read_type(r, &t, "value type") < 0)
             return -1;
         set_ctx(r, "metadata key #%zu '%s' value", i, name);
@@ -442,7 +442,8 @@ static int read_kvs(reader *r, gguf_file *f, uint64_t n)
 
 /* Computes t->nbytes from the dims and type, rejecting unknown types,
  * rows that are not whole blocks and sizes that overflow. */
-static int tensor_nbytes(reader *r, plume_tensor *t, size_t type_at, size_t dims_at)
+static int tensor_nbytes(reader *r, plume_tensor *t, size_t i, const char *name, size_t type_at,
+                         size_t dims_at)
 {
     size_t bb = plume_dtype_block_bytes(t->type);
     size_t be = plume_dtype_block_elems(t->type);
@@ -451,6 +452,7 @@ static int tensor_nbytes(reader *r, plume_tensor *t, size_t type_at, size_t dims
                        "re-quantize the model to a common type (e.g. Q8_0, Q4_K, F16)",
                        "type id %u (%s) has a block size plume does not know", t->type,
                        plume_dtype_name(t->type));
+    set_ctx(r, "tensor info #%zu '%s' dims", i, name);
     if ((uint64_t)t->ne[0] % be != 0)
         return fail_at(r, PLUME_ERR_FORMAT, dims_at, HINT_CORRUPT,
                        "ne[0] = %lld is not a multiple of the %s block size %zu",
@@ -526,7 +528,7 @@ static int read_tensor_info(reader *r, gguf_file *f, size_t i, uint64_t *offset,
         return -1;
     set_ctx(r, "tensor info #%zu '%s' type", i, name);
     size_t type_at = r->off;
-    if (rd_u32(r, &t->type) < 0 || tensor_nbytes(r, t, type_at, dims_at) < 0)
+    if (rd_u32(r, &t->type) < 0 || tensor_nbytes(r, t, i, name, type_at, dims_at) < 0)
         return -1;
     set_ctx(r, "tensor info #%zu '%s' offset", i, name);
     *off_at = r->off;
@@ -638,7 +640,7 @@ int gguf_open(const char *path, gguf_file **out, plume_error *err)
     }
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
     reader r = {.f = f, .err = err};
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     if (map_file(f, err) < 0 || read_header(&r, f, &n_tensors, &n_kv) < 0 ||
         read_kvs(&r, f, n_kv) < 0 || read_tensors(&r, f, n_tensors) < 0) {
         gguf_close(f);

@@ -106,12 +106,11 @@ static int hf_bool(const char *path, json_t *root, const char *key, bool def, bo
     return 0;
 }
 
-/* Rejects settings that would change the computation in ways plume does not
- * implement: rope_scaling other than "default", a non-SiLU activation, and
- * llama's mlp_bias. */
-static int hf_check_unsupported(const char *path, json_t *root, plume_error *err)
+/* Rejects a rope_scaling (or transformers-5 rope_parameters) object whose
+ * rope_type / type is anything but "default". */
+static int hf_check_rope(const char *path, json_t *root, const char *key, plume_error *err)
 {
-    json_t *rs = hf_get(root, "rope_scaling");
+    json_t *rs = hf_get(root, key);
     if (rs) {
         json_t *t = json_object_get(rs, "rope_type");
         if (!json_is_string(t))
@@ -119,12 +118,26 @@ static int hf_check_unsupported(const char *path, json_t *root, plume_error *err
         const char *type = json_is_string(t) ? json_string_value(t) : NULL;
         if (!type || strcmp(type, "default") != 0) {
             char *dump = type ? NULL : json_dumps(rs, JSON_COMPACT);
-            plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: rope_scaling %s is not supported yet", path,
+            plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: %s %s is not supported yet", path, key,
                       type ? type : dump ? dump : "(unreadable)");
             free(dump);
             return -1;
         }
     }
+    return 0;
+}
+
+/* Rejects settings that would change the computation in ways plume does not
+ * implement: RoPE scaling, a non-SiLU activation, llama's mlp_bias and
+ * Qwen2's sliding-window attention. */
+static int hf_check_unsupported(const char *path, json_t *root, plume_error *err)
+{
+    json_t *rp = hf_get(root, "rope_parameters");
+    if (rp && (!json_is_object(rp) || json_object_get(rp, "rope_type")))
+        if (hf_check_rope(path, root, "rope_parameters", err))
+            return -1;
+    if (hf_check_rope(path, root, "rope_scaling", err))
+        return -1;
     json_t *act = hf_get(root, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
@@ -133,7 +146,20 @@ static int hf_check_unsupported(const char *path, json_t *root, plume_error *err
     json_t *mlp_bias = hf_get(root, "mlp_bias");
     if (json_is_true(mlp_bias))
         return plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: mlp_bias true is not supported yet", path);
+    if (json_is_true(hf_get(root, "use_sliding_window")))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: use_sliding_window true is not supported yet", path);
     return 0;
+}
+
+/* The object holding rope_theta: the top level, or transformers 5's
+ * rope_parameters when only that has it. */
+static json_t *hf_rope_source(json_t *root)
+{
+    json_t *rp = hf_get(root, "rope_parameters");
+    if (!hf_get(root, "rope_theta") && json_is_object(rp) && hf_get(rp, "rope_theta"))
+        return rp;
+    return root;
 }
 
 /* Fills cfg from a parsed config object; every error names path. */
@@ -159,7 +185,7 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
                          path);
     if (hf_int(path, root, "head_dim", cfg->n_embd / cfg->n_head, &cfg->head_dim, err) ||
         hf_float(path, root, "rms_norm_eps", 1e-6, &cfg->rms_eps, err) ||
-        hf_float(path, root, "rope_theta", 10000.0, &cfg->rope_theta, err) ||
+        hf_float(path, hf_rope_source(root), "rope_theta", 10000.0, &cfg->rope_theta, err) ||
         hf_bool(path, root, "tie_word_embeddings", false, &cfg->tied_embeddings, err))
         return -1;
     if (arch->arch == PLUME_ARCH_QWEN2)

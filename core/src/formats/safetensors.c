@@ -315,7 +315,7 @@ static int st_parse_tensor(safetensors *st, size_t shard, const char *name, json
                          name, json_string_value(jd));
     int64_t shape[PLUME_MAX_DIMS];
     int n_dims = 0;
-    uint64_t begin, end, need;
+    uint64_t begin = 0, end = 0, need = 0;
     if (st_parse_shape(path, name, json_object_get(desc, "shape"), shape, &n_dims, err) ||
         st_parse_offsets(path, name, json_object_get(desc, "data_offsets"), &begin, &end, err) ||
         st_tensor_bytes(path, name, dt, shape, n_dims, &need, err))

@@ -26,7 +26,15 @@ int plume_err_prefix(plume_error *err, const char *fmt, ...)
     va_end(ap);
     char old[PLUME_ERROR_MSG_MAX];
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n > sizeof err->msg - 3)
+        n = sizeof err->msg - 3;
+    memcpy(err->msg, prefix, n);
+    memcpy(err->msg + n, ": ", 2);
+    size_t room = sizeof err->msg - n - 3;
+    size_t m = strnlen(old, room);
+    memcpy(err->msg + n + 2, old, m);
+    err->msg[n + 2 + m] = '\0';
     return -1;
 }
 
