@@ -1,4 +1,5 @@
-/* plume generate: one prompt, streamed output, timing on stderr. */
+/* plume generate: one prompt streamed, or a JSONL file of prompts served
+ * together by the engine (continuous batching). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,20 +7,28 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "plume/engine.h"
 #include "plume/model.h"
 #include "plume/sampler.h"
 
 static const char help[] =
-    "usage: plume generate --model PATH (--prompt TEXT | --prompt-ids IDS) [options]\n"
+    "usage: plume generate --model PATH (--prompt TEXT | --prompt-ids IDS | --prompts-file F)\n"
+    "                      [options]\n"
     "\n"
     "Generates a continuation of the prompt and streams it to stdout; prompt and\n"
-    "generation speed (tokens/s) go to stderr.\n"
+    "generation speed (tokens/s) go to stderr.  With --prompts-file, serves every\n"
+    "prompt of a JSONL file together and writes one JSON result per line, in input\n"
+    "order.\n"
     "\n"
     "input:\n"
     "  --model PATH          a .gguf file or an HF model directory\n"
     "  --prompt TEXT         the prompt; special-token texts such as <|im_start|> are\n"
     "                        recognised, and BOS is prepended when the model asks for it\n"
     "  --prompt-ids IDS      the prompt as comma-separated token ids, used as given\n"
+    "  --prompts-file F      JSONL, one object per line: {\"prompt\": TEXT} plus any of\n"
+    "                        max_tokens, temperature, top_k, top_p, min_p,\n"
+    "                        repeat_penalty, seed, stop (list of strings), chat (bool),\n"
+    "                        system; unset fields take the command-line values\n"
     "  --chat                wrap the prompt as a user message in the model's chat template\n"
     "                        (SmolLM2: ChatML) and generate the assistant's reply\n"
     "  --system TEXT         system message for --chat (default: the template's own)\n"
@@ -32,24 +41,36 @@ static const char help[] =
     "  --min-p P             drop tokens below P x the top probability, 0 = off (default 0.05)\n"
     "  --repeat-penalty R    penalise the last 64 tokens, 1 = off (default 1)\n"
     "  --seed S              RNG seed; the same seed gives the same output (default: random)\n"
+    "  --stop TEXT           stop before this text (repeatable)\n"
     "  --ignore-eos          keep going past end-of-generation tokens\n"
     "\n"
-    "runtime:\n"
+    "engine:\n"
     "  --threads N           worker threads (default: all online CPUs)\n"
-    "  --ctx-size N          context length (default: the model's, at most 4096)\n"
+    "  --ctx-size N          KV cache capacity in tokens (default 8192); also bounds the\n"
+    "                        context of one sequence (with the model's trained length)\n"
+    "  --block-size N        tokens per KV block (default 16)\n"
+    "  --max-num-seqs N      sequences per step (default 64)\n"
+    "  --max-batched-tokens N  positions per step (default 512)\n"
+    "  --no-prefix-caching   do not share KV blocks between prompts with a common prefix\n"
+    "  --separate-batches    never mix prefill chunks and decode tokens in one step\n"
     "\n"
     "output:\n"
     "  --json                print one JSON object instead of streaming: text, token_ids,\n"
-    "                        prompt_token_ids, prompt_tokens, finish_reason,\n"
-    "                        prefill_tok_s, decode_tok_s\n"
+    "                        prompt_token_ids, prompt_tokens, generated_tokens,\n"
+    "                        finish_reason, prefill_tok_s, decode_tok_s, seed\n"
     "  --logits-out FILE     write the logits of the last prompt position to FILE as\n"
     "                        raw little-endian float32 (n_vocab values)\n";
 
+#define MAX_STOP 16
+
 typedef struct gen_opts {
-    const char *model, *prompt, *prompt_ids, *system, *logits_out;
+    const char *model, *prompt, *prompt_ids, *prompts_file, *system, *logits_out;
+    const char *stop[MAX_STOP];
+    size_t n_stop;
     bool chat, json, ignore_eos, seed_given;
-    int max_tokens, threads, ctx_size;
+    int max_tokens, threads;
     plume_sampling_params sp;
+    plume_engine_params ep;
 } gen_opts;
 
 static void parse(int argc, char **argv, gen_opts *o)
@@ -57,7 +78,8 @@ static void parse(int argc, char **argv, gen_opts *o)
     memset(o, 0, sizeof *o);
     o->max_tokens = 256;
     o->sp = plume_sampling_defaults();
-    o->sp.repeat_last_n = 64;
+    o->ep = plume_engine_defaults();
+    o->ep.kv_max_tokens = 8192;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
@@ -69,12 +91,14 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->prompt = v;
         } else if (cli_opt(argc, argv, &i, "--prompt-ids", &v)) {
             o->prompt_ids = v;
+        } else if (cli_opt(argc, argv, &i, "--prompts-file", &v)) {
+            o->prompts_file = v;
         } else if (cli_opt(argc, argv, &i, "--system", &v)) {
             o->system = v;
         } else if (cli_flag(argv, i, "--chat")) {
             o->chat = true;
         } else if (cli_opt(argc, argv, &i, "--max-tokens", &v) || cli_opt(argc, argv, &i, "-n", &v)) {
-            o->max_tokens = (int)cli_int("--max-tokens", v, 0, 1 << 24);
+            o->max_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 24);
         } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
             o->sp.temperature = (float)cli_float("--temperature", v, 0, 100);
         } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
@@ -88,12 +112,29 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             o->sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
             o->seed_given = true;
+        } else if (cli_opt(argc, argv, &i, "--stop", &v)) {
+            if (o->n_stop == MAX_STOP || !v[0]) {
+                fprintf(stderr, "plume generate: --stop takes a non-empty text, at most %d times\n",
+                        MAX_STOP);
+                exit(2);
+            }
+            o->stop[o->n_stop++] = v;
         } else if (cli_flag(argv, i, "--ignore-eos")) {
             o->ignore_eos = true;
         } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
-            o->threads = (int)cli_int("--threads", v, 1, 1024);
+            o->ep.n_threads = (int)cli_int("--threads", v, 1, 1024);
         } else if (cli_opt(argc, argv, &i, "--ctx-size", &v) || cli_opt(argc, argv, &i, "-c", &v)) {
-            o->ctx_size = (int)cli_int("--ctx-size", v, 1, 1 << 22);
+            o->ep.kv_max_tokens = cli_int("--ctx-size", v, 1, 1 << 30);
+        } else if (cli_opt(argc, argv, &i, "--block-size", &v)) {
+            o->ep.block_size = (int32_t)cli_int("--block-size", v, 1, 1024);
+        } else if (cli_opt(argc, argv, &i, "--max-num-seqs", &v)) {
+            o->ep.max_num_seqs = (int32_t)cli_int("--max-num-seqs", v, 1, 65536);
+        } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
+            o->ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
+        } else if (cli_flag(argv, i, "--no-prefix-caching")) {
+            o->ep.prefix_caching = false;
+        } else if (cli_flag(argv, i, "--separate-batches")) {
+            o->ep.mixed_batches = false;
         } else if (cli_flag(argv, i, "--json")) {
             o->json = true;
         } else if (cli_opt(argc, argv, &i, "--logits-out", &v)) {
@@ -102,24 +143,33 @@ static void parse(int argc, char **argv, gen_opts *o)
             cli_unknown("generate", argv[i]);
         }
     }
-    if (!o->model || (!o->prompt && !o->prompt_ids)) {
-        fprintf(stderr, "plume generate: --model and --prompt (or --prompt-ids) are required\n\n%s",
-                help);
+    int inputs = !!o->prompt + !!o->prompt_ids + !!o->prompts_file;
+    if (!o->model || inputs == 0) {
+        fprintf(stderr, "plume generate: --model and one of --prompt, --prompt-ids, "
+                        "--prompts-file are required\n\n%s", help);
         exit(2);
     }
-    if (o->prompt && o->prompt_ids) {
-        fprintf(stderr, "plume generate: give either --prompt or --prompt-ids, not both\n");
+    if (inputs > 1) {
+        fprintf(stderr, "plume generate: give only one of --prompt, --prompt-ids, --prompts-file\n");
         exit(2);
     }
     if (o->chat && o->prompt_ids) {
         fprintf(stderr, "plume generate: --chat needs --prompt text, not --prompt-ids\n");
         exit(2);
     }
+    if (o->prompts_file && o->logits_out) {
+        fprintf(stderr, "plume generate: --logits-out works with a single prompt only\n");
+        exit(2);
+    }
+    if (o->ep.block_size > o->ep.kv_max_tokens) {
+        fprintf(stderr, "plume generate: --ctx-size must be at least --block-size\n");
+        exit(2);
+    }
     if (!o->seed_given)
         o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
 }
 
-/* Parses "1,2,3" into a malloc'd array. */
+/* Parses "1,2,3" into a malloc'd array; prints the problem and returns -1. */
 static int parse_ids(const char *s, int32_t **ids, size_t *n)
 {
     size_t cap = 16, len = 0;
@@ -155,36 +205,43 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n)
     return 0;
 }
 
-/* The prompt's token ids: given ids, or the (chat-wrapped) text tokenized. */
-static int prompt_tokens(const gen_opts *o, const plume_tokenizer *tok, int32_t **ids, size_t *n,
-                         plume_error *err)
+/* The text to tokenize: the prompt, or the chat template applied to it. */
+static int prompt_text(const plume_tokenizer *tok, const char *prompt, bool chat,
+                       const char *system, char **out, plume_error *err)
 {
-    if (o->prompt_ids)
-        return parse_ids(o->prompt_ids, ids, n) ? plume_err(err, PLUME_ERR_INVALID, "bad --prompt-ids") : 0;
-    char *text = NULL;
-    const char *src = o->prompt;
-    if (o->chat) {
-        plume_chat_msg msgs[2];
-        size_t nm = 0;
-        if (o->system)
-            msgs[nm++] = (plume_chat_msg){"system", o->system};
-        msgs[nm++] = (plume_chat_msg){"user", o->prompt};
-        if (plume_chat_apply(tok, msgs, nm, true, &text, err))
-            return -1;
-        src = text;
+    if (!chat)
+        return (*out = strdup(prompt)) ? 0 : plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    plume_chat_msg msgs[2];
+    size_t nm = 0;
+    if (system)
+        msgs[nm++] = (plume_chat_msg){"system", system};
+    msgs[nm++] = (plume_chat_msg){"user", prompt};
+    return plume_chat_apply(tok, msgs, nm, true, out, err);
+}
+
+typedef struct stream_state {
+    bool print;
+    double t_first; /* when the first token arrived */
+    double t_last;
+    size_t n_tokens;
+} stream_state;
+
+static void on_token(void *user, int64_t id, int32_t token, const char *text, size_t len,
+                     plume_finish_reason reason)
+{
+    (void)id;
+    (void)reason;
+    stream_state *st = user;
+    double t = cli_now();
+    if (token >= 0) {
+        if (st->n_tokens++ == 0)
+            st->t_first = t;
+        st->t_last = t;
     }
-    /* no second BOS when the rendered text already starts with it */
-    bool add_bos = plume_tokenizer_add_bos(tok);
-    int32_t bos = plume_tokenizer_bos(tok);
-    if (add_bos && bos >= 0) {
-        char buf[256];
-        int len = plume_token_bytes(tok, bos, true, buf, sizeof buf);
-        if (len > 0 && (size_t)len < sizeof buf && strncmp(src, buf, (size_t)len) == 0)
-            add_bos = false;
+    if (st->print && len) {
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
     }
-    int rc = plume_tokenize(tok, src, strlen(src), add_bos, true, ids, n, err);
-    free(text);
-    return rc;
 }
 
 static int write_logits(const char *path, const float *logits, int32_t n)
@@ -199,132 +256,96 @@ static int write_logits(const char *path, const float *logits, int32_t n)
     return fclose(f) == 0 ? 0 : -1;
 }
 
-int cmd_generate(int argc, char **argv)
+static json_t *ids_json(const int32_t *ids, size_t n)
 {
-    gen_opts o;
-    parse(argc, argv, &o);
-    plume_error err = {0};
-    plume_model *m = NULL;
-    plume_context *ctx = NULL;
-    plume_sampler *smp = NULL;
-    int32_t *ids = NULL;
-    float *logits = NULL;
-    char *text = NULL;
-    int status = 1;
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
 
-    if (plume_model_load(o.model, &m, &err))
-        goto fail;
+/* A request's outcome as JSON (text replaced by "" if it is not UTF-8). */
+static json_t *result_json(const plume_request_result *r)
+{
+    json_t *text = json_stringn(r->text, r->text_len);
+    json_t *o = json_pack("{s:o,s:o,s:o,s:I,s:I,s:s,s:I}", "text", text ? text : json_string(""),
+                          "token_ids", ids_json(r->output_ids, r->n_output), "prompt_token_ids",
+                          ids_json(r->prompt_ids, r->n_prompt), "prompt_tokens",
+                          (json_int_t)r->n_prompt, "generated_tokens", (json_int_t)r->n_output,
+                          "finish_reason", plume_finish_reason_name(r->finish),
+                          "cached_prompt_tokens", (json_int_t)r->n_cached_prompt);
+    if (r->error)
+        json_object_set_new(o, "error", json_string(r->error));
+    return o;
+}
+
+static int run_engine(plume_engine *e, plume_error *err)
+{
+    while (plume_engine_has_work(e))
+        if (plume_engine_step(e, err) < 0)
+            return -1;
+    return 0;
+}
+
+static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e,
+                        plume_error *err)
+{
     const plume_tokenizer *tok = plume_model_tokenizer(m);
-    const int32_t n_vocab = plume_model_n_vocab(m);
-    size_t n_prompt;
-    if (prompt_tokens(&o, tok, &ids, &n_prompt, &err))
-        goto fail;
-    int n_ctx = o.ctx_size;
-    if (n_ctx == 0) {
-        n_ctx = plume_model_n_ctx_train(m);
-        if (n_ctx > 4096 || n_ctx <= 0)
-            n_ctx = 4096;
+    plume_request_params rp = plume_request_defaults();
+    rp.sampling = o->sp;
+    rp.max_tokens = o->max_tokens;
+    rp.ignore_eos = o->ignore_eos;
+    rp.stop = o->stop;
+    rp.n_stop = o->n_stop;
+    stream_state st = {.print = !o->json};
+    rp.on_token = on_token;
+    rp.user = &st;
+    float *logits = NULL;
+    if (o->logits_out) {
+        logits = malloc(sizeof(float) * (size_t)plume_model_n_vocab(m));
+        if (!logits)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        rp.first_logits = logits;
     }
-    if (n_prompt >= (size_t)n_ctx) {
-        plume_err(&err, PLUME_ERR_RANGE,
-                  "the prompt has %zu tokens but the context holds %d; shorten it or raise "
-                  "--ctx-size (the model was trained with %d)",
-                  n_prompt, n_ctx, plume_model_n_ctx_train(m));
-        goto fail;
-    }
-    if (plume_context_create(m, n_ctx, o.threads, &ctx, &err) ||
-        plume_sampler_create(&o.sp, n_vocab, &smp, &err))
-        goto fail;
-    size_t cap = n_prompt + (size_t)o.max_tokens;
-    int32_t *all = realloc(ids, sizeof(int32_t) * (cap ? cap : 1));
-    logits = malloc(sizeof(float) * (size_t)n_vocab);
-    if (!all || !logits) {
-        plume_err(&err, PLUME_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    ids = all;
-
+    int64_t id;
     double t0 = cli_now();
-    if (plume_decode(ctx, ids, n_prompt, logits, &err))
-        goto fail;
-    double t1 = cli_now();
-    if (o.logits_out && write_logits(o.logits_out, logits, n_vocab))
-        goto fail;
-
-    plume_detok dt;
-    plume_detok_init(&dt, tok, false);
-    size_t text_len = 0, text_cap = 4096;
-    text = malloc(text_cap);
-    if (!text) {
-        plume_err(&err, PLUME_ERR_NOMEM, "out of memory");
-        goto fail;
+    if (o->prompt_ids) {
+        int32_t *ids;
+        size_t n;
+        if (parse_ids(o->prompt_ids, &ids, &n)) {
+            free(logits);
+            return plume_err(err, PLUME_ERR_INVALID, "bad --prompt-ids");
+        }
+        id = plume_engine_add_tokens(e, ids, n, &rp, err);
+        free(ids);
+    } else {
+        char *text;
+        if (prompt_text(tok, o->prompt, o->chat, o->system, &text, err)) {
+            free(logits);
+            return -1;
+        }
+        id = plume_engine_add_text(e, text, &rp, err);
+        free(text);
     }
-    text[0] = '\0';
-    const char *finish = "length";
-    size_t n_gen = 0;
-    char piece[1024];
-    for (int step = 0; step < o.max_tokens; step++) {
-        if (n_prompt + n_gen >= (size_t)n_ctx) {
-            finish = "length";
-            break;
-        }
-        int32_t next = plume_sampler_sample(smp, logits, ids, n_prompt + n_gen);
-        ids[n_prompt + n_gen++] = next;
-        if (!o.ignore_eos && plume_tokenizer_is_eog(tok, next)) {
-            finish = "stop";
-            break;
-        }
-        int len = plume_detok_push(&dt, next, piece, sizeof piece);
-        if (len > 0) {
-            if (text_len + (size_t)len + 1 > text_cap) {
-                char *t = realloc(text, text_cap = 2 * (text_len + (size_t)len + 1));
-                if (!t) {
-                    plume_err(&err, PLUME_ERR_NOMEM, "out of memory");
-                    goto fail;
-                }
-                text = t;
-            }
-            memcpy(text + text_len, piece, (size_t)len + 1);
-            text_len += (size_t)len;
-            if (!o.json) {
-                fwrite(piece, 1, (size_t)len, stdout);
-                fflush(stdout);
-            }
-        }
-        if (step + 1 < o.max_tokens && n_prompt + n_gen < (size_t)n_ctx &&
-            plume_decode(ctx, &next, 1, logits, &err))
-            goto fail;
+    if (id < 0 || run_engine(e, err)) {
+        free(logits);
+        return -1;
     }
-    int len = plume_detok_flush(&dt, piece, sizeof piece);
-    if (len > 0 && !o.json)
-        fwrite(piece, 1, (size_t)len, stdout);
-    if (len > 0 && text_len + (size_t)len + 1 <= text_cap) {
-        memcpy(text + text_len, piece, (size_t)len + 1);
-        text_len += (size_t)len;
+    plume_request_result r;
+    plume_engine_result(e, id, &r);
+    if (logits && write_logits(o->logits_out, logits, plume_model_n_vocab(m))) {
+        free(logits);
+        return plume_err(err, PLUME_ERR_IO, "could not write %s", o->logits_out);
     }
-    double t2 = cli_now();
-    /* decode speed counts the forward passes after the first sampled token */
-    double prefill_tok_s = (double)n_prompt / (t1 - t0);
-    double decode_tok_s = n_gen > 1 ? (double)(n_gen - 1) / (t2 - t1) : 0.0;
-
-    if (o.json) {
-        json_t *gen = json_array(), *pr = json_array();
-        for (size_t i = 0; i < n_gen; i++)
-            json_array_append_new(gen, json_integer(ids[n_prompt + i]));
-        for (size_t i = 0; i < n_prompt; i++)
-            json_array_append_new(pr, json_integer(ids[i]));
-        json_t *obj = json_pack("{s:s%,s:o,s:o,s:I,s:I,s:s,s:f,s:f,s:I}", "text", text, text_len,
-                                "token_ids", gen, "prompt_token_ids", pr, "prompt_tokens",
-                                (json_int_t)n_prompt, "generated_tokens", (json_int_t)n_gen,
-                                "finish_reason", finish, "prefill_tok_s", prefill_tok_s,
-                                "decode_tok_s", decode_tok_s, "seed", (json_int_t)o.sp.seed);
-        if (!obj) { /* text was not valid UTF-8 (e.g. --ignore-eos on a byte token) */
-            obj = json_pack("{s:s,s:o,s:o,s:I,s:I,s:s,s:f,s:f,s:I}", "text", "",
-                            "token_ids", gen, "prompt_token_ids", pr, "prompt_tokens",
-                            (json_int_t)n_prompt, "generated_tokens", (json_int_t)n_gen,
-                            "finish_reason", finish, "prefill_tok_s", prefill_tok_s,
-                            "decode_tok_s", decode_tok_s, "seed", (json_int_t)o.sp.seed);
-        }
+    free(logits);
+    double prefill_tok_s = st.n_tokens ? (double)r.n_prompt / (st.t_first - t0) : 0.0;
+    double decode_tok_s =
+        st.n_tokens > 1 ? (double)(st.n_tokens - 1) / (st.t_last - st.t_first) : 0.0;
+    if (o->json) {
+        json_t *obj = result_json(&r);
+        json_object_set_new(obj, "prefill_tok_s", json_real(prefill_tok_s));
+        json_object_set_new(obj, "decode_tok_s", json_real(decode_tok_s));
+        json_object_set_new(obj, "seed", json_integer((json_int_t)o->sp.seed));
         char *s = json_dumps(obj, JSON_ENSURE_ASCII);
         puts(s);
         free(s);
@@ -333,18 +354,176 @@ int cmd_generate(int argc, char **argv)
         putchar('\n');
         fprintf(stderr, "\nprompt: %zu tokens, %.1f tok/s | generation: %zu tokens, %.1f tok/s | "
                         "finish: %s | seed %llu\n",
-                n_prompt, prefill_tok_s, n_gen, decode_tok_s, finish,
-                (unsigned long long)o.sp.seed);
+                r.n_prompt, prefill_tok_s, r.n_output, decode_tok_s,
+                plume_finish_reason_name(r.finish), (unsigned long long)o->sp.seed);
     }
+    if (r.finish == PLUME_FINISH_ERROR)
+        return plume_err(err, PLUME_ERR_INTERNAL, "%s", r.error ? r.error : "request failed");
+    return 0;
+}
+
+/* Reads a number field of a JSONL request if present; false on a wrong type. */
+static bool field_num(json_t *o, const char *k, double *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!x)
+        return true;
+    if (!json_is_number(x))
+        return false;
+    *v = json_number_value(x);
+    return true;
+}
+
+/* Builds one request from a JSONL object; the command line gives defaults. */
+static int64_t add_jsonl_request(const gen_opts *o, const plume_model *m, plume_engine *e,
+                                 json_t *obj, const char *path, int line, const char **stops,
+                                 plume_error *err)
+{
+    json_t *jp = json_object_get(obj, "prompt");
+    if (!json_is_string(jp))
+        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: each line needs a string \"prompt\"",
+                         path, line);
+    plume_request_params rp = plume_request_defaults();
+    rp.sampling = o->sp;
+    rp.sampling.seed = o->sp.seed + (uint64_t)line; /* distinct streams per line by default */
+    rp.max_tokens = o->max_tokens;
+    rp.ignore_eos = o->ignore_eos;
+    double v[7] = {rp.max_tokens, rp.sampling.temperature, rp.sampling.top_k, rp.sampling.top_p,
+                   rp.sampling.min_p, rp.sampling.repetition_penalty, (double)rp.sampling.seed};
+    static const char *keys[7] = {"max_tokens", "temperature", "top_k", "top_p",
+                                  "min_p", "repeat_penalty", "seed"};
+    for (int i = 0; i < 7; i++)
+        if (!field_num(obj, keys[i], &v[i]))
+            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be a number", path,
+                             line, keys[i]);
+    rp.max_tokens = (int32_t)v[0];
+    rp.sampling.temperature = (float)v[1];
+    rp.sampling.top_k = (int32_t)v[2];
+    rp.sampling.top_p = (float)v[3];
+    rp.sampling.min_p = (float)v[4];
+    rp.sampling.repetition_penalty = (float)v[5];
+    rp.sampling.seed = (uint64_t)v[6];
+    size_t n_stop = 0;
+    json_t *js = json_object_get(obj, "stop");
+    if (js) {
+        if (!json_is_array(js) || json_array_size(js) > MAX_STOP)
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "%s:%d: \"stop\" must be a list of at most %d strings", path, line,
+                             MAX_STOP);
+        for (size_t i = 0; i < json_array_size(js); i++) {
+            json_t *s = json_array_get(js, i);
+            if (!json_is_string(s))
+                return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"stop\" entries must be strings",
+                                 path, line);
+            stops[n_stop++] = json_string_value(s);
+        }
+    } else {
+        for (size_t i = 0; i < o->n_stop; i++)
+            stops[n_stop++] = o->stop[i];
+    }
+    rp.stop = stops;
+    rp.n_stop = n_stop;
+    json_t *jc = json_object_get(obj, "chat"), *jsys = json_object_get(obj, "system");
+    bool chat = jc ? json_is_true(jc) : o->chat;
+    const char *system = json_is_string(jsys) ? json_string_value(jsys) : o->system;
+    char *text;
+    if (prompt_text(plume_model_tokenizer(m), json_string_value(jp), chat, system, &text, err))
+        return -1;
+    int64_t id = plume_engine_add_text(e, text, &rp, err);
+    free(text);
+    if (id < 0)
+        plume_err_prefix(err, "%s:%d", path, line);
+    return id;
+}
+
+static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *e,
+                         plume_error *err)
+{
+    FILE *f = fopen(o->prompts_file, "r");
+    if (!f)
+        return plume_err(err, PLUME_ERR_IO, "cannot open %s", o->prompts_file);
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    int lineno = 0, rc = 0;
+    while (getline(&line, &lcap, f) > 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == strlen(line))
+            continue;
+        json_error_t je;
+        json_t *obj = json_loads(line, 0, &je);
+        if (!json_is_object(obj)) {
+            rc = plume_err(err, PLUME_ERR_INVALID, "%s:%d:%d: not a JSON object: %s",
+                           o->prompts_file, lineno, je.column, obj ? "wrong type" : je.text);
+            json_decref(obj);
+            break;
+        }
+        const char *stops[MAX_STOP];
+        int64_t id = add_jsonl_request(o, m, e, obj, o->prompts_file, lineno, stops, err);
+        json_decref(obj); /* the engine copied prompt and stop strings */
+        if (id < 0) {
+            rc = -1;
+            break;
+        }
+        if (n == cap) {
+            int64_t *b = realloc(ids, sizeof *b * (cap = cap ? 2 * cap : 64));
+            if (!b) {
+                rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+                break;
+            }
+            ids = b;
+        }
+        ids[n++] = id;
+    }
+    free(line);
+    fclose(f);
+    double t0 = cli_now();
+    if (rc == 0 && n == 0)
+        rc = plume_err(err, PLUME_ERR_INVALID, "%s has no prompts", o->prompts_file);
+    if (rc == 0)
+        rc = run_engine(e, err);
+    double dt = cli_now() - t0;
+    size_t total = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        plume_request_result r;
+        plume_engine_result(e, ids[i], &r);
+        total += r.n_output;
+        json_t *obj = result_json(&r);
+        json_object_set_new(obj, "index", json_integer((json_int_t)i));
+        char *s = json_dumps(obj, JSON_ENSURE_ASCII);
+        puts(s);
+        free(s);
+        json_decref(obj);
+    }
+    if (rc == 0) {
+        plume_engine_stats st = plume_engine_get_stats(e);
+        fprintf(stderr, "%zu requests, %zu generated tokens in %.2f s: %.1f tok/s | %lld steps, "
+                        "%lld prompt tokens from the prefix cache, %lld preemptions\n",
+                n, total, dt, (double)total / dt, (long long)st.steps,
+                (long long)st.cached_prompt_tokens, (long long)st.preemptions);
+    }
+    free(ids);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    gen_opts o;
+    parse(argc, argv, &o);
+    plume_error err = {0};
+    plume_model *m = NULL;
+    plume_engine *e = NULL;
+    int status = 1;
+    if (plume_model_load(o.model, &m, &err) || plume_engine_create(m, &o.ep, &e, &err))
+        goto done;
+    if (o.prompts_file ? generate_file(&o, m, e, &err) : generate_one(&o, m, e, &err))
+        goto done;
     status = 0;
-fail:
+done:
     if (status)
         fprintf(stderr, "plume generate: %s\n", err.msg[0] ? err.msg : "failed");
-    free(text);
-    free(logits);
-    free(ids);
-    plume_sampler_free(smp);
-    plume_context_free(ctx);
+    plume_engine_free(e);
     plume_model_free(m);
     return status;
 }

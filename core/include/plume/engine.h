@@ -1,0 +1,134 @@
+/* plume — the serving engine: requests in, tokens streamed out.
+ *
+ * nano-vllm's shape: sequences, a block manager over a paged KV cache, a
+ * scheduler that packs prefill chunks and decode tokens into each step
+ * within token and block budgets, and one batched forward per step.
+ * Requests that share a prompt prefix share its KV blocks (prefix caching). */
+#ifndef PLUME_ENGINE_H
+#define PLUME_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plume/error.h"
+#include "plume/model.h"
+#include "plume/sampler.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct plume_engine plume_engine;
+
+typedef struct plume_engine_params {
+    int32_t block_size;          /* tokens per KV block (default 16) */
+    int64_t kv_max_tokens;       /* KV cache capacity in tokens (default 16384) */
+    int32_t max_num_seqs;        /* sequences per step (default 64) */
+    int32_t max_batched_tokens;  /* positions per step (default 512) */
+    bool prefix_caching;         /* default true */
+    bool mixed_batches;          /* prefill chunks and decode tokens share a step
+                                    (vLLM v1); false = nano-vllm's separate steps.
+                                    Default true: measured faster here, see docs */
+    int n_threads;               /* 0 = default */
+} plume_engine_params;
+
+/* The defaults listed above. */
+plume_engine_params plume_engine_defaults(void);
+
+typedef enum plume_finish_reason {
+    PLUME_FINISH_NONE = 0,   /* still running */
+    PLUME_FINISH_STOP,       /* end-of-generation token or a stop string */
+    PLUME_FINISH_LENGTH,     /* max_tokens or the context limit */
+    PLUME_FINISH_ABORT,      /* plume_engine_abort */
+    PLUME_FINISH_ERROR,      /* the request could not be served; see its message */
+} plume_finish_reason;
+
+/* "stop", "length", "abort", "error" ("" for NONE). */
+const char *plume_finish_reason_name(plume_finish_reason r);
+
+/* Called for every generated token (text holds the bytes it completes,
+ * possibly empty while a UTF-8 character is split across tokens) and once
+ * more when the request finishes (token -1, reason set). */
+typedef void (*plume_token_fn)(void *user, int64_t request_id, int32_t token, const char *text,
+                               size_t text_len, plume_finish_reason reason);
+
+typedef struct plume_request_params {
+    plume_sampling_params sampling;
+    int32_t max_tokens;          /* default 256 */
+    bool ignore_eos;
+    const char *const *stop;     /* stop strings (copied); the text ends before them */
+    size_t n_stop;
+    plume_token_fn on_token;     /* may be NULL */
+    void *user;
+    float *first_logits;         /* if non-NULL (n_vocab floats): receives the logits
+                                    the first generated token was sampled from, i.e.
+                                    those of the last prompt position */
+} plume_request_params;
+
+/* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */
+plume_request_params plume_request_defaults(void);
+
+int plume_engine_create(const plume_model *m, const plume_engine_params *p, plume_engine **out,
+                        plume_error *err);
+/* Frees the engine and every request still in it. */
+void plume_engine_free(plume_engine *e);
+
+/* Queues a request from token ids.  Returns its id (>= 0), or -1 when it can
+ * never be served (longer than the context or than the whole KV cache,
+ * bad sampling parameters): then err says why. */
+int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
+                                const plume_request_params *p, plume_error *err);
+/* Queues a request from text (tokenized with BOS as the model wants and
+ * special tokens recognised). */
+int64_t plume_engine_add_text(plume_engine *e, const char *text, const plume_request_params *p,
+                              plume_error *err);
+
+/* Runs one scheduling step and forward pass.  Returns the number of
+ * requests still unfinished, or -1 on an internal error. */
+int plume_engine_step(plume_engine *e, plume_error *err);
+
+/* True while any request is waiting or running. */
+bool plume_engine_has_work(const plume_engine *e);
+
+/* Finishes a request with reason abort and frees its blocks; 0 if it was
+ * unfinished, -1 if unknown or already finished. */
+int plume_engine_abort(plume_engine *e, int64_t request_id);
+
+/* A finished or running request's outcome so far.  Pointers stay valid
+ * until plume_engine_release or the next step. */
+typedef struct plume_request_result {
+    plume_finish_reason finish;
+    const int32_t *prompt_ids;
+    size_t n_prompt;
+    const int32_t *output_ids;
+    size_t n_output;
+    const char *text;            /* detokenized output (stop string removed) */
+    size_t text_len;
+    const char *error;           /* message when finish == ERROR */
+    int32_t n_cached_prompt;     /* prompt tokens served from the prefix cache */
+    int32_t n_preemptions;
+} plume_request_result;
+
+int plume_engine_result(const plume_engine *e, int64_t request_id, plume_request_result *out);
+/* Forgets a finished request (its result is no longer available). */
+void plume_engine_release(plume_engine *e, int64_t request_id);
+
+typedef struct plume_engine_stats {
+    int64_t steps;
+    int64_t prefill_tokens;      /* positions computed for prompts */
+    int64_t decode_tokens;       /* positions computed for generated tokens */
+    int64_t cached_prompt_tokens;/* prompt positions skipped thanks to the prefix cache */
+    int64_t preemptions;
+    int64_t generated_tokens;
+    double forward_seconds;
+    int32_t max_step_positions;  /* most positions in one step so far */
+    int32_t max_step_seqs;       /* most sequences in one step so far */
+} plume_engine_stats;
+
+plume_engine_stats plume_engine_get_stats(const plume_engine *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,297 @@
+/* The engine loop: schedule, one batched forward, sample, append, finish. */
+#include "plume/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/runner.h"
+
+struct plume_engine {
+    const plume_model *m;
+    plume_engine_params p;
+    plume_kv_cache *kv;
+    plume_runner *runner;
+    plume_scheduler sched;
+    int32_t n_ctx;              /* longest sequence served */
+    plume_seq **by_id;          /* index = request id; NULL once released */
+    int64_t n_ids, cap_ids;
+    plume_sched_item *items;    /* max_num_seqs */
+    plume_batch_seq *batch;     /* max_num_seqs */
+    float *logits;              /* max_num_seqs x n_vocab */
+    plume_engine_stats stats;
+};
+
+plume_engine_params plume_engine_defaults(void)
+{
+    plume_engine_params p = {
+        .block_size = 16, .kv_max_tokens = 16384, .max_num_seqs = 64,
+        .max_batched_tokens = 512, .prefix_caching = true, .mixed_batches = true, .n_threads = 0,
+    };
+    return p;
+}
+
+plume_request_params plume_request_defaults(void)
+{
+    plume_request_params p;
+    memset(&p, 0, sizeof p);
+    p.sampling = plume_sampling_defaults();
+    p.sampling.temperature = 0.0f;
+    p.max_tokens = 256;
+    return p;
+}
+
+const char *plume_finish_reason_name(plume_finish_reason r)
+{
+    switch (r) {
+    case PLUME_FINISH_NONE: return "";
+    case PLUME_FINISH_STOP: return "stop";
+    case PLUME_FINISH_LENGTH: return "length";
+    case PLUME_FINISH_ABORT: return "abort";
+    case PLUME_FINISH_ERROR: return "error";
+    }
+    return "";
+}
+
+static int validate(const plume_engine_params *p, plume_error *err)
+{
+    if (p->block_size < 1 || p->block_size > 1024)
+        return plume_err(err, PLUME_ERR_INVALID, "kv_cache.block_size must be in [1, 1024], got %d",
+                         p->block_size);
+    if (p->kv_max_tokens < p->block_size || p->kv_max_tokens > ((int64_t)1 << 31))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "kv_cache.max_tokens must be in [block_size, 2^31], got %lld",
+                         (long long)p->kv_max_tokens);
+    if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "scheduler.max_num_seqs must be in [1, 65536], got %d", p->max_num_seqs);
+    if (p->max_batched_tokens < 1 || p->max_batched_tokens > 1 << 20)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "scheduler.max_batched_tokens must be in [1, 2^20], got %d",
+                         p->max_batched_tokens);
+    return 0;
+}
+
+int plume_engine_create(const plume_model *m, const plume_engine_params *p, plume_engine **out,
+                        plume_error *err)
+{
+    if (validate(p, err))
+        return -1;
+    plume_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating the engine");
+    e->m = m;
+    e->p = *p;
+    int32_t n_blocks = (int32_t)((p->kv_max_tokens + p->block_size - 1) / p->block_size);
+    int64_t cap = (int64_t)n_blocks * p->block_size;
+    int32_t train = plume_model_n_ctx_train(m);
+    e->n_ctx = train > 0 && train < cap ? train : (int32_t)cap;
+    int32_t nv = plume_model_n_vocab(m);
+    e->items = calloc((size_t)p->max_num_seqs, sizeof *e->items);
+    e->batch = calloc((size_t)p->max_num_seqs, sizeof *e->batch);
+    e->logits = malloc(sizeof(float) * (size_t)p->max_num_seqs * (size_t)nv);
+    if (!e->items || !e->batch || !e->logits) {
+        plume_engine_free(e);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating the engine");
+    }
+    e->sched.max_num_seqs = p->max_num_seqs;
+    e->sched.max_batched_tokens = p->max_batched_tokens;
+    e->sched.mixed = p->mixed_batches;
+    if (plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
+        plume_kv_cache_create(m, n_blocks, p->block_size, &e->kv, err) ||
+        plume_runner_create(m, e->kv, p->max_batched_tokens, p->n_threads, &e->runner, err)) {
+        plume_engine_free(e);
+        return -1;
+    }
+    *out = e;
+    return 0;
+}
+
+void plume_engine_free(plume_engine *e)
+{
+    if (!e)
+        return;
+    for (int64_t i = 0; i < e->n_ids; i++)
+        if (e->by_id[i]) {
+            plume_sched_drop(&e->sched, e->by_id[i]);
+            plume_seq_free(e->by_id[i]);
+        }
+    free(e->by_id);
+    plume_queue_free(&e->sched.waiting);
+    plume_queue_free(&e->sched.running);
+    plume_bm_free(e->sched.bm);
+    plume_runner_free(e->runner);
+    plume_kv_cache_free(e->kv);
+    free(e->items);
+    free(e->batch);
+    free(e->logits);
+    free(e);
+}
+
+int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
+                                const plume_request_params *p, plume_error *err)
+{
+    const int32_t nv = plume_model_n_vocab(e->m);
+    if (n == 0)
+        return plume_err(err, PLUME_ERR_INVALID, "a request needs at least one prompt token");
+    if (n >= (size_t)e->n_ctx)
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "the prompt has %zu tokens but at most %d fit (the context is %d "
+                         "tokens, leaving room for one generated token); shorten the prompt or "
+                         "raise kv_cache.max_tokens",
+                         n, e->n_ctx - 1, e->n_ctx);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= nv)
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "token id %d at index %zu is outside the vocabulary [0, %d)", ids[i],
+                             i, nv);
+    if (p->max_tokens < 1)
+        return plume_err(err, PLUME_ERR_INVALID, "max_tokens must be at least 1, got %d",
+                         p->max_tokens);
+    int64_t total = (int64_t)n + p->max_tokens;
+    if (total > e->n_ctx)
+        total = e->n_ctx;
+    if (e->n_ids == e->cap_ids) {
+        int64_t cap = e->cap_ids ? 2 * e->cap_ids : 64;
+        plume_seq **b = realloc(e->by_id, sizeof *b * (size_t)cap);
+        if (!b)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
+        e->by_id = b;
+        e->cap_ids = cap;
+    }
+    plume_seq *s;
+    if (plume_seq_create(e->n_ids, ids, (int32_t)n, (int32_t)total, p, plume_model_tokenizer(e->m),
+                         nv, &s, err))
+        return -1;
+    if (plume_queue_push_back(&e->sched.waiting, s)) {
+        plume_seq_free(s);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
+    }
+    e->by_id[e->n_ids] = s;
+    return e->n_ids++;
+}
+
+int64_t plume_engine_add_text(plume_engine *e, const char *text, const plume_request_params *p,
+                              plume_error *err)
+{
+    const plume_tokenizer *tok = plume_model_tokenizer(e->m);
+    int32_t *ids;
+    size_t n;
+    bool add_bos = plume_tokenizer_add_bos(tok);
+    int32_t bos = plume_tokenizer_bos(tok);
+    if (add_bos && bos >= 0) { /* no second BOS when the text already starts with it */
+        char buf[256];
+        int len = plume_token_bytes(tok, bos, true, buf, sizeof buf);
+        if (len > 0 && (size_t)len < sizeof buf && strncmp(text, buf, (size_t)len) == 0)
+            add_bos = false;
+    }
+    if (plume_tokenize(tok, text, strlen(text), add_bos, true, &ids, &n, err))
+        return -1;
+    int64_t id = plume_engine_add_tokens(e, ids, n, p, err);
+    free(ids);
+    return id;
+}
+
+bool plume_engine_has_work(const plume_engine *e)
+{
+    return e->sched.waiting.n > 0 || e->sched.running.n > 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int plume_engine_step(plume_engine *e, plume_error *err)
+{
+    int32_t n = plume_schedule(&e->sched, e->items);
+    e->stats.preemptions = e->sched.preemptions;
+    e->stats.cached_prompt_tokens = e->sched.cached_prompt_tokens;
+    if (n == 0)
+        return e->sched.waiting.n + e->sched.running.n;
+    for (int32_t i = 0; i < n; i++) {
+        plume_seq *s = e->items[i].seq;
+        e->batch[i] = (plume_batch_seq){s->tokens + s->n_computed, e->items[i].n, s->n_computed,
+                                        s->bt.ids, e->items[i].sample ? 1 : 0};
+        int32_t end = s->n_computed + e->items[i].n;
+        int32_t in_prompt = (end < s->n_prompt ? end : s->n_prompt) - s->n_computed;
+        if (in_prompt < 0)
+            in_prompt = 0;
+        e->stats.prefill_tokens += in_prompt;
+        e->stats.decode_tokens += e->items[i].n - in_prompt;
+    }
+    int32_t positions = 0;
+    for (int32_t i = 0; i < n; i++)
+        positions += e->items[i].n;
+    if (positions > e->stats.max_step_positions)
+        e->stats.max_step_positions = positions;
+    if (n > e->stats.max_step_seqs)
+        e->stats.max_step_seqs = n;
+    double t0 = now();
+    if (plume_runner_forward(e->runner, e->batch, n, e->logits, err))
+        return -1;
+    e->stats.forward_seconds += now() - t0;
+    e->stats.steps++;
+    const plume_tokenizer *tok = plume_model_tokenizer(e->m);
+    const int32_t nv = plume_model_n_vocab(e->m);
+    int32_t row = 0;
+    for (int32_t i = 0; i < n; i++) {
+        plume_seq *s = e->items[i].seq;
+        s->n_computed += e->items[i].n;
+        plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
+        if (!e->items[i].sample)
+            continue;
+        const float *lg = e->logits + (size_t)row++ * nv;
+        if (s->params.first_logits && s->n_tokens == s->n_prompt)
+            memcpy(s->params.first_logits, lg, sizeof(float) * (size_t)nv);
+        int32_t tok_id = plume_sampler_sample(s->sampler, lg, s->tokens, (size_t)s->n_tokens);
+        e->stats.generated_tokens++;
+        if (plume_seq_append(s, tok_id, tok) != PLUME_FINISH_NONE)
+            plume_sched_drop(&e->sched, s);
+    }
+    return e->sched.waiting.n + e->sched.running.n;
+}
+
+int plume_engine_abort(plume_engine *e, int64_t id)
+{
+    if (id < 0 || id >= e->n_ids || !e->by_id[id] || e->by_id[id]->status == PLUME_SEQ_FINISHED)
+        return -1;
+    plume_sched_drop(&e->sched, e->by_id[id]);
+    plume_seq_finish(e->by_id[id], PLUME_FINISH_ABORT);
+    return 0;
+}
+
+int plume_engine_result(const plume_engine *e, int64_t id, plume_request_result *out)
+{
+    if (id < 0 || id >= e->n_ids || !e->by_id[id])
+        return -1;
+    const plume_seq *s = e->by_id[id];
+    *out = (plume_request_result){
+        .finish = s->status == PLUME_SEQ_FINISHED ? s->finish : PLUME_FINISH_NONE,
+        .prompt_ids = s->tokens,
+        .n_prompt = (size_t)s->n_prompt,
+        .output_ids = s->tokens + s->n_prompt,
+        .n_output = (size_t)(s->n_tokens - s->n_prompt),
+        .text = s->text,
+        .text_len = s->text_len,
+        .error = s->error,
+        .n_cached_prompt = s->n_cached_prompt,
+        .n_preemptions = s->n_preemptions,
+    };
+    return 0;
+}
+
+void plume_engine_release(plume_engine *e, int64_t id)
+{
+    if (id < 0 || id >= e->n_ids || !e->by_id[id])
+        return;
+    plume_sched_drop(&e->sched, e->by_id[id]);
+    plume_seq_free(e->by_id[id]);
+    e->by_id[id] = NULL;
+}
+
+plume_engine_stats plume_engine_get_stats(const plume_engine *e) { return e->stats; }

@@ -1,0 +1,161 @@
+#include "engine/sequence.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
+                     const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
+                     plume_seq **out, plume_error *err)
+{
+    plume_seq *s = calloc(1, sizeof *s);
+    if (!s)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
+    s->id = id;
+    s->status = PLUME_SEQ_WAITING;
+    s->params = *p;
+    s->params.stop = NULL;
+    s->n_prompt = s->n_tokens = n;
+    s->max_total = max_total;
+    s->cap = max_total > n ? max_total : n;
+    s->tokens = malloc(sizeof(int32_t) * (size_t)s->cap);
+    s->text_cap = 256;
+    s->text = malloc(s->text_cap);
+    if (p->n_stop)
+        s->stop = calloc(p->n_stop, sizeof *s->stop);
+    if (!s->tokens || !s->text || (p->n_stop && !s->stop))
+        goto nomem;
+    memcpy(s->tokens, prompt, sizeof(int32_t) * (size_t)n);
+    s->text[0] = '\0';
+    for (size_t i = 0; i < p->n_stop; i++) {
+        if (!p->stop[i] || !p->stop[i][0]) {
+            plume_seq_free(s);
+            return plume_err(err, PLUME_ERR_INVALID, "stop string %zu is empty", i);
+        }
+        if (!(s->stop[i] = strdup(p->stop[i])))
+            goto nomem;
+        size_t len = strlen(p->stop[i]);
+        if (len > s->max_stop_len)
+            s->max_stop_len = len;
+    }
+    s->params.n_stop = p->n_stop;
+    if (plume_sampler_create(&p->sampling, n_vocab, &s->sampler, err)) {
+        plume_seq_free(s);
+        return -1;
+    }
+    plume_detok_init(&s->detok, tok, false);
+    *out = s;
+    return 0;
+nomem:
+    plume_seq_free(s);
+    return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
+}
+
+void plume_seq_free(plume_seq *s)
+{
+    if (!s)
+        return;
+    if (s->stop)
+        for (size_t i = 0; i < s->params.n_stop; i++)
+            free(s->stop[i]);
+    free(s->stop);
+    plume_sampler_free(s->sampler);
+    plume_block_table_free(&s->bt);
+    free(s->tokens);
+    free(s->text);
+    free(s->error);
+    free(s);
+}
+
+static bool text_append(plume_seq *s, const char *p, size_t n)
+{
+    if (s->text_len + n + 1 > s->text_cap) {
+        size_t cap = 2 * (s->text_len + n + 1);
+        char *t = realloc(s->text, cap);
+        if (!t)
+            return false;
+        s->text = t;
+        s->text_cap = cap;
+    }
+    memcpy(s->text + s->text_len, p, n);
+    s->text_len += n;
+    s->text[s->text_len] = '\0';
+    return true;
+}
+
+/* Gives on_token the text that can no longer become part of a stop string
+ * (all of it when final). */
+static void emit(plume_seq *s, int32_t token, bool final, plume_finish_reason r)
+{
+    size_t hold = final || s->max_stop_len == 0 ? 0 : s->max_stop_len - 1;
+    size_t upto = s->text_len > hold ? s->text_len - hold : 0;
+    if (upto < s->text_emitted)
+        upto = s->text_emitted;
+    if (s->params.on_token)
+        s->params.on_token(s->params.user, s->id, token, s->text + s->text_emitted,
+                           upto - s->text_emitted, r);
+    s->text_emitted = upto;
+}
+
+/* Earliest stop string occurrence that ends in the newly added bytes. */
+static bool find_stop(plume_seq *s, size_t added, size_t *at)
+{
+    bool found = false;
+    size_t from = s->text_len - added;
+    from = from > s->max_stop_len ? from - s->max_stop_len : 0;
+    for (size_t i = 0; i < s->params.n_stop; i++) {
+        const char *hit = strstr(s->text + from, s->stop[i]);
+        if (hit && (!found || (size_t)(hit - s->text) < *at)) {
+            *at = (size_t)(hit - s->text);
+            found = true;
+        }
+    }
+    return found;
+}
+
+plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_tokenizer *tok)
+{
+    s->tokens[s->n_tokens++] = token;
+    if (!s->params.ignore_eos && plume_tokenizer_is_eog(tok, token)) {
+        plume_seq_finish(s, PLUME_FINISH_STOP);
+        return PLUME_FINISH_STOP;
+    }
+    char piece[1024];
+    int len = plume_detok_push(&s->detok, token, piece, sizeof piece);
+    if (len > 0 && !text_append(s, piece, (size_t)len)) {
+        s->error = strdup("out of memory storing generated text");
+        plume_seq_finish(s, PLUME_FINISH_ERROR);
+        return PLUME_FINISH_ERROR;
+    }
+    size_t at = 0;
+    if (len > 0 && s->params.n_stop && find_stop(s, (size_t)len, &at)) {
+        s->text_len = at;
+        s->text[at] = '\0';
+        if (s->text_emitted > at)
+            s->text_emitted = at;
+        s->stopped_by_string = true;
+        plume_seq_finish(s, PLUME_FINISH_STOP);
+        return PLUME_FINISH_STOP;
+    }
+    if (s->n_tokens >= s->max_total) {
+        emit(s, token, false, PLUME_FINISH_NONE);
+        plume_seq_finish(s, PLUME_FINISH_LENGTH);
+        return PLUME_FINISH_LENGTH;
+    }
+    emit(s, token, false, PLUME_FINISH_NONE);
+    return PLUME_FINISH_NONE;
+}
+
+void plume_seq_finish(plume_seq *s, plume_finish_reason r)
+{
+    if (s->status == PLUME_SEQ_FINISHED)
+        return;
+    if (!s->stopped_by_string) { /* a truncated text keeps no dangling bytes */
+        char tail[64];
+        int len = plume_detok_flush(&s->detok, tail, sizeof tail);
+        if (len > 0)
+            text_append(s, tail, (size_t)len);
+    }
+    s->status = PLUME_SEQ_FINISHED;
+    s->finish = r;
+    emit(s, -1, true, r);
+}

@@ -1,0 +1,56 @@
+/* One request as the engine tracks it: its tokens, how many of them have KV
+ * in the cache, its block table, sampler and detokenized text. */
+#ifndef PLUME_SEQUENCE_H
+#define PLUME_SEQUENCE_H
+
+#include <stdint.h>
+
+#include "engine/block_manager.h"
+#include "plume/engine.h"
+#include "plume/tokenizer.h"
+
+typedef enum plume_seq_status {
+    PLUME_SEQ_WAITING,
+    PLUME_SEQ_RUNNING,
+    PLUME_SEQ_FINISHED,
+} plume_seq_status;
+
+typedef struct plume_seq {
+    int64_t id;
+    plume_seq_status status;
+    int32_t *tokens;          /* prompt then generated ids */
+    int32_t n_tokens, cap, n_prompt;
+    int32_t n_computed;       /* leading positions whose K/V are in the cache */
+    int32_t max_total;        /* n_prompt + max_tokens, capped by the context */
+    plume_block_table bt;
+    plume_request_params params;
+    char **stop;              /* owned copies of params.stop */
+    size_t max_stop_len;
+    plume_sampler *sampler;
+    plume_detok detok;
+    char *text;
+    size_t text_len, text_cap;
+    size_t text_emitted;      /* bytes of text already given to on_token */
+    bool stopped_by_string;
+    plume_finish_reason finish;
+    char *error;
+    int32_t n_cached_prompt;
+    int32_t n_preemptions;
+} plume_seq;
+
+/* Creates a waiting sequence holding a copy of the prompt and stop strings. */
+int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
+                     const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
+                     plume_seq **out, plume_error *err);
+/* Frees everything the sequence owns (its blocks must be released first). */
+void plume_seq_free(plume_seq *s);
+
+/* Appends a generated token, its text, and checks stop conditions; returns
+ * the finish reason it caused (NONE to go on).  Calls on_token. */
+plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_tokenizer *tok);
+
+/* Marks the sequence finished with reason r (flushes held-back text and
+ * calls on_token with token -1). */
+void plume_seq_finish(plume_seq *s, plume_finish_reason r);
+
+#endif
