@@ -115,9 +115,12 @@ int tok_work_load(const plume_tokenizer *t, tok_work *w, const char *text, size_
     }
     size_t n = 0;
     for (size_t i = 0; i < len;) {
-        size_t k = per_byte ? 1 : (size_t)tok_utf8_len((uint8_t)text[i]);
-        if (k > len - i)
-            k = len - i;
+        size_t k = 1;
+        uint32_t cp;
+        if (!per_byte) { /* one character; each byte of an invalid sequence alone */
+            int c = tok_utf8_decode(text + i, len - i, &cp);
+            k = c > 0 ? (size_t)c : 1;
+        }
         tok_sym *s = &w->syms[n];
         s->start = (uint32_t)i;
         s->len = (uint32_t)k;

@@ -104,8 +104,9 @@ typedef struct tok_work {
 
 void tok_work_free(tok_work *w);
 /* Loads w->syms with one symbol per byte (per_byte) or per UTF-8 character
- * of text[0..len), each with its token id (byte_tok for bytes, else a vocab
- * lookup).  -1 when out of memory. */
+ * of text[0..len) (each byte of a malformed sequence alone), each with its
+ * token id (byte_tok for bytes, else a vocab lookup).  -1 when out of
+ * memory. */
 int tok_work_load(const plume_tokenizer *t, tok_work *w, const char *text, size_t len,
                   bool per_byte);
 /* Runs the merge loop over w->syms until no adjacent pair merges.  Live

@@ -1,0 +1,676 @@
+/* Tokenizer unit tests on tiny vocabularies written by the test: a
+ * byte-level BPE tokenizer.json, a SentencePiece-style tokenizer.json and a
+ * SentencePiece GGUF (scores). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "formats/gguf.h"
+#include "plume/tokenizer.h"
+#include "tok_test_util.h"
+
+#define SP "\xe2\x96\x81" /* U+2581 */
+
+static const char SMOL_TEMPLATE[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}";
+
+/* ---------------------------------------------------------------- */
+/* byte-level BPE tokenizer.json                                     */
+
+enum { ID_BC = 256, ID_AB, ID_HE, ID_LL, ID_HELL, ID_HELLO, ID_GW, ID_AA, ID_GG, ID_12,
+       ID_IM_START, ID_IM_END, ID_THINK, ID_EOT };
+
+static json_t *added(int id, const char *content, bool special)
+{
+    return json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", id, "content", content,
+                     "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special",
+                     special);
+}
+
+/* Writes tokenizer.json + tokenizer_config.json and loads them. */
+static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
+{
+    char *a = json_dumps(tok, JSON_COMPACT), *b = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
+    char pa[256], pb[256];
+    assert_int_equal(tt_write_temp(".json", a, strlen(a), pa, sizeof pa), 0);
+    if (b)
+        assert_int_equal(tt_write_temp(".json", b, strlen(b), pb, sizeof pb), 0);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    int rc = plume_tokenizer_from_hf(pa, b ? pb : NULL, &t, &err);
+    if (rc != 0)
+        fail_msg("loading tokenizer.json failed: %s", err.msg);
+    unlink(pa);
+    if (b)
+        unlink(pb);
+    free(a);
+    free(b);
+    json_decref(tok);
+    json_decref(cfg);
+    return t;
+}
+
+/* The byte-level test tokenizer; chat_template may be NULL. */
+static plume_tokenizer *byte_level_tok(const char *chat_template)
+{
+    json_t *vocab = json_object();
+    for (int c = 0; c < 256; c++) {
+        char s[3];
+        tt_gpt2_char((uint8_t)c, s);
+        json_object_set_new(vocab, s, json_integer(c));
+    }
+    static const char *const extra[] = {"bc", "ab", "he", "ll", "hell", "hello", "\xc4\xa0w",
+                                        "aa", "\xc4\xa0\xc4\xa0", "12"};
+    for (int i = 0; i < 10; i++)
+        json_object_set_new(vocab, extra[i], json_integer(256 + i));
+    static const char *const merges[] = {"b c", "a b", "h e", "l l", "he ll", "hell o",
+                                         "\xc4\xa0 w", "a a", "\xc4\xa0 \xc4\xa0", "1 2"};
+    json_t *mj = json_array();
+    for (int i = 0; i < 10; i++)
+        json_array_append_new(mj, json_string(merges[i]));
+    json_t *add = json_array();
+    json_array_append_new(add, added(ID_IM_START, "<|im_start|>", true));
+    json_array_append_new(add, added(ID_IM_END, "<|im_end|>", true));
+    json_array_append_new(add, added(ID_THINK, "<think>", false));
+    json_array_append_new(add, added(ID_EOT, "<|endoftext|>", true));
+    json_t *tok = json_pack(
+        "{s:o, s:n, s:{s:s, s:[{s:s, s:b}, {s:s, s:b, s:b, s:b}]}, s:{s:s}, "
+        "s:{s:s, s:o, s:o, s:b, s:b}}",
+        "added_tokens", add, "normalizer", "pre_tokenizer", "type", "Sequence", "pretokenizers",
+        "type", "Digits", "individual_digits", 1, "type", "ByteLevel", "add_prefix_space", 0,
+        "trim_offsets", 1, "use_regex", 1, "decoder", "type", "ByteLevel", "model", "type", "BPE",
+        "vocab", vocab, "merges", mj, "ignore_merges", 0, "byte_fallback", 0);
+    assert_non_null(tok);
+    json_t *cfg = json_pack("{s:s, s:s, s:b}", "bos_token", "<|im_start|>", "eos_token",
+                            "<|im_end|>", "add_bos_token", 0);
+    if (chat_template)
+        json_object_set_new(cfg, "chat_template", json_string(chat_template));
+    return load_json(tok, cfg);
+}
+
+/* Encodes s and compares with the expected ids (terminated by -1). */
+static void expect_ids(const plume_tokenizer *t, const char *s, size_t len, bool special,
+                       const int32_t *want)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    plume_error err = {0};
+    assert_int_equal(plume_tokenize(t, s, len, false, special, &ids, &n, &err), 0);
+    size_t nw = 0;
+    while (want[nw] >= 0)
+        nw++;
+    bool same = n == nw;
+    for (size_t i = 0; same && i < n; i++)
+        same = ids[i] == want[i];
+    if (!same) {
+        char got[1024] = "";
+        for (size_t i = 0; i < n && strlen(got) < 1000; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%d ", (int)ids[i]);
+        free(ids);
+        fail_msg("encoding \"%s\" gave [%s], %zu ids expected", s, got, nw);
+    }
+    free(ids);
+}
+#define EXPECT(t, s, special, ...)                                         \
+    do {                                                                   \
+        static const int32_t want_[] = {__VA_ARGS__, -1};                  \
+        expect_ids((t), (s), strlen(s), (special), want_);                 \
+    } while (0)
+
+static void test_bpe_merge_order(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(NULL);
+    assert_string_equal(plume_tokenizer_model(t), "gpt2");
+    assert_string_equal(plume_tokenizer_pre(t), "smollm");
+    assert_int_equal(plume_tokenizer_n_vocab(t), 270);
+    EXPECT(t, "abc", false, 'a', ID_BC);   /* "b c" has the better rank */
+    EXPECT(t, "abd", false, ID_AB, 'd');
+    EXPECT(t, "hello", false, ID_HELLO);
+    EXPECT(t, "aaa", false, ID_AA, 'a');   /* equal ranks: leftmost first */
+    EXPECT(t, "aaaa", false, ID_AA, ID_AA);
+    EXPECT(t, "hello world", false, ID_HELLO, ID_GW, 'o', 'r', 'l', 'd');
+    EXPECT(t, "x12", false, 'x', '1', '2'); /* digits split one by one first */
+    EXPECT(t, "x  ", false, 'x', ID_GG);   /* trailing spaces stay one piece */
+    EXPECT(t, "a\n", false, 'a', '\n');
+    plume_tokenizer_free(t);
+}
+
+static void test_special_tokens(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(NULL);
+    const char *s = "<|im_start|>user\nhi<|im_end|>";
+    EXPECT(t, s, true, ID_IM_START, 'u', 's', 'e', 'r', '\n', 'h', 'i', ID_IM_END);
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(plume_tokenize(t, s, strlen(s), false, false, &ids, &n, NULL), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] < 256 || ids[i] == ID_AB || ids[i] == ID_BC);
+    free(ids);
+    /* a user-defined token is matched even without parse_special */
+    EXPECT(t, "a<think>b", false, 'a', ID_THINK, 'b');
+    /* longest match: <|im_start|> is not cut by a shorter prefix */
+    EXPECT(t, "<|endoftext|><|im_end|>", true, ID_EOT, ID_IM_END);
+    /* add_bos prepends the BOS id */
+    assert_int_equal(plume_tokenizer_bos(t), ID_IM_START);
+    assert_int_equal(plume_tokenizer_eos(t), ID_IM_END);
+    assert_false(plume_tokenizer_add_bos(t));
+    assert_int_equal(plume_tokenize(t, "ab", 2, true, false, &ids, &n, NULL), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], ID_IM_START);
+    assert_int_equal(ids[1], ID_AB);
+    free(ids);
+    assert_true(plume_tokenizer_is_eog(t, ID_IM_END));
+    assert_true(plume_tokenizer_is_eog(t, ID_EOT));
+    assert_false(plume_tokenizer_is_eog(t, ID_IM_START));
+    assert_false(plume_tokenizer_is_eog(t, 'a'));
+    assert_true(plume_tokenizer_is_special(t, ID_IM_START));
+    assert_false(plume_tokenizer_is_special(t, ID_THINK));
+    /* special texts render only with render_special */
+    char buf[64];
+    assert_int_equal(plume_token_bytes(t, ID_IM_END, false, buf, sizeof buf), 0);
+    assert_int_equal(plume_token_bytes(t, ID_IM_END, true, buf, sizeof buf), 10);
+    assert_memory_equal(buf, "<|im_end|>", 10);
+    assert_int_equal(plume_token_bytes(t, 270, true, buf, sizeof buf), -1);
+    plume_tokenizer_free(t);
+}
+
+/* decode(encode(s)) == s */
+static void round_trip(const plume_tokenizer *t, const char *s, size_t len, bool special)
+{
+    int32_t *ids;
+    size_t n;
+    plume_error err = {0};
+    assert_int_equal(plume_tokenize(t, s, len, false, special, &ids, &n, &err), 0);
+    char *out;
+    assert_int_equal(plume_detokenize(t, ids, n, special, &out, &err), 0);
+    if (strlen(out) != len || memcmp(out, s, len) != 0)
+        fail_msg("round trip of \"%s\" gave \"%s\"", s, out);
+    free(out);
+    free(ids);
+}
+
+static const char *const ROUND_TRIP[] = {
+    "",
+    "a",
+    "Hello, world!",
+    "  leading and trailing spaces  ",
+    "tabs\tand\nnewlines\r\n\n\n",
+    "digits 0123456789 and 3.14159, -42, 1e10",
+    "punctuation !@#$%^&*()_+-=[]{};':\",./<>?`~|\\",
+    "emoji \xf0\x9f\x98\x80\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xe2\x9d\xa4\xef\xb8\x8f",
+    "CJK \xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c \xe3\x81\x93\xe3\x82\x93\xe3\x81\xab"
+    "\xe3\x81\xa1\xe3\x81\xaf \xed\x95\x9c\xea\xb5\xad\xec\x96\xb4",
+    "accents caf\xc3\xa9 na\xc3\xafve \xc3\x85ngstr\xc3\xb6m",
+    "it's we'll they've I'm you'd she's don't",
+    "mixed123abc456   \t  x",
+    "\xd9\x85\xd8\xb1\xd8\xad\xd8\xa8\xd8\xa7 \xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d",
+    "   ",
+    "\n",
+};
+
+static void test_round_trip_byte_level(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(NULL);
+    for (size_t i = 0; i < sizeof ROUND_TRIP / sizeof ROUND_TRIP[0]; i++) {
+        round_trip(t, ROUND_TRIP[i], strlen(ROUND_TRIP[i]), false);
+        round_trip(t, ROUND_TRIP[i], strlen(ROUND_TRIP[i]), true);
+    }
+    round_trip(t, "<|im_start|>user\nhi<|im_end|>\n", 30, true);
+    round_trip(t, "<|im_start|>user\nhi<|im_end|>\n", 30, false);
+    /* a NUL byte is ordinary text */
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(plume_tokenize(t, "nul\0inside", 10, false, false, &ids, &n, NULL), 0);
+    char raw[32];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
+    assert_int_equal(k, 10);
+    assert_memory_equal(raw, "nul\0inside", 10);
+    free(ids);
+    plume_tokenizer_free(t);
+}
+
+static void test_invalid_utf8(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(NULL);
+    const char s[] = "\xff\xfe" "abc\xc3(\xe4\xb8";
+    size_t len = sizeof s - 1;
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(plume_tokenize(t, s, len, false, false, &ids, &n, NULL), 0);
+    /* the token bytes give back the input exactly */
+    char raw[64];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
+    assert_int_equal(k, len);
+    assert_memory_equal(raw, s, len);
+    /* text output replaces each invalid sequence with U+FFFD */
+    char *out;
+    assert_int_equal(plume_detokenize(t, ids, n, false, &out, NULL), 0);
+    assert_string_equal(out, "\xef\xbf\xbd\xef\xbf\xbd" "abc\xef\xbf\xbd(\xef\xbf\xbd");
+    free(out);
+    free(ids);
+    plume_tokenizer_free(t);
+}
+
+/* Random byte strings (mostly invalid UTF-8) with the byte-level and the
+ * SentencePiece tokenizers: the token bytes always give the input back, and
+ * streaming detokenization equals whole-sequence detokenization. */
+static void fuzz_bytes(const plume_tokenizer *t, bool spm)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int iter = 0; iter < 300; iter++) {
+        char s[80];
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        size_t len = (size_t)(x >> 58); /* 0..63 */
+        for (size_t i = 0; i < len; i++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            unsigned r = (unsigned)(x >> 56);
+            /* bias towards spaces, ASCII and UTF-8 lead/continuation bytes */
+            s[i] = (char)(r < 40 ? ' ' : r < 120 ? 'a' + r % 26 : r);
+        }
+        int32_t *ids;
+        size_t n;
+        assert_int_equal(plume_tokenize(t, s, len, false, true, &ids, &n, NULL), 0);
+        char raw[256];
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
+        size_t skip = spm && len ? 1 : 0; /* the SentencePiece prefix space */
+        assert_int_equal(k, len + skip);
+        assert_memory_equal(raw + skip, s, len);
+        char *whole;
+        assert_int_equal(plume_detokenize(t, ids, n, false, &whole, NULL), 0);
+        plume_detok d;
+        plume_detok_init(&d, t, false);
+        char streamed[1024], piece[512];
+        size_t sl = 0;
+        for (size_t i = 0; i <= n; i++) {
+            int w = i < n ? plume_detok_push(&d, ids[i], piece, sizeof piece)
+                          : plume_detok_flush(&d, piece, sizeof piece);
+            assert_true(w >= 0);
+            memcpy(streamed + sl, piece, (size_t)w);
+            sl += (size_t)w;
+        }
+        streamed[sl] = '\0';
+        assert_string_equal(streamed, whole);
+        free(whole);
+        free(ids);
+    }
+}
+
+static void test_fuzz_bytes(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(NULL);
+    fuzz_bytes(t, false);
+    plume_tokenizer_free(t);
+}
+
+static void test_streaming_detok(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(NULL);
+    plume_detok d;
+    char out[256];
+    /* U+4F60 (e4 bd a0) arrives as three byte tokens */
+    plume_detok_init(&d, t, false);
+    assert_int_equal(plume_detok_push(&d, 'a', out, sizeof out), 1);
+    assert_string_equal(out, "a");
+    assert_int_equal(plume_detok_push(&d, 0xe4, out, sizeof out), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(plume_detok_push(&d, 0xbd, out, sizeof out), 0);
+    assert_int_equal(plume_detok_push(&d, 0xa0, out, sizeof out), 3);
+    assert_string_equal(out, "\xe4\xbd\xa0");
+    assert_int_equal(plume_detok_push(&d, ID_HELLO, out, sizeof out), 5);
+    assert_string_equal(out, "hello");
+    assert_int_equal(plume_detok_flush(&d, out, sizeof out), 0);
+    /* a dangling partial character is flushed as U+FFFD */
+    assert_int_equal(plume_detok_push(&d, 0xf0, out, sizeof out), 0);
+    assert_int_equal(plume_detok_push(&d, 0x9f, out, sizeof out), 0);
+    assert_int_equal(plume_detok_flush(&d, out, sizeof out), 3);
+    assert_string_equal(out, "\xef\xbf\xbd");
+    /* an interrupted sequence is replaced and the interrupting text kept */
+    assert_int_equal(plume_detok_push(&d, 0xe4, out, sizeof out), 0);
+    assert_int_equal(plume_detok_push(&d, 'x', out, sizeof out), 4);
+    assert_string_equal(out, "\xef\xbf\xbdx");
+    /* special tokens: hidden unless render_special */
+    assert_int_equal(plume_detok_push(&d, ID_IM_END, out, sizeof out), 0);
+    plume_detok_init(&d, t, true);
+    assert_int_equal(plume_detok_push(&d, ID_IM_END, out, sizeof out), 10);
+    assert_string_equal(out, "<|im_end|>");
+    /* too small a buffer: -1 and nothing consumed */
+    assert_int_equal(plume_detok_push(&d, ID_HELLO, out, 3), -1);
+    assert_int_equal(plume_detok_push(&d, ID_HELLO, out, sizeof out), 5);
+    plume_tokenizer_free(t);
+}
+
+/* ---------------------------------------------------------------- */
+/* chat templates                                                    */
+
+static char *apply(const plume_tokenizer *t, const plume_chat_msg *m, size_t n, bool gen)
+{
+    char *out = NULL;
+    plume_error err = {0};
+    if (plume_chat_apply(t, m, n, gen, &out, &err) != 0)
+        fail_msg("chat template: %s", err.msg);
+    return out;
+}
+
+static void test_chat_templates(void **state)
+{
+    (void)state;
+    plume_chat_msg user[] = {{"user", "Hello"}};
+    plume_chat_msg conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hey."},
+                             {"user", " Again "}};
+
+    plume_tokenizer *t = byte_level_tok(SMOL_TEMPLATE);
+    assert_string_equal(plume_chat_template_name(t), "chatml");
+    char *s = apply(t, user, 1, true);
+    assert_string_equal(s, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+                           "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                           "<|im_start|>assistant\n");
+    free(s);
+    s = apply(t, conv, 2, false);
+    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    /* Qwen2.5-style: the default sits in the else branch, in a string with an escaped \n */
+    t = byte_level_tok("{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+                       "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- "
+                       "'<|im_start|>system\\nYou are Qwen.<|im_end|>\\n' }}{%- endif %}");
+    assert_string_equal(plume_chat_template_name(t), "chatml");
+    s = apply(t, user, 1, false);
+    assert_string_equal(s, "<|im_start|>system\nYou are Qwen.<|im_end|>\n"
+                           "<|im_start|>user\nHello<|im_end|>\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    t = byte_level_tok(NULL);
+    assert_null(plume_chat_template_name(t));
+    s = apply(t, user, 1, true);
+    assert_string_equal(s, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    t = byte_level_tok("{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + "
+                       "m['role'] + '<|end_header_id|>\\n\\n' + m['content'] | trim + "
+                       "'<|eot_id|>' }}{% endfor %}");
+    assert_string_equal(plume_chat_template_name(t), "llama3");
+    s = apply(t, conv, 4, true);
+    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    t = byte_level_tok("{{ '<start_of_turn>' + role + '\\n' }}");
+    assert_string_equal(plume_chat_template_name(t), "gemma");
+    s = apply(t, conv, 4, true);
+    assert_string_equal(s, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                           "<start_of_turn>model\nHey.<end_of_turn>\n"
+                           "<start_of_turn>user\nAgain<end_of_turn>\n<start_of_turn>model\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    t = byte_level_tok("{% if messages[0]['role'] == 'system' %}<<SYS>>{% endif %}[INST] ");
+    assert_string_equal(plume_chat_template_name(t), "llama2-sys");
+    s = apply(t, conv, 4, true);
+    assert_string_equal(s, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hey.</s>"
+                           "[INST]  Again  [/INST]");
+    free(s);
+    plume_tokenizer_free(t);
+
+    t = byte_level_tok("{{ '<|user|>\\n' + content + '<|end|>\\n<|assistant|>\\n' }}");
+    assert_string_equal(plume_chat_template_name(t), "phi3");
+    s = apply(t, user, 1, true);
+    assert_string_equal(s, "<|user|>\nHello<|end|>\n<|assistant|>\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    t = byte_level_tok("{{ 'User: ' + content }}");
+    assert_string_equal(plume_chat_template_name(t), "unknown");
+    char *out = NULL;
+    plume_error err = {0};
+    assert_int_equal(plume_chat_apply(t, user, 1, true, &out, &err), -1);
+    assert_non_null(strstr(err.msg, "chatml"));
+    assert_null(out);
+    plume_tokenizer_free(t);
+}
+
+/* ---------------------------------------------------------------- */
+/* SentencePiece-style tokenizer.json (merge ranks, byte fallback)  */
+
+enum { S_UNK = 0, S_BOS, S_EOS, S_BYTE0, S_SP = 259, S_H, S_E, S_L, S_O, S_W, S_SPH, S_EL,
+       S_SPHEL, S_LO, S_SPHELLO };
+
+static plume_tokenizer *spm_json_tok(void)
+{
+    json_t *vocab = json_object();
+    json_object_set_new(vocab, "<unk>", json_integer(S_UNK));
+    json_object_set_new(vocab, "<s>", json_integer(S_BOS));
+    json_object_set_new(vocab, "</s>", json_integer(S_EOS));
+    for (int b = 0; b < 256; b++) {
+        char s[8];
+        snprintf(s, sizeof s, "<0x%02X>", b);
+        json_object_set_new(vocab, s, json_integer(S_BYTE0 + b));
+    }
+    static const char *const pieces[] = {SP, "h", "e", "l", "o", "w", SP "h", "el", SP "hel",
+                                         "lo", SP "hello"};
+    for (int i = 0; i < 11; i++)
+        json_object_set_new(vocab, pieces[i], json_integer(S_SP + i));
+    json_t *merges = json_pack("[s,s,s,s,s]", SP " h", "e l", SP "h el", "l o", SP "hel lo");
+    json_t *add = json_array();
+    json_array_append_new(add, added(S_UNK, "<unk>", true));
+    json_array_append_new(add, added(S_BOS, "<s>", true));
+    json_array_append_new(add, added(S_EOS, "</s>", true));
+    json_t *tok = json_pack(
+        "{s:o, s:{s:s, s:[{s:s, s:s}, {s:s, s:{s:s}, s:s}]}, s:n, "
+        "s:{s:s, s:[{s:{s:s}}, {s:{s:s, s:i}}]}, "
+        "s:{s:s, s:[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}, {s:s, s:s, s:i, s:i}]}, "
+        "s:{s:s, s:o, s:o, s:b, s:s}}",
+        "added_tokens", add, "normalizer", "type", "Sequence", "normalizers", "type", "Prepend",
+        "prepend", SP, "type", "Replace", "pattern", "String", " ", "content", SP,
+        "pre_tokenizer", "post_processor", "type", "TemplateProcessing", "single",
+        "SpecialToken", "id", "<s>", "Sequence", "id", "A", "type_id", 0, "decoder", "type",
+        "Sequence", "decoders", "type", "Replace", "pattern", "String", SP, "content", " ",
+        "type", "ByteFallback", "type", "Fuse", "type", "Strip", "content", " ", "start", 1,
+        "stop", 0, "model", "type", "BPE", "vocab", vocab, "merges", merges, "byte_fallback", 1,
+        "unk_token", "<unk>");
+    assert_non_null(tok);
+    return load_json(tok, NULL);
+}
+
+static void test_spm_json(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = spm_json_tok();
+    assert_string_equal(plume_tokenizer_model(t), "llama");
+    assert_true(plume_tokenizer_add_bos(t));
+    assert_int_equal(plume_tokenizer_bos(t), S_BOS);
+    EXPECT(t, "hello", false, S_SPHELLO);
+    /* 'é' is not in the vocabulary: byte fallback */
+    EXPECT(t, "h\xc3\xa9", false, S_SPH, S_BYTE0 + 0xc3, S_BYTE0 + 0xa9);
+    EXPECT(t, "hello wo", false, S_SPHELLO, S_SP, S_W, S_O);
+    EXPECT(t, "<s>hello", true, S_BOS, S_SPHELLO);
+    for (size_t i = 0; i < sizeof ROUND_TRIP / sizeof ROUND_TRIP[0]; i++)
+        round_trip(t, ROUND_TRIP[i], strlen(ROUND_TRIP[i]), false);
+    /* the detokenizer drops the prefix space of the first token */
+    plume_detok d;
+    char out[64];
+    plume_detok_init(&d, t, false);
+    assert_int_equal(plume_detok_push(&d, S_BOS, out, sizeof out), 0);
+    assert_int_equal(plume_detok_push(&d, S_SPHELLO, out, sizeof out), 5);
+    assert_string_equal(out, "hello");
+    assert_int_equal(plume_detok_push(&d, S_SPHELLO, out, sizeof out), 6);
+    assert_string_equal(out, " hello");
+    assert_int_equal(plume_detok_push(&d, S_BYTE0 + 0xc3, out, sizeof out), 0);
+    assert_int_equal(plume_detok_push(&d, S_BYTE0 + 0xa9, out, sizeof out), 2);
+    assert_string_equal(out, "\xc3\xa9");
+    fuzz_bytes(t, true);
+    plume_tokenizer_free(t);
+}
+
+/* ---------------------------------------------------------------- */
+/* GGUF: SentencePiece with scores, and error reporting              */
+
+enum { G_UNK = 0, G_BOS, G_EOS, G_BYTE0, G_SP = 259, G_A, G_B, G_C, G_AB, G_BC, G_SPA, G_ENDT,
+       G_N };
+
+static gguf_file *write_gguf(tt_buf *b, char *path, size_t cap)
+{
+    assert_int_equal(tt_write_temp(".gguf", b->p, b->n, path, cap), 0);
+    free(b->p);
+    gguf_file *f = NULL;
+    plume_error err = {0};
+    if (gguf_open(path, &f, &err) != 0)
+        fail_msg("gguf_open: %s", err.msg);
+    return f;
+}
+
+static void spm_gguf_vocab(tt_buf *b, const char *model)
+{
+    char bytes[256][8];
+    const char *toks[G_N];
+    int32_t types[G_N];
+    float scores[G_N];
+    toks[G_UNK] = "<unk>";
+    toks[G_BOS] = "<s>";
+    toks[G_EOS] = "</s>";
+    types[G_UNK] = 2;
+    types[G_BOS] = types[G_EOS] = 3;
+    for (int i = 0; i < 256; i++) {
+        snprintf(bytes[i], sizeof bytes[i], "<0x%02X>", i);
+        toks[G_BYTE0 + i] = bytes[i];
+        types[G_BYTE0 + i] = 6;
+    }
+    static const char *const rest[] = {SP, "a", "b", "c", "ab", "bc", SP "a", "<end_of_turn>"};
+    for (int i = 0; i < 8; i++) {
+        toks[G_SP + i] = rest[i];
+        types[G_SP + i] = 1;
+    }
+    types[G_ENDT] = 3;
+    for (int i = 0; i < G_N; i++)
+        scores[i] = 0.0f;
+    scores[G_AB] = -2.0f;
+    scores[G_BC] = -1.0f;
+    scores[G_SPA] = -3.0f;
+    tt_kv_str(b, "tokenizer.ggml.model", model);
+    tt_kv_strs(b, "tokenizer.ggml.tokens", toks, G_N);
+    tt_kv_i32s(b, "tokenizer.ggml.token_type", types, G_N);
+    tt_kv_f32s(b, "tokenizer.ggml.scores", scores, G_N);
+}
+
+static void test_spm_gguf(void **state)
+{
+    (void)state;
+    tt_buf b = {0};
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "llama");
+    tt_kv_str(&b, "tokenizer.chat_template", "<start_of_turn>user");
+    char path[256];
+    gguf_file *f = write_gguf(&b, path, sizeof path);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    if (plume_tokenizer_from_gguf(f, &t, &err) != 0)
+        fail_msg("from_gguf: %s", err.msg);
+    assert_string_equal(plume_tokenizer_model(t), "llama");
+    assert_int_equal(plume_tokenizer_bos(t), G_BOS); /* llama.cpp defaults */
+    assert_int_equal(plume_tokenizer_eos(t), G_EOS);
+    assert_true(plume_tokenizer_add_bos(t));
+    /* "▁abc": bc (-1) beats ab (-2), then ▁a (-3) */
+    EXPECT(t, "abc", false, G_SPA, G_BC);
+    EXPECT(t, "ab", false, G_SP, G_AB);
+    EXPECT(t, "cab c", false, G_SP, G_C, G_AB, G_SP, G_C);
+    EXPECT(t, "a\xc3\xa9", false, G_SPA, G_BYTE0 + 0xc3, G_BYTE0 + 0xa9);
+    EXPECT(t, "<s>a", true, G_BOS, G_SPA); /* prefix space again after a special */
+    round_trip(t, "abc cab", 7, false);
+    round_trip(t, "x y  z\n\xe4\xbd\xa0", 10, false);
+    assert_true(plume_tokenizer_is_eog(t, G_EOS));
+    assert_true(plume_tokenizer_is_eog(t, G_ENDT));
+    assert_false(plume_tokenizer_is_eog(t, G_BOS));
+    assert_string_equal(plume_chat_template_name(t), "gemma");
+    plume_tokenizer_free(t);
+    gguf_close(f);
+    unlink(path);
+}
+
+static void test_gguf_errors(void **state)
+{
+    (void)state;
+    /* an unknown pre-tokenizer is named, with the supported ones */
+    tt_buf b = {0};
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "gpt2");
+    tt_kv_str(&b, "tokenizer.ggml.pre", "nonsense-pre");
+    char path[256];
+    gguf_file *f = write_gguf(&b, path, sizeof path);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_null(t);
+    assert_non_null(strstr(err.msg, "nonsense-pre"));
+    assert_non_null(strstr(err.msg, "smollm"));
+    gguf_close(f);
+    unlink(path);
+
+    /* an unknown model */
+    memset(&b, 0, sizeof b);
+    tt_gguf_header(&b, 4);
+    spm_gguf_vocab(&b, "rwkv");
+    f = write_gguf(&b, path, sizeof path);
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "rwkv"));
+    assert_non_null(strstr(err.msg, "gpt2"));
+    gguf_close(f);
+    unlink(path);
+
+    /* gpt2 without merges */
+    memset(&b, 0, sizeof b);
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "gpt2");
+    tt_kv_str(&b, "tokenizer.ggml.pre", "smollm");
+    f = write_gguf(&b, path, sizeof path);
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "merges"));
+    gguf_close(f);
+    unlink(path);
+
+    /* a missing tokenizer.json */
+    assert_int_equal(plume_tokenizer_from_hf("/nonexistent/tokenizer.json", NULL, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "/nonexistent/tokenizer.json"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bpe_merge_order),
+        cmocka_unit_test(test_special_tokens),
+        cmocka_unit_test(test_round_trip_byte_level),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_fuzz_bytes),
+        cmocka_unit_test(test_streaming_detok),
+        cmocka_unit_test(test_chat_templates),
+        cmocka_unit_test(test_spm_json),
+        cmocka_unit_test(test_spm_gguf),
+        cmocka_unit_test(test_gguf_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
