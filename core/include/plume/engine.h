@@ -108,7 +108,19 @@ typedef struct plume_request_result {
     const char *error;           /* message when finish == ERROR */
     int32_t n_cached_prompt;     /* prompt tokens served from the prefix cache */
     int32_t n_preemptions;
+    int32_t n_drafted;           /* speculative tokens drafted for this request */
+    int32_t n_accepted;          /* of those, accepted by verification */
 } plume_request_result;
+
+/* Turns speculative decoding on with proposer vt (settings are passed to
+ * its create; k = tokens drafted per step), replaces the current proposer,
+ * or turns it off (vt NULL).  Only between runs: fails while requests are
+ * waiting or running.  The model's weights are untouched. */
+struct plume_proposer_vtable;
+int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
+                              const void *settings, int32_t k, plume_error *err);
+/* The active proposer's name, or NULL when speculation is off. */
+const char *plume_engine_proposer_name(const plume_engine *e);
 
 int plume_engine_result(const plume_engine *e, int64_t request_id, plume_request_result *out);
 /* Forgets a finished request (its result is no longer available). */
@@ -122,6 +134,10 @@ typedef struct plume_engine_stats {
     int64_t preemptions;
     int64_t generated_tokens;
     double forward_seconds;
+    int64_t spec_drafted;        /* speculative decoding: tokens drafted, */
+    int64_t spec_accepted;       /*   accepted, */
+    int64_t spec_forwards;       /*   sequence-forwards that verified drafts, */
+    int64_t spec_emitted;        /*   tokens those forwards produced */
     int32_t max_step_positions;  /* most positions in one step so far */
     int32_t max_step_seqs;       /* most sequences in one step so far */
 } plume_engine_stats;

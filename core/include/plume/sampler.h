@@ -59,6 +59,34 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
 int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
                              size_t n_history);
 
+/* Draws a token from a distribution over n_vocab ids (one uniform draw from
+ * the sampler's RNG). */
+int32_t plume_sampler_draw(plume_sampler *s, const float *probs);
+/* One uniform draw in [0, 1) from the sampler's RNG. */
+double plume_sampler_uniform(plume_sampler *s);
+bool plume_sampler_is_greedy(const plume_sampler *s);
+int32_t plume_sampler_n_vocab(const plume_sampler *s);
+
+/* ---- speculative verification (rejection sampling) ----
+ *
+ * Verifies n_draft drafted tokens against the target's logits at the n_draft+1
+ * positions that scored them (row i scores the token after history + the
+ * first i drafts).  Greedy (temperature 0): drafts are accepted while they
+ * equal the target's argmax; then the argmax follows.  Sampling: the rule of
+ * Leviathan et al. 2023 and Chen et al. 2023, applied to the distributions
+ * after repetition penalty, temperature, top-k, top-p and min-p: draft d_i
+ * is accepted with probability min(1, p(d_i)/q(d_i)); on the first
+ * rejection a token is drawn from normalize(max(0, p - q)); if every draft
+ * is accepted a bonus token is drawn from the last row.  draft_probs
+ * (n_draft rows of n_vocab) may be NULL: the draft is then a point mass.
+ * history must have room for n_draft more ids after n_history (the accepted
+ * drafts are appended there as the rows advance).  Writes the accepted drafts
+ * followed by one target token to out and returns their count (1..n_draft+1);
+ * *n_accepted receives the accepted draft count.  work: 2 x n_vocab floats. */
+int32_t plume_sampler_verify(plume_sampler *s, const float *logits, const int32_t *draft,
+                             int32_t n_draft, const float *draft_probs, int32_t *history,
+                             size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
+
 #ifdef __cplusplus
 }
 #endif

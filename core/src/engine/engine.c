@@ -1,6 +1,7 @@
 /* The engine loop: schedule, one batched forward, sample, append, finish. */
 #include "plume/engine.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,6 +9,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "model/runner.h"
+#include "plume/proposer.h"
 
 struct plume_engine {
     const plume_model *m;
@@ -20,8 +22,19 @@ struct plume_engine {
     int64_t n_ids, cap_ids;
     plume_sched_item *items;    /* max_num_seqs */
     plume_batch_seq *batch;     /* max_num_seqs */
-    float *logits;              /* max_num_seqs x n_vocab */
+    float *logits;              /* rows of n_vocab, one per sampled position */
+    int32_t logits_rows;
     plume_engine_stats stats;
+    /* speculative decoding (optional) */
+    const plume_proposer_vtable *prop_vt;
+    plume_proposer *prop;
+    int32_t spec_k;
+    plume_propose_seq *pseqs;   /* max_num_seqs */
+    plume_draft *drafts;        /* max_num_seqs */
+    int32_t *draft_tokens;      /* max_num_seqs x spec_k */
+    float *draft_probs;         /* max_num_seqs x spec_k x n_vocab */
+    float *verify_work;         /* 2 x n_vocab */
+    int32_t *verify_out;        /* spec_k + 1 */
 };
 
 plume_engine_params plume_engine_defaults(void)
@@ -74,6 +87,36 @@ static int validate(const plume_engine_params *p, plume_error *err)
     return 0;
 }
 
+/* The proposer forgets a sequence that finished or was preempted. */
+static void on_preempt(void *ctx, plume_seq *seq)
+{
+    plume_engine *e = ctx;
+    if (e->prop && e->prop_vt->release)
+        e->prop_vt->release(e->prop, seq->id);
+}
+
+static void free_spec(plume_engine *e)
+{
+    if (e->prop)
+        e->prop_vt->destroy(e->prop);
+    e->prop = NULL;
+    e->prop_vt = NULL;
+    e->spec_k = 0;
+    e->sched.spec_k = 0;
+    free(e->pseqs);
+    free(e->drafts);
+    free(e->draft_tokens);
+    free(e->draft_probs);
+    free(e->verify_work);
+    free(e->verify_out);
+    e->pseqs = NULL;
+    e->drafts = NULL;
+    e->draft_tokens = NULL;
+    e->draft_probs = NULL;
+    e->verify_work = NULL;
+    e->verify_out = NULL;
+}
+
 int plume_engine_create(const plume_model *m, const plume_engine_params *p, plume_engine **out,
                         plume_error *err)
 {
@@ -91,6 +134,7 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     int32_t nv = plume_model_n_vocab(m);
     e->items = calloc((size_t)p->max_num_seqs, sizeof *e->items);
     e->batch = calloc((size_t)p->max_num_seqs, sizeof *e->batch);
+    e->logits_rows = p->max_num_seqs;
     e->logits = malloc(sizeof(float) * (size_t)p->max_num_seqs * (size_t)nv);
     if (!e->items || !e->batch || !e->logits) {
         plume_engine_free(e);
@@ -99,6 +143,8 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     e->sched.max_num_seqs = p->max_num_seqs;
     e->sched.max_batched_tokens = p->max_batched_tokens;
     e->sched.mixed = p->mixed_batches;
+    e->sched.on_preempt = on_preempt;
+    e->sched.hook_ctx = e;
     if (plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
         plume_kv_cache_create(m, n_blocks, p->block_size, &e->kv, err) ||
         plume_runner_create(m, e->kv, p->max_batched_tokens, p->n_threads, &e->runner, err)) {
@@ -119,6 +165,7 @@ void plume_engine_free(plume_engine *e)
             plume_seq_free(e->by_id[i]);
         }
     free(e->by_id);
+    free_spec(e);
     plume_queue_free(&e->sched.waiting);
     plume_queue_free(&e->sched.running);
     plume_bm_free(e->sched.bm);
@@ -206,6 +253,134 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
+                              const void *settings, int32_t k, plume_error *err)
+{
+    if (e->sched.running.n > 0 || e->sched.waiting.n > 0)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "the proposer can only be changed between runs; %d requests are still "
+                         "running or waiting",
+                         e->sched.running.n + e->sched.waiting.n);
+    free_spec(e);
+    if (!vt)
+        return 0; /* speculation off */
+    if (vt->struct_size < offsetof(plume_proposer_vtable, accepted) ||
+        vt->interface_version != PLUME_PROPOSER_INTERFACE_VERSION || !vt->create ||
+        !vt->destroy || !vt->propose)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "proposer '%s' has interface version %u (size %u); plume expects "
+                         "version %d with create, destroy and propose set",
+                         vt->name ? vt->name : "?", vt->interface_version, vt->struct_size,
+                         PLUME_PROPOSER_INTERFACE_VERSION);
+    if (k < 1 || k > 64)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "num_speculative_tokens must be in [1, 64], got %d", k);
+    const int32_t nv = plume_model_n_vocab(e->m), ns = e->p.max_num_seqs;
+    /* logits for up to k+1 positions of every sequence of a step */
+    float *lg = realloc(e->logits, sizeof(float) * (size_t)ns * (size_t)(k + 1) * (size_t)nv);
+    if (!lg)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory for speculative logits");
+    e->logits = lg;
+    e->logits_rows = ns * (k + 1);
+    e->pseqs = calloc((size_t)ns, sizeof *e->pseqs);
+    e->drafts = calloc((size_t)ns, sizeof *e->drafts);
+    e->draft_tokens = malloc(sizeof(int32_t) * (size_t)ns * (size_t)k);
+    e->draft_probs = malloc(sizeof(float) * (size_t)ns * (size_t)k * (size_t)nv);
+    e->verify_work = malloc(sizeof(float) * 2 * (size_t)nv);
+    e->verify_out = malloc(sizeof(int32_t) * (size_t)(k + 1));
+    if (!e->pseqs || !e->drafts || !e->draft_tokens || !e->draft_probs || !e->verify_work ||
+        !e->verify_out) {
+        free_spec(e);
+        return plume_err(err, PLUME_ERR_NOMEM,
+                         "out of memory for %d speculative tokens x %d sequences", k, ns);
+    }
+    if (vt->create(settings, nv, &e->prop, err)) {
+        e->prop = NULL;
+        free_spec(e);
+        return -1;
+    }
+    e->prop_vt = vt;
+    e->spec_k = k;
+    e->sched.spec_k = k;
+    return 0;
+}
+
+const char *plume_engine_proposer_name(const plume_engine *e)
+{
+    return e->prop_vt ? e->prop_vt->name : NULL;
+}
+
+/* Asks the proposer for drafts for the step's spec items, writes them after
+ * each sequence's tokens and shrinks each item to 1 + drafted positions. */
+static int propose(plume_engine *e, int32_t n_items, plume_error *err)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_items; i++) {
+        plume_sched_item *it = &e->items[i];
+        if (!it->spec)
+            continue;
+        it->draft = n;
+        plume_seq *s = it->seq;
+        e->pseqs[n] = (plume_propose_seq){s->id, s->tokens, s->n_tokens, it->n - 1};
+        e->drafts[n] = (plume_draft){e->draft_tokens + (size_t)n * e->spec_k, 0,
+                                     e->draft_probs + (size_t)n * e->spec_k *
+                                                          (size_t)plume_model_n_vocab(e->m),
+                                     0};
+        n++;
+    }
+    if (n == 0)
+        return 0;
+    if (e->prop_vt->propose(e->prop, e->pseqs, (size_t)n, e->drafts, err))
+        return plume_err_prefix(err, "proposer '%s'", e->prop_vt->name);
+    const int32_t nv = plume_model_n_vocab(e->m);
+    for (int32_t i = 0; i < n_items; i++) {
+        plume_sched_item *it = &e->items[i];
+        if (!it->spec)
+            continue;
+        plume_draft *d = &e->drafts[it->draft];
+        int32_t nd = d->n < 0 ? 0 : d->n > it->n - 1 ? it->n - 1 : d->n;
+        for (int32_t t = 0; t < nd; t++)
+            if (d->tokens[t] < 0 || d->tokens[t] >= nv)
+                nd = t; /* an id outside the vocabulary ends the draft */
+        plume_seq *s = it->seq;
+        memcpy(s->tokens + s->n_tokens, d->tokens, sizeof(int32_t) * (size_t)nd);
+        d->n = nd;
+        it->n = 1 + nd;
+        if (nd == 0)
+            it->spec = false;
+    }
+    return 0;
+}
+
+/* Verifies one sequence's drafts against its logits rows, appends the
+ * accepted tokens plus one target token, rolls back the rest. */
+static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, const float *lg)
+{
+    plume_seq *s = it->seq;
+    const plume_tokenizer *tok = plume_model_tokenizer(e->m);
+    int32_t n_acc;
+    int32_t n_out = plume_sampler_verify(s->sampler, lg, d->tokens, d->n,
+                                         d->has_probs ? d->probs : NULL, s->tokens,
+                                         (size_t)s->n_tokens, e->verify_out, &n_acc,
+                                         e->verify_work);
+    e->stats.spec_drafted += d->n;
+    e->stats.spec_accepted += n_acc;
+    e->stats.spec_forwards++;
+    s->n_drafted += d->n;
+    s->n_accepted += n_acc;
+    if (e->prop_vt->accepted)
+        e->prop_vt->accepted(e->prop, s->id, d->n, n_acc);
+    /* the last token and the accepted drafts now have valid KV */
+    s->n_computed += 1 + n_acc;
+    for (int32_t i = 0; i < n_out; i++) {
+        e->stats.generated_tokens++;
+        e->stats.spec_emitted++;
+        if (plume_seq_append(s, e->verify_out[i], tok) != PLUME_FINISH_NONE)
+            return; /* finished: the caller drops it */
+    }
+    plume_bm_truncate(e->sched.bm, &s->bt, s->n_tokens);
+}
+
 int plume_engine_step(plume_engine *e, plume_error *err)
 {
     int32_t n = plume_schedule(&e->sched, e->items);
@@ -213,20 +388,22 @@ int plume_engine_step(plume_engine *e, plume_error *err)
     e->stats.cached_prompt_tokens = e->sched.cached_prompt_tokens;
     if (n == 0)
         return e->sched.waiting.n + e->sched.running.n;
+    if (e->prop && propose(e, n, err))
+        return -1;
+    int32_t positions = 0;
     for (int32_t i = 0; i < n; i++) {
         plume_seq *s = e->items[i].seq;
-        e->batch[i] = (plume_batch_seq){s->tokens + s->n_computed, e->items[i].n, s->n_computed,
-                                        s->bt.ids, e->items[i].sample ? 1 : 0};
-        int32_t end = s->n_computed + e->items[i].n;
+        const plume_sched_item *it = &e->items[i];
+        e->batch[i] = (plume_batch_seq){s->tokens + s->n_computed, it->n, s->n_computed,
+                                        s->bt.ids, it->spec ? it->n : it->sample ? 1 : 0};
+        positions += it->n;
+        int32_t end = s->n_computed + it->n;
         int32_t in_prompt = (end < s->n_prompt ? end : s->n_prompt) - s->n_computed;
         if (in_prompt < 0)
             in_prompt = 0;
         e->stats.prefill_tokens += in_prompt;
-        e->stats.decode_tokens += e->items[i].n - in_prompt;
+        e->stats.decode_tokens += it->n - in_prompt;
     }
-    int32_t positions = 0;
-    for (int32_t i = 0; i < n; i++)
-        positions += e->items[i].n;
     if (positions > e->stats.max_step_positions)
         e->stats.max_step_positions = positions;
     if (n > e->stats.max_step_seqs)
@@ -240,18 +417,31 @@ int plume_engine_step(plume_engine *e, plume_error *err)
     const int32_t nv = plume_model_n_vocab(e->m);
     int32_t row = 0;
     for (int32_t i = 0; i < n; i++) {
-        plume_seq *s = e->items[i].seq;
-        s->n_computed += e->items[i].n;
-        plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
-        if (!e->items[i].sample)
+        plume_sched_item *it = &e->items[i];
+        plume_seq *s = it->seq;
+        if (!it->sample) {
+            s->n_computed += it->n;
+            plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
             continue;
-        const float *lg = e->logits + (size_t)row++ * nv;
+        }
+        const float *lg = e->logits + (size_t)row * nv;
+        row += e->batch[i].n_logits;
         if (s->params.first_logits && s->n_tokens == s->n_prompt)
             memcpy(s->params.first_logits, lg, sizeof(float) * (size_t)nv);
-        int32_t tok_id = plume_sampler_sample(s->sampler, lg, s->tokens, (size_t)s->n_tokens);
-        e->stats.generated_tokens++;
-        if (plume_seq_append(s, tok_id, tok) != PLUME_FINISH_NONE)
+        if (it->spec) {
+            verify(e, it, &e->drafts[it->draft], lg);
+        } else {
+            s->n_computed += it->n;
+            int32_t tok_id = plume_sampler_sample(s->sampler, lg, s->tokens, (size_t)s->n_tokens);
+            e->stats.generated_tokens++;
+            plume_seq_append(s, tok_id, tok);
+        }
+        if (s->status == PLUME_SEQ_FINISHED) {
+            on_preempt(e, s); /* the proposer forgets it */
             plume_sched_drop(&e->sched, s);
+        } else {
+            plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
+        }
     }
     return e->sched.waiting.n + e->sched.running.n;
 }
@@ -281,6 +471,8 @@ int plume_engine_result(const plume_engine *e, int64_t id, plume_request_result 
         .error = s->error,
         .n_cached_prompt = s->n_cached_prompt,
         .n_preemptions = s->n_preemptions,
+        .n_drafted = s->n_drafted,
+        .n_accepted = s->n_accepted,
     };
     return 0;
 }

@@ -74,6 +74,8 @@ static void preempt_newest(plume_scheduler *s)
     victim->status = PLUME_SEQ_WAITING;
     victim->n_preemptions++;
     s->preemptions++;
+    if (s->on_preempt)
+        s->on_preempt(s->hook_ctx, victim);
     plume_queue_push_front(&s->waiting, victim); /* capacity: it was just in running */
 }
 
@@ -90,7 +92,18 @@ static int32_t schedule_running(plume_scheduler *s, plume_sched_item *items, int
             i++;
             continue;
         }
-        int32_t n = left < *budget ? left : *budget;
+        int32_t want = left;
+        bool spec = false;
+        if (left == 1 && s->spec_k > 0) { /* room to verify drafts, within max_total */
+            int32_t room = seq->max_total - seq->n_tokens - 1;
+            int32_t extra = room < s->spec_k ? room : s->spec_k;
+            if (extra > 0) {
+                want = 1 + extra;
+                spec = true;
+            }
+        }
+        int32_t n = want < *budget ? want : *budget;
+        spec = spec && n > 1;
         bool victim_self = false;
         while (plume_bm_ensure(s->bm, &seq->bt, (int64_t)seq->n_computed + n) != 0) {
             if (s->running.items[s->running.n - 1] == seq) {
@@ -102,7 +115,8 @@ static int32_t schedule_running(plume_scheduler *s, plume_sched_item *items, int
         }
         if (victim_self)
             break; /* everything after it was newer and is preempted too */
-        items[n_items++] = (plume_sched_item){seq, n, seq->n_computed + n == seq->n_tokens};
+        items[n_items++] = (plume_sched_item){seq, n, spec || seq->n_computed + n == seq->n_tokens,
+                                              spec, 0};
         *budget -= n;
         i++;
     }
@@ -138,7 +152,7 @@ static int32_t schedule_waiting(plume_scheduler *s, plume_sched_item *items, int
         plume_queue_remove_at(&s->waiting, 0);
         seq->status = PLUME_SEQ_RUNNING;
         plume_queue_push_back(&s->running, seq); /* capacity grows as needed */
-        items[n_items++] = (plume_sched_item){seq, n, seq->n_computed + n == seq->n_tokens};
+        items[n_items++] = (plume_sched_item){seq, n, seq->n_computed + n == seq->n_tokens, false, 0};
         *budget -= n;
     }
     return n_items;

@@ -32,6 +32,8 @@ typedef struct plume_sched_item {
     plume_seq *seq;
     int32_t n;        /* positions computed this step, from seq->n_computed */
     bool sample;      /* these positions reach the end of the sequence: sample after */
+    bool spec;        /* a decode with room for n - 1 drafted tokens to verify */
+    int32_t draft;    /* engine's index of this item's draft (spec items) */
 } plume_sched_item;
 
 typedef struct plume_scheduler {
@@ -40,8 +42,11 @@ typedef struct plume_scheduler {
     bool mixed;
     plume_block_manager *bm;
     plume_seq_queue waiting, running;
+    int32_t spec_k;   /* drafted tokens to reserve room for per decode (0 = off) */
     int64_t preemptions;
     int64_t cached_prompt_tokens;
+    void (*on_preempt)(void *ctx, plume_seq *seq); /* optional */
+    void *hook_ctx;
 } plume_scheduler;
 
 /* Builds one step into items (capacity max_num_seqs); returns the count.

@@ -36,6 +36,7 @@ typedef struct plume_seq {
     char *error;
     int32_t n_cached_prompt;
     int32_t n_preemptions;
+    int32_t n_drafted, n_accepted; /* speculative decoding */
 } plume_seq;
 
 /* Creates a waiting sequence holding a copy of the prompt and stop strings. */

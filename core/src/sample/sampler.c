@@ -218,21 +218,35 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
     return keep;
 }
 
-int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
-                             size_t n_history)
+int32_t plume_sampler_draw(plume_sampler *s, const float *probs)
 {
-    int32_t kept = plume_sampler_probs(s, logits, history, n_history, s->probs);
-    (void)kept;
     double u = plume_rng_uniform(&s->rng);
     double cum = 0.0;
     int32_t last = -1;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        if (s->probs[i] <= 0.0f)
+        if (probs[i] <= 0.0f)
             continue;
         last = i;
-        cum += s->probs[i];
+        cum += probs[i];
         if (u < cum)
             return i;
     }
     return last; /* rounding left u just above the total */
+}
+
+double plume_sampler_uniform(plume_sampler *s) { return plume_rng_uniform(&s->rng); }
+
+bool plume_sampler_is_greedy(const plume_sampler *s) { return s->p.temperature == 0.0f; }
+
+int32_t plume_sampler_n_vocab(const plume_sampler *s) { return s->n_vocab; }
+
+int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
+                             size_t n_history)
+{
+    int32_t kept = plume_sampler_probs(s, logits, history, n_history, s->probs);
+    if (kept == 1 && s->p.temperature == 0.0f) /* greedy: no draw, the RNG is untouched */
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            if (s->probs[i] > 0.0f)
+                return i;
+    return plume_sampler_draw(s, s->probs);
 }
