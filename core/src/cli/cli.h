@@ -8,8 +8,11 @@
 /* Each subcommand: argc/argv start at the subcommand name. Returns the exit
  * status (0 ok, 1 runtime error, 2 usage error). */
 int cmd_generate(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 /* Option parsing: matches argv[*i] against `--name` or `--name=value`; on a
  * match stores the value (the next argument, or after '=') in *val, advances

@@ -9,8 +9,14 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  generate   generate text from a prompt (plume generate --model PATH --prompt TEXT)\n"
+    "  bench      measure the machine's roofline and a model's speed against it\n"
+    "             (plume bench roofline --model PATH)\n"
     "  info       describe a model: architecture, sizes, tensor types, tokenizer\n"
     "  tokenize   print the token ids of a text\n"
+    "  convert    write a GGUF model as a Hugging Face directory\n"
+    "             (plume convert MODEL.gguf --to hf OUT_DIR)\n"
+    "  perplexity perplexity of a model over a text, and KL divergence against a\n"
+    "             base model (plume perplexity --model PATH --text FILE)\n"
     "\n"
     "Run `plume <command> --help` for the options of a command.\n"
     "MODEL/PATH is a .gguf file or a Hugging Face model directory (config.json,\n"
@@ -28,12 +34,18 @@ int main(int argc, char **argv)
         return 0;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0)
         return cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "info") == 0)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "tokenize") == 0)
         return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "convert") == 0)
+        return cmd_convert(argc - 1, argv + 1);
+    if (strcmp(cmd, "perplexity") == 0)
+        return cmd_perplexity(argc - 1, argv + 1);
     fprintf(stderr, "plume: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

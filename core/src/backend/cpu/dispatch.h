@@ -1,0 +1,88 @@
+/* The CPU kernel table: one instance per dispatch level (kernels_scalar.c,
+ * kernels_avx2.c, kernels_avx512.c), and the process-wide choice among them.
+ *
+ * The only global state is the active table pointer, chosen once (under
+ * pthread_once) from the CPU's features and PLUME_CPU_FEATURES; afterwards it
+ * is read-only. */
+#ifndef PLUME_CPU_DISPATCH_H
+#define PLUME_CPU_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/cpu_features.h"
+
+/* Activations quantized for integer dot products: per token, K values (a
+ * multiple of 32) in blocks of 32, each with its own scale computed from
+ * that block's values only: x ≈ d * q, q in [-127, 127].
+ *   q: int8[n_tok][K]   d: float[n_tok][K/32]   s: float[n_tok][K/32] = d * Σq */
+typedef struct plume_q8_act {
+    const int8_t *q;
+    const float *d;
+    const float *s;
+    int64_t K;
+} plume_q8_act;
+
+/* Weight formats with a matmul kernel, indexing plume_kernels.mm_q/mm_f. */
+enum { PLUME_KQ_Q4_0, PLUME_KQ_Q4_1, PLUME_KQ_Q8_0, PLUME_KQ_Q4_K, PLUME_KQ_Q6_K, PLUME_KQ_COUNT };
+enum { PLUME_KF_F32, PLUME_KF_F16, PLUME_KF_BF16, PLUME_KF_COUNT };
+
+/* y[t*ldy + r] = Σ_k W[r][k] · a[t][k] for r < n_rows, t < n_tok, with row r
+ * of W at w + r*rb in its block format. */
+typedef void (*plume_mm_q_fn)(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a,
+                              int n_tok, float *y, int64_t ldy);
+/* The same for float weights (K values per row) and f32 activations
+ * x[t*ldx + k]. */
+typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,
+                              int64_t ldx, int n_tok, float *y, int64_t ldy);
+
+typedef struct plume_kernels {
+    plume_cpu_level level;
+    /* Quantizes one token's K values (K % 32 == 0) into q[K], d[K/32],
+     * s[K/32].  Every level produces bit-identical output. */
+    void (*quantize_q8)(const float *x, int64_t K, int8_t *q, float *d, float *s);
+    plume_mm_q_fn mm_q[PLUME_KQ_COUNT];
+    plume_mm_f_fn mm_f[PLUME_KF_COUNT];
+    float (*dot)(const float *a, const float *b, int n);
+    /* y[i] += a * x[i] */
+    void (*axpy)(float *y, float a, const float *x, int n);
+    /* out = x / rms(x) * w; out may alias x. */
+    void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
+    /* Rotates head_dim values by the angles whose cos/sin are given
+     * (head_dim/2 each); pairs as in plume_cpu_rope. */
+    void (*rope)(float *v, int head_dim, const float *cos_t, const float *sin_t, int adjacent);
+    /* x[i] = silu(x[i]) * y[i] */
+    void (*swiglu)(float *x, const float *y, int n);
+    /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
+    float (*softmax_exp)(float *s, int n);
+    /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple
+     * of 256, 64-byte aligned) and returns a value depending on all of
+     * them; fma_peak and int8_peak run iters iterations of independent
+     * multiply-adds and return the operation count (2 per multiply-add). */
+    float (*read_sum)(const void *buf, size_t bytes);
+    double (*fma_peak)(long iters);
+    double (*int8_peak)(long iters);
+} plume_kernels;
+
+/* Per-level tables; avx2/avx512 return NULL when not compiled for this
+ * architecture.  They must only be used when the CPU supports the level. */
+const plume_kernels *plume_kernels_scalar(void);
+const plume_kernels *plume_kernels_avx2(void);
+const plume_kernels *plume_kernels_avx512(void);
+
+/* The table for a level, or NULL when this CPU (or build) cannot run it. */
+const plume_kernels *plume_kernels_for(plume_cpu_level level);
+
+/* The active table: the best level the CPU supports, or the one that
+ * PLUME_CPU_FEATURES names (an unknown or unsupported value is reported on
+ * stderr once and the best level is used). */
+const plume_kernels *plume_kernels_active(void);
+
+/* True when PLUME_CPU_ACTIVATIONS=f32 asks quantized matmuls to dequantize
+ * weights and keep activations in f32 (a slower reference mode for checking
+ * the model against an f32 oracle); the default, int8, quantizes
+ * activations per token in blocks of 32 for integer dot products. */
+bool plume_cpu_f32_activations(void);
+
+#endif

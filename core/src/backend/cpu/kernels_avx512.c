@@ -1,0 +1,316 @@
+/* The avx512 level (AVX-512 F/BW/DQ/VL + VNNI): integer matmul on 512-bit
+ * vectors with vpdpbusd (below); the float and element-wise kernels are the
+ * shared 256-bit ones (kernels_x86.h) compiled for this target, which lets
+ * them use 32 vector registers.  The peaks are measured on 512-bit
+ * registers so the roofline is the machine's, not the kernel's.  Only called after
+ * cpu_features.c found those features. */
+#if defined(__x86_64__)
+
+#if defined(__clang__)
+#pragma clang attribute push(                                                                 \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))),  \
+    apply_to = function)
+#else
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
+#endif
+
+#define KX_VNNI 1
+#define KX_TR 4
+#define KX_TT 4
+#define KX_FR 4
+#define KX_FT 4
+#define KX_DR 4
+#define KX_OWN_MM_Q 1
+#include "backend/cpu/kernels_x86.h"
+
+/* ---- 512-bit integer matmul: two 32-weight sub-blocks per vector ----
+ * The same arithmetic as kx_tile (kernels_x86.h) on zmm registers: one
+ * vpdpbusd covers two sub-blocks (lanes 0-7 the first, 8-15 the second), so
+ * each (row, token) pair costs half the instructions per weight.  Signed
+ * formats (Q8_0, Q6_K) negate the activations under w's sign mask (AVX-512
+ * has no vpsignb). */
+#define Z_TR 4
+#define Z_TT 3
+#define Z_DR 4
+
+typedef struct z_blk {
+    __m512i u;
+    __mmask64 neg;
+    __m512 d, m;
+} z_blk;
+
+/* a in lanes 0-7, b in lanes 8-15 */
+KX_INLINE __m512 z_bcast2(float a, float b)
+{
+    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+/* p[0] in lanes 0-7, p[1] (or 0 when single) in lanes 8-15 */
+KX_INLINE __m512 z_pair(const float *p, int single)
+{
+    const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m128 v = single ? _mm_load_ss(p) : _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p));
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+KX_INLINE int z_ld32(const uint8_t *p)
+{
+    int v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The f16 at p0 in lanes 0-7 and the one at p1 (0 when single) in 8-15. */
+KX_INLINE __m512 z_f16_pair(const uint8_t *p0, const uint8_t *p1, int single)
+{
+    uint16_t h0, h1 = 0;
+    memcpy(&h0, p0, 2);
+    if (!single)
+        memcpy(&h1, p1, 2);
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | ((uint32_t)h1 << 16))));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                 _mm512_castps128_ps512(f));
+}
+
+/* 16 packed-nibble bytes at p0 and p1 (p1 unused when single) → low then
+ * high nibbles of each, as two 32-byte halves. */
+KX_INLINE __m512i z_nibbles(const uint8_t *p0, const uint8_t *p1, int single)
+{
+    const __m128i a = _mm_loadu_si128((const __m128i *)p0);
+    const __m256i y = single ? _mm256_zextsi128_si256(a)
+                             : _mm256_inserti128_si256(_mm256_castsi128_si256(a),
+                                                       _mm_loadu_si128((const __m128i *)p1), 1);
+    const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(y), _mm256_srli_epi16(y, 4), 1);
+    return _mm512_and_si512(_mm512_shuffle_i64x2(t, t, _MM_SHUFFLE(3, 1, 2, 0)),
+                            _mm512_set1_epi8(0x0F));
+}
+
+/* Sub-blocks j and j+1 (only j when single) of a row. */
+KX_INLINE z_blk z_get(const int kq, const uint8_t *row, int64_t j, int single)
+{
+    z_blk o;
+    o.neg = 0;
+    o.m = _mm512_setzero_ps();
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    switch (kq) {
+    case PLUME_KQ_Q4_0: {
+        const uint8_t *b = row + j * 18;
+        o.u = z_nibbles(b + 2, b + 20, single);
+        o.d = z_f16_pair(b, b + 18, single);
+        o.m = _mm512_sub_ps(_mm512_setzero_ps(), o.d); /* -8d / 8 */
+        break;
+    }
+    case PLUME_KQ_Q4_1: {
+        const uint8_t *b = row + j * 20;
+        o.u = z_nibbles(b + 4, b + 24, single);
+        /* d and m are adjacent: one 32-bit load per block gives both */
+        __m128i dm = _mm_cvtsi32_si128(z_ld32(b));
+        if (!single)
+            dm = _mm_insert_epi32(dm, z_ld32(b + 20), 1);
+        const __m512 f = _mm512_castps128_ps512(_mm_cvtph_ps(dm)); /* d0 m0 d1 m1 */
+        o.d = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), f);
+        o.m = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3), f),
+                            _mm512_set1_ps(0.125f));
+        break;
+    }
+    case PLUME_KQ_Q8_0: {
+        const uint8_t *b = row + j * 34;
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(b + 2));
+        const __m512i w = single ? _mm512_zextsi256_si512(w0)
+                                 : _mm512_inserti64x4(_mm512_castsi256_si512(w0),
+                                                      _mm256_loadu_si256((const __m256i *)(b + 36)), 1);
+        o.u = _mm512_abs_epi8(w);
+        o.neg = _mm512_movepi8_mask(w);
+        o.d = z_f16_pair(b, b + 34, single);
+        break;
+    }
+    case PLUME_KQ_Q4_K: { /* j even: sub-blocks 2c, 2c+1 share 32 bytes of nibbles */
+        const uint8_t *b = row + (j >> 3) * 144;
+        const int sub = (int)(j & 7);
+        int sc0, mn0, sc1, mn1;
+        plume_q4k_scale_min(sub, b + 4, &sc0, &mn0);
+        plume_q4k_scale_min(sub + 1, b + 4, &sc1, &mn1);
+        const float d = kx_f16(b), dmin = kx_f16(b + 2) * -0.125f;
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 16 + 32 * (sub >> 1)));
+        o.u = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q, lo4)),
+                                 _mm256_and_si256(_mm256_srli_epi16(q, 4), lo4), 1);
+        o.d = z_bcast2(d * (float)sc0, d * (float)sc1);
+        o.m = z_bcast2(dmin * (float)mn0, dmin * (float)mn1);
+        break;
+    }
+    case PLUME_KQ_Q6_K: { /* j even: sub-blocks k, k+1 (k = 0 or 2) of one half */
+        const uint8_t *b = row + (j >> 3) * 210;
+        const int sub = (int)(j & 7), h = sub >> 2, k = sub & 3;
+        const uint8_t *ql = b + h * 64;
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b + 128 + h * 32));
+        const __m128i sl = _mm_cvtsi32_si128(4 * (k >> 1));
+        const __m256i lo0 = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)ql), sl), lo4);
+        const __m256i lo1 = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(ql + 32)), sl), lo4);
+        const __m256i three = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+        const __m256i hi0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), three), 4);
+        const __m256i hi1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k + 2)), three), 4);
+        const __m512i w = _mm512_inserti64x4(
+            _mm512_castsi256_si512(_mm256_sub_epi8(_mm256_or_si256(lo0, hi0), off)),
+            _mm256_sub_epi8(_mm256_or_si256(lo1, hi1), off), 1);
+        o.u = _mm512_abs_epi8(w);
+        o.neg = _mm512_movepi8_mask(w);
+        int32_t sc4;
+        memcpy(&sc4, b + 192 + h * 8 + 2 * k, 4);
+        const __m128 scf = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sc4))),
+                                      _mm_set1_ps(kx_f16(b + 208)));
+        const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+        o.d = _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(scf));
+        break;
+    }
+    }
+    return o;
+}
+
+KX_INLINE void z_tile(const int kq, const int R, const int T, const uint8_t *w, size_t rb,
+                      const plume_q8_act *a, int t0, float *y, int64_t ldy)
+{
+    const int64_t K = a->K, nb = K / 32;
+    const int has_min = !kx_signed(kq);
+    __m512 acc[KX_MAXR][KX_MAXT];
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            acc[r][t] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; j += 2) {
+        const int single = j + 1 == nb;
+        z_blk b[KX_MAXR];
+        for (int r = 0; r < R; r++)
+            b[r] = z_get(kq, w + (size_t)r * rb, j, single);
+        for (int t = 0; t < T; t++) {
+            const size_t tt = (size_t)(t0 + t);
+            const int8_t *aq = a->q + tt * K + 32 * j;
+            const __m512i av = single ? _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)aq))
+                                      : _mm512_loadu_si512(aq);
+            const __m512 da = z_pair(a->d + tt * nb + j, single);
+            const __m512 sa = has_min ? z_pair(a->s + tt * nb + j, single) : _mm512_setzero_ps();
+            for (int r = 0; r < R; r++) {
+                const __m512i as = kx_signed(kq) ? _mm512_mask_sub_epi8(av, b[r].neg, _mm512_setzero_si512(), av) : av;
+                const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), b[r].u, as);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(b[r].d, da), acc[r][t]);
+                if (has_min)
+                    acc[r][t] = _mm512_fmadd_ps(b[r].m, sa, acc[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < T; t++)
+            y[(size_t)(t0 + t) * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+KX_INLINE void z_mm_q(const int kq, const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a,
+                      int n_tok, float *y, int64_t ldy)
+{
+    int r = 0;
+    if (n_tok == 1) {
+        for (; r + Z_DR <= n_rows; r += Z_DR)
+            z_tile(kq, Z_DR, 1, w + (size_t)r * rb, rb, a, 0, y + r, ldy);
+        for (; r < n_rows; r++)
+            z_tile(kq, 1, 1, w + (size_t)r * rb, rb, a, 0, y + r, ldy);
+        return;
+    }
+    for (; r + Z_TR <= n_rows; r += Z_TR) {
+        int t = 0;
+        for (; t + Z_TT <= n_tok; t += Z_TT)
+            z_tile(kq, Z_TR, Z_TT, w + (size_t)r * rb, rb, a, t, y + r, ldy);
+        for (; t < n_tok; t++)
+            z_tile(kq, Z_TR, 1, w + (size_t)r * rb, rb, a, t, y + r, ldy);
+    }
+    for (; r < n_rows; r++) {
+        int t = 0;
+        for (; t + Z_TT <= n_tok; t += Z_TT)
+            z_tile(kq, 1, Z_TT, w + (size_t)r * rb, rb, a, t, y + r, ldy);
+        for (; t < n_tok; t++)
+            z_tile(kq, 1, 1, w + (size_t)r * rb, rb, a, t, y + r, ldy);
+    }
+}
+
+#define Z_MM_Q(name, kq)                                                                        \
+    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
+                     float *y, int64_t ldy)                                                     \
+    {                                                                                           \
+        z_mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                            \
+    }
+Z_MM_Q(z_mm_q4_0, PLUME_KQ_Q4_0)
+Z_MM_Q(z_mm_q4_1, PLUME_KQ_Q4_1)
+Z_MM_Q(z_mm_q8_0, PLUME_KQ_Q8_0)
+Z_MM_Q(z_mm_q4_k, PLUME_KQ_Q4_K)
+Z_MM_Q(z_mm_q6_k, PLUME_KQ_Q6_K)
+
+/* Twelve independent 512-bit FMA chains (written in assembly so that the
+ * accumulators stay in registers); operands are zero, so no denormals. */
+static double fma_peak(long iters)
+{
+    __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n\tvpxord %%zmm1, %%zmm1, %%zmm1" ::: "xmm0", "xmm1");
+    for (long it = 0; it < iters; it++)
+        __asm__ volatile(
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm4\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm5\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm6\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm7\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm8\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm9\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm10\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm11\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm12\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm13\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm14\n\t"
+            "vfmadd231ps %%zmm0, %%zmm1, %%zmm15\n\t"
+            ::: "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+              "xmm13", "xmm14", "xmm15");
+    return 2.0 * 16.0 * 12.0 * (double)iters;
+}
+
+/* Twelve independent 512-bit vpdpbusd chains (64 u8×s8 products each). */
+static double int8_peak(long iters)
+{
+    __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n\tvpxord %%zmm1, %%zmm1, %%zmm1" ::: "xmm0", "xmm1");
+    for (long it = 0; it < iters; it++)
+        __asm__ volatile(
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm4\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm5\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm6\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm7\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm8\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm9\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm10\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm11\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm12\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm13\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm14\n\t"
+            "vpdpbusd %%zmm0, %%zmm1, %%zmm15\n\t"
+            ::: "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+              "xmm13", "xmm14", "xmm15");
+    return 2.0 * 64.0 * 12.0 * (double)iters;
+}
+
+static const plume_kernels K = {
+    .level = PLUME_CPU_AVX512,
+    .quantize_q8 = kx_quantize_q8,
+    .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
+    .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16},
+    .dot = kx_dotf,
+    .axpy = kx_axpy,
+    .rmsnorm = kx_rmsnorm,
+    .rope = kx_rope,
+    .swiglu = kx_swiglu,
+    .softmax_exp = kx_softmax_exp,
+    .read_sum = kx_read_sum,
+    .fma_peak = fma_peak,
+    .int8_peak = int8_peak,
+};
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+const plume_kernels *plume_kernels_avx512(void) { return &K; }
+
+#else
+#include <stddef.h>
+#include "backend/cpu/dispatch.h"
+const plume_kernels *plume_kernels_avx512(void) { return NULL; }
+#endif

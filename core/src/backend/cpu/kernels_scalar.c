@@ -1,0 +1,221 @@
+/* The portable scalar level: the reference every SIMD kernel is tested
+ * against, and what runs on CPUs without AVX2. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/cpu/blocks.h"
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/fp16.h"
+
+static void quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
+{
+    for (int64_t b = 0; b < K / 32; b++, x += 32, q += 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++)
+            amax = fmaxf(amax, fabsf(x[i]));
+        const float db = amax / 127.0f;
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; i++) {
+            q[i] = (int8_t)nearbyintf(x[i] * id);
+            sum += q[i];
+        }
+        d[b] = db;
+        s[b] = db * (float)sum;
+    }
+}
+
+static void mm_q(int kq, const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a,
+                 int n_tok, float *y, int64_t ldy)
+{
+    const int64_t nb = a->K / 32;
+    plume_sub32 sb;
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        for (int t = 0; t < n_tok; t++) {
+            const int8_t *q = a->q + (size_t)t * a->K;
+            const float *d = a->d + (size_t)t * nb, *s = a->s + (size_t)t * nb;
+            float acc = 0.0f;
+            for (int64_t j = 0; j < nb; j++) {
+                plume_sub32_get(kq, row, j, &sb);
+                int32_t i0 = 0, i1 = 0;
+                for (int i = 0; i < 16; i++) {
+                    i0 += sb.v[i] * q[32 * j + i];
+                    i1 += sb.v[i + 16] * q[32 * j + i + 16];
+                }
+                acc += (sb.d0 * (float)i0 + sb.d1 * (float)i1) * d[j] + sb.m * s[j];
+            }
+            y[(size_t)t * ldy + r] = acc;
+        }
+    }
+}
+
+#define MM_Q(name, kq)                                                                          \
+    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
+                     float *y, int64_t ldy)                                                     \
+    {                                                                                           \
+        mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                              \
+    }
+MM_Q(mm_q4_0, PLUME_KQ_Q4_0)
+MM_Q(mm_q4_1, PLUME_KQ_Q4_1)
+MM_Q(mm_q8_0, PLUME_KQ_Q8_0)
+MM_Q(mm_q4_k, PLUME_KQ_Q4_K)
+MM_Q(mm_q6_k, PLUME_KQ_Q6_K)
+
+static inline float wval(int kf, const uint8_t *row, int64_t k)
+{
+    float f;
+    uint16_t h;
+    switch (kf) {
+    case PLUME_KF_F32: memcpy(&f, row + 4 * k, 4); return f;
+    case PLUME_KF_F16: memcpy(&h, row + 2 * k, 2); return plume_fp16_to_fp32(h);
+    default: memcpy(&h, row + 2 * k, 2); return plume_bf16_to_fp32(h);
+    }
+}
+
+static void mm_f(int kf, const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,
+                 int64_t ldx, int n_tok, float *y, int64_t ldy)
+{
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * rb;
+        for (int t = 0; t < n_tok; t++) {
+            const float *xt = x + (size_t)t * ldx;
+            float s[8] = {0};
+            int64_t k = 0;
+            for (; k + 8 <= K; k += 8)
+                for (int i = 0; i < 8; i++)
+                    s[i] += wval(kf, row, k + i) * xt[k + i];
+            float sum = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+            for (; k < K; k++)
+                sum += wval(kf, row, k) * xt[k];
+            y[(size_t)t * ldy + r] = sum;
+        }
+    }
+}
+
+#define MM_F(name, kf)                                                                        \
+    static void name(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,     \
+                     int64_t ldx, int n_tok, float *y, int64_t ldy)                          \
+    {                                                                                         \
+        mm_f(kf, w, rb, K, n_rows, x, ldx, n_tok, y, ldy);                                    \
+    }
+MM_F(mm_f32, PLUME_KF_F32)
+MM_F(mm_f16, PLUME_KF_F16)
+MM_F(mm_bf16, PLUME_KF_BF16)
+
+static float dot(const float *a, const float *b, int n)
+{
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += a[i + j] * b[i + j];
+    float sum = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+static void axpy(float *y, float a, const float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    const float scale = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] * scale * w[i];
+}
+
+static void rope(float *v, int head_dim, const float *c, const float *s, int adjacent)
+{
+    const int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        const int a = adjacent ? 2 * i : i;
+        const int b = adjacent ? 2 * i + 1 : i + half;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * c[i] - x1 * s[i];
+        v[b] = x0 * s[i] + x1 * c[i];
+    }
+}
+
+static void swiglu(float *x, const float *y, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const float g = x[i];
+        x[i] = g / (1.0f + expf(-g)) * y[i];
+    }
+}
+
+static float softmax_exp(float *s, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        mx = fmaxf(mx, s[i]);
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        sum += s[i];
+    }
+    return sum;
+}
+
+static float read_sum(const void *buf, size_t bytes)
+{
+    const uint64_t *p = buf;
+    uint64_t acc[4] = {0};
+    for (size_t i = 0; i < bytes / 8; i += 4)
+        for (int j = 0; j < 4; j++)
+            acc[j] ^= p[i + j];
+    return (float)(acc[0] ^ acc[1] ^ acc[2] ^ acc[3]);
+}
+
+static double fma_peak(long iters)
+{
+    float a[16], b = 0.999f, c = 1e-3f;
+    for (int i = 0; i < 16; i++)
+        a[i] = (float)i;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 16; i++)
+            a[i] = a[i] * b + c;
+    volatile float sink = a[0] + a[15];
+    (void)sink;
+    return 2.0 * 16.0 * (double)iters;
+}
+
+static double int8_peak(long iters)
+{
+    int32_t acc[16] = {0};
+    volatile int8_t src = 3;
+    int8_t x = src;
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 16; i++)
+            acc[i] += (int8_t)(x + i) * (uint8_t)(x + 2 * i);
+    volatile int32_t sink = acc[0] + acc[15];
+    (void)sink;
+    return 2.0 * 16.0 * (double)iters;
+}
+
+static const plume_kernels K = {
+    .level = PLUME_CPU_SCALAR,
+    .quantize_q8 = quantize_q8,
+    .mm_q = {mm_q4_0, mm_q4_1, mm_q8_0, mm_q4_k, mm_q6_k},
+    .mm_f = {mm_f32, mm_f16, mm_bf16},
+    .dot = dot,
+    .axpy = axpy,
+    .rmsnorm = rmsnorm,
+    .rope = rope,
+    .swiglu = swiglu,
+    .softmax_exp = softmax_exp,
+    .read_sum = read_sum,
+    .fma_peak = fma_peak,
+    .int8_peak = int8_peak,
+};
+
+const plume_kernels *plume_kernels_scalar(void) { return &K; }

@@ -1,0 +1,322 @@
+/* plume bench roofline: this machine's streaming bandwidth and arithmetic
+ * peaks measured with plume's own kernels, then a model's decode and
+ * prefill speed as a fraction of the roofline they imply. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/threadpool.h"
+#include "cli/cli.h"
+#include "plume/model.h"
+
+static const char help[] =
+    "usage: plume bench roofline [--model PATH] [options]\n"
+    "\n"
+    "Measures, with plume's own CPU kernels at the active dispatch level, this\n"
+    "machine's streaming read bandwidth (all threads, a 1 GiB buffer, far larger\n"
+    "than the last-level cache), peak f32 FMA rate and peak int8 dot-product rate\n"
+    "(512-bit vpdpbusd at the avx512 level, vpmaddubsw+vpmaddwd at avx2, plain C at\n"
+    "scalar).  With --model it then runs, through the public API:\n"
+    "  decode:  a 32-token prompt, then 128 single-token steps (batch 1, greedy);\n"
+    "           tokens/s of those 128 steps, and the roofline\n"
+    "           bandwidth / weight bytes (every weight read once per token)\n"
+    "  prefill: one 512-token prompt; tokens/s, and the roofline\n"
+    "           peak / (2 x parameters) using the int8 peak when the weights are\n"
+    "           quantized (below 2 bytes per parameter), else the f32 peak\n"
+    "Each figure is the median of --reps repetitions.  The kernel level follows\n"
+    "PLUME_CPU_FEATURES (scalar|avx2|avx512; default: the best this CPU has).\n"
+    "\n"
+    "options:\n"
+    "  --model PATH   a .gguf file or an HF model directory (without it, only the\n"
+    "                 machine is measured)\n"
+    "  --reps N       repetitions per measurement (default 5)\n"
+    "  --threads N    worker threads (default: PLUME_THREADS, else physical cores)\n"
+    "  --json         print {\"machine\": {cpu, threads, bandwidth_gbs, f32_gflops,\n"
+    "                 int8_gops, features, level}, \"decode\": {tok_s, roofline_pct},\n"
+    "                 \"prefill\": {tok_s, roofline_pct}} (decode/prefill null\n"
+    "                 without --model)\n";
+
+#define BW_BYTES ((size_t)1 << 30)
+#define DECODE_PROMPT 32
+#define DECODE_STEPS 128
+#define PREFILL_TOKENS 512
+
+typedef struct bench_opts {
+    const char *model;
+    int reps, threads;
+    bool json;
+} bench_opts;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct micro_job {
+    const plume_kernels *k;
+    const uint8_t *buf;
+    size_t bytes;
+    long iters;
+    int what; /* 0 read, 1 fma, 2 int8 */
+    double ops[256];
+    float sink[256];
+} micro_job;
+
+static void micro_worker(void *ctx, int ith, int nth)
+{
+    micro_job *j = ctx;
+    if (j->what == 0) {
+        /* slices of whole 256-byte lines, 64-byte aligned */
+        size_t lines = j->bytes / 256;
+        size_t l0 = lines * (size_t)ith / (size_t)nth, l1 = lines * (size_t)(ith + 1) / (size_t)nth;
+        j->sink[ith % 256] = j->k->read_sum(j->buf + l0 * 256, (l1 - l0) * 256);
+    } else {
+        j->ops[ith % 256] = j->what == 1 ? j->k->fma_peak(j->iters) : j->k->int8_peak(j->iters);
+    }
+}
+
+/* Median rate (units per second) of `reps` runs of one microbenchmark. */
+static double micro_rate(plume_pool *pool, micro_job *j, int what, int reps)
+{
+    double *rates = malloc(sizeof(double) * (size_t)reps);
+    j->what = what;
+    for (int r = 0; r < reps; r++) {
+        memset(j->ops, 0, sizeof j->ops);
+        double t0 = cli_now();
+        plume_pool_run(pool, micro_worker, j);
+        double dt = cli_now() - t0;
+        double total = 0;
+        if (what == 0) {
+            total = (double)j->bytes;
+        } else {
+            for (int i = 0; i < 256; i++)
+                total += j->ops[i];
+        }
+        rates[r] = total / dt;
+    }
+    double m = median(rates, reps);
+    free(rates);
+    return m;
+}
+
+static void cpu_name(char *buf, size_t size)
+{
+    snprintf(buf, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c) {
+                c++;
+                while (*c == ' ')
+                    c++;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(buf, size, "%s", c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static int32_t argmax(const float *v, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
+typedef struct model_result {
+    double decode_tok_s, prefill_tok_s;
+} model_result;
+
+static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
+{
+    plume_error err;
+    plume_context *ctx = NULL;
+    const int32_t nv = plume_model_n_vocab(m);
+    const int n_ctx = PREFILL_TOKENS + DECODE_PROMPT + DECODE_STEPS;
+    if (plume_context_create(m, n_ctx, o->threads, &ctx, &err)) {
+        fprintf(stderr, "plume bench: %s\n", err.msg);
+        return -1;
+    }
+    float *logits = malloc(sizeof(float) * (size_t)nv);
+    int32_t *prompt = malloc(sizeof(int32_t) * PREFILL_TOKENS);
+    double *dec = malloc(sizeof(double) * (size_t)o->reps);
+    double *pre = malloc(sizeof(double) * (size_t)o->reps);
+    for (int i = 0; i < PREFILL_TOKENS; i++) /* arbitrary ids spread over the vocabulary */
+        prompt[i] = (int32_t)((1 + (int64_t)i * 7919) % nv);
+    int rc = 0;
+    for (int r = 0; r < o->reps && rc == 0; r++) {
+        plume_context_reset(ctx);
+        if (plume_decode(ctx, prompt, DECODE_PROMPT, logits, &err)) {
+            rc = -1;
+            break;
+        }
+        double t0 = cli_now();
+        for (int s = 0; s < DECODE_STEPS; s++) {
+            int32_t next = argmax(logits, nv);
+            if (plume_decode(ctx, &next, 1, logits, &err)) {
+                rc = -1;
+                break;
+            }
+        }
+        dec[r] = DECODE_STEPS / (cli_now() - t0);
+        plume_context_reset(ctx);
+        t0 = cli_now();
+        if (plume_decode(ctx, prompt, PREFILL_TOKENS, logits, &err))
+            rc = -1;
+        pre[r] = PREFILL_TOKENS / (cli_now() - t0);
+    }
+    if (rc)
+        fprintf(stderr, "plume bench: %s\n", err.msg);
+    else {
+        res->decode_tok_s = median(dec, o->reps);
+        res->prefill_tok_s = median(pre, o->reps);
+    }
+    free(logits);
+    free(prompt);
+    free(dec);
+    free(pre);
+    plume_context_free(ctx);
+    return rc;
+}
+
+static int roofline(const bench_opts *o)
+{
+    const plume_kernels *k = plume_kernels_active();
+    plume_error err;
+    plume_pool *pool;
+    if (plume_pool_create(o->threads, &pool, &err)) {
+        fprintf(stderr, "plume bench: %s\n", err.msg);
+        return 1;
+    }
+    uint8_t *buf = aligned_alloc(64, BW_BYTES);
+    if (!buf) {
+        fprintf(stderr, "plume bench: out of memory for the %zu MiB bandwidth buffer\n",
+                BW_BYTES >> 20);
+        plume_pool_free(pool);
+        return 1;
+    }
+    memset(buf, 1, BW_BYTES); /* fault every page in before timing */
+    micro_job mj = {.k = k, .buf = buf, .bytes = BW_BYTES};
+    (void)micro_rate(pool, &mj, 0, 1); /* warm-up */
+    const double bw = micro_rate(pool, &mj, 0, o->reps);
+    free(buf);
+    mj.iters = k->level == PLUME_CPU_SCALAR ? 20L * 1000 * 1000 : 50L * 1000 * 1000;
+    (void)micro_rate(pool, &mj, 1, 1);
+    const double f32 = micro_rate(pool, &mj, 1, o->reps);
+    const double i8 = micro_rate(pool, &mj, 2, o->reps);
+    plume_pool_free(pool);
+
+    char cpu[256], feats[256];
+    cpu_name(cpu, sizeof cpu);
+    plume_cpu_features_string(feats, sizeof feats);
+
+    model_result mr = {0};
+    double dec_roof = 0, pre_roof = 0;
+    bool have_model = false, int8_roof = false;
+    if (o->model) {
+        plume_model *m;
+        if (plume_model_load(o->model, &m, &err)) {
+            fprintf(stderr, "plume bench: %s\n", err.msg);
+            return 1;
+        }
+        const double wbytes = (double)plume_model_weight_bytes(m);
+        const double params = (double)plume_model_n_params(m);
+        int8_roof = wbytes < 2.0 * params;
+        if (bench_model(o, m, &mr)) {
+            plume_model_free(m);
+            return 1;
+        }
+        dec_roof = bw / wbytes;
+        pre_roof = (int8_roof ? i8 : f32) / (2.0 * params);
+        have_model = true;
+        plume_model_free(m);
+    }
+
+    const char *level = plume_cpu_level_name(k->level);
+    if (o->json) {
+        json_t *root = json_pack("{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s}}", "machine", "cpu", cpu,
+                                 "threads", o->threads, "bandwidth_gbs", bw / 1e9, "f32_gflops",
+                                 f32 / 1e9, "int8_gops", i8 / 1e9, "features", feats, "level",
+                                 level);
+        if (have_model) {
+            json_object_set_new(root, "decode",
+                                json_pack("{s:f,s:f}", "tok_s", mr.decode_tok_s, "roofline_pct",
+                                          100.0 * mr.decode_tok_s / dec_roof));
+            json_object_set_new(root, "prefill",
+                                json_pack("{s:f,s:f}", "tok_s", mr.prefill_tok_s, "roofline_pct",
+                                          100.0 * mr.prefill_tok_s / pre_roof));
+        } else {
+            json_object_set_new(root, "decode", json_null());
+            json_object_set_new(root, "prefill", json_null());
+        }
+        char *s = json_dumps(root, JSON_COMPACT);
+        puts(s);
+        free(s);
+        json_decref(root);
+    } else {
+        printf("machine: %s, %d threads, level %s (%s)\n", cpu, o->threads, level, feats);
+        printf("  read bandwidth   %8.1f GB/s\n", bw / 1e9);
+        printf("  f32 FMA peak     %8.1f GFLOP/s\n", f32 / 1e9);
+        printf("  int8 dot peak    %8.1f GOP/s\n", i8 / 1e9);
+        if (have_model) {
+            printf("decode  (batch 1, %d steps after a %d-token prompt): %8.1f tok/s = %5.1f%% of "
+                   "%.1f tok/s (bandwidth / weight bytes)\n",
+                   DECODE_STEPS, DECODE_PROMPT, mr.decode_tok_s,
+                   100.0 * mr.decode_tok_s / dec_roof, dec_roof);
+            printf("prefill (one %d-token prompt):                %8.1f tok/s = %5.1f%% of "
+                   "%.1f tok/s (%s peak / 2 x parameters)\n",
+                   PREFILL_TOKENS, mr.prefill_tok_s, 100.0 * mr.prefill_tok_s / pre_roof,
+                   pre_roof, int8_roof ? "int8" : "f32");
+        }
+    }
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc < 2 || cli_flag(argv, 1, "--help") || cli_flag(argv, 1, "-h")) {
+        fputs(help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "roofline") != 0) {
+        fprintf(stderr, "plume bench: unknown benchmark '%s'; the one there is: roofline\n",
+                argv[1]);
+        return 2;
+    }
+    bench_opts o = {.reps = 5, .threads = plume_cpu_count()};
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
+            o.model = v;
+        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
+            o.reps = (int)cli_int("--reps", v, 1, 1000);
+        } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
+            o.threads = (int)cli_int("--threads", v, 1, 256);
+        } else if (cli_flag(argv, i, "--json")) {
+            o.json = true;
+        } else {
+            cli_unknown("bench roofline", argv[i]);
+        }
+    }
+    return roofline(&o);
+}

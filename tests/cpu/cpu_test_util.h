@@ -1,0 +1,129 @@
+/* Shared helpers of the CPU backend tests: deterministic random data and
+ * random but valid weight rows of every supported type. */
+#ifndef PLUME_CPU_TEST_UTIL_H
+#define PLUME_CPU_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/fp16.h"
+#include "plume/tensor.h"
+
+static uint64_t tu_state = 0x9E3779B97F4A7C15ull;
+
+static inline uint32_t tu_u32(void)
+{
+    tu_state ^= tu_state << 13;
+    tu_state ^= tu_state >> 7;
+    tu_state ^= tu_state << 17;
+    return (uint32_t)(tu_state >> 16);
+}
+
+/* Uniform in [lo, hi). */
+static inline float tu_uniform(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)(tu_u32() & 0xFFFFFF) / 16777216.0f;
+}
+
+static inline void tu_fill(float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = tu_uniform(lo, hi);
+}
+
+static inline void tu_put_f16(uint8_t *p, float f)
+{
+    uint16_t h = plume_fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Fills n_rows rows of K values of type `type` with random, valid data
+ * (finite f16 scales); returns the malloc'd buffer and the row bytes. */
+static inline uint8_t *tu_weights(uint32_t type, int64_t K, int n_rows, size_t *rb_out)
+{
+    const size_t rb = plume_dtype_row_bytes(type, K);
+    uint8_t *w = malloc(rb * (size_t)n_rows + 1);
+    for (size_t i = 0; i < rb * (size_t)n_rows; i++)
+        w[i] = (uint8_t)tu_u32();
+    const size_t bb = plume_dtype_block_bytes(type);
+    const int64_t nblk = (int64_t)(rb * (size_t)n_rows / bb);
+    for (int64_t b = 0; b < nblk; b++) {
+        uint8_t *p = w + (size_t)b * bb;
+        switch (type) {
+        case PLUME_DTYPE_F32: {
+            float f = tu_uniform(-1, 1);
+            memcpy(p, &f, 4);
+            break;
+        }
+        case PLUME_DTYPE_F16: tu_put_f16(p, tu_uniform(-1, 1)); break;
+        case PLUME_DTYPE_BF16: {
+            uint16_t h = plume_fp32_to_bf16(tu_uniform(-1, 1));
+            memcpy(p, &h, 2);
+            break;
+        }
+        case PLUME_DTYPE_Q4_0:
+        case PLUME_DTYPE_Q8_0: tu_put_f16(p, tu_uniform(-0.02f, 0.02f)); break;
+        case PLUME_DTYPE_Q4_1:
+            tu_put_f16(p, tu_uniform(0.001f, 0.02f));
+            tu_put_f16(p + 2, tu_uniform(-0.1f, 0.1f));
+            break;
+        case PLUME_DTYPE_Q4_K:
+            tu_put_f16(p, tu_uniform(0.0001f, 0.002f));
+            tu_put_f16(p + 2, tu_uniform(0.0001f, 0.002f));
+            break;
+        case PLUME_DTYPE_Q6_K: tu_put_f16(p + 208, tu_uniform(-0.002f, 0.002f)); break;
+        }
+    }
+    *rb_out = rb;
+    return w;
+}
+
+static const uint32_t TU_TYPES[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0,
+                                    PLUME_DTYPE_Q4_K, PLUME_DTYPE_Q6_K, PLUME_DTYPE_F16,
+                                    PLUME_DTYPE_BF16, PLUME_DTYPE_F32};
+#define TU_N_TYPES (sizeof TU_TYPES / sizeof TU_TYPES[0])
+
+/* Index of a weight type in plume_kernels.mm_q / mm_f. */
+static inline int tu_kq(uint32_t type)
+{
+    switch (type) {
+    case PLUME_DTYPE_Q4_0: return PLUME_KQ_Q4_0;
+    case PLUME_DTYPE_Q4_1: return PLUME_KQ_Q4_1;
+    case PLUME_DTYPE_Q8_0: return PLUME_KQ_Q8_0;
+    case PLUME_DTYPE_Q4_K: return PLUME_KQ_Q4_K;
+    default: return PLUME_KQ_Q6_K;
+    }
+}
+
+static inline int tu_kf(uint32_t type)
+{
+    return type == PLUME_DTYPE_F32 ? PLUME_KF_F32 : type == PLUME_DTYPE_F16 ? PLUME_KF_F16 : PLUME_KF_BF16;
+}
+
+/* The kernel tables of every level this CPU runs; prints why others are
+ * skipped (once). */
+static inline int tu_levels(const plume_kernels **out)
+{
+    static int printed;
+    int n = 0;
+    for (int l = 0; l < PLUME_CPU_LEVEL_COUNT; l++) {
+        char why[128];
+        const plume_kernels *k = plume_kernels_for((plume_cpu_level)l);
+        if (k) {
+            out[n++] = k;
+        } else if (!printed) {
+            if (plume_cpu_level_supported((plume_cpu_level)l, why, sizeof why))
+                snprintf(why, sizeof why, "not built for this architecture");
+            printf("# skipping level %s: CPU lacks %s\n", plume_cpu_level_name((plume_cpu_level)l),
+                   why);
+        }
+    }
+    printed = 1;
+    return n;
+}
+
+#endif

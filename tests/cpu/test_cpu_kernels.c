@@ -1,0 +1,267 @@
+/* Every kernel of every dispatch level this CPU has against the scalar
+ * level, on random data, with sizes that are not multiples of the vector
+ * width or the block size where the kernel allows them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "cpu_test_util.h"
+
+static const plume_kernels *levels[PLUME_CPU_LEVEL_COUNT];
+static int n_levels;
+
+static int setup(void **state)
+{
+    (void)state;
+    n_levels = tu_levels(levels);
+    return 0;
+}
+
+static void check_close(float got, float want, float tol, const char *what, int level, int i)
+{
+    if (!(fabsf(got - want) <= tol)) {
+        fail_msg("%s at level %s, index %d: got %.9g, scalar %.9g (tolerance %.3g)", what,
+                 plume_cpu_level_name((plume_cpu_level)level), i, got, want, tol);
+    }
+}
+
+static void test_quantize_identical(void **state)
+{
+    (void)state;
+    const plume_kernels *ref = plume_kernels_scalar();
+    const int64_t sizes[] = {32, 64, 96, 576, 1536 + 32};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int64_t K = sizes[si], nb = K / 32;
+        float *x = malloc(sizeof(float) * K);
+        tu_fill(x, (size_t)K, -3, 3);
+        x[0] = 0.0f;                          /* a block with exact ties */
+        for (int i = 0; i < 32 && K >= 64; i++)
+            x[32 + i] = (float)(i - 16) * 0.5f;
+        if (K >= 96)
+            memset(x + 64, 0, 32 * sizeof(float)); /* an all-zero block */
+        int8_t *q0 = malloc(K), *q1 = malloc(K);
+        float *d0 = malloc(4 * nb), *d1 = malloc(4 * nb), *s0 = malloc(4 * nb), *s1 = malloc(4 * nb);
+        ref->quantize_q8(x, K, q0, d0, s0);
+        for (int l = 0; l < n_levels; l++) {
+            levels[l]->quantize_q8(x, K, q1, d1, s1);
+            assert_memory_equal(q0, q1, (size_t)K);
+            assert_memory_equal(d0, d1, sizeof(float) * nb);
+            assert_memory_equal(s0, s1, sizeof(float) * nb);
+        }
+        /* the quantization itself: |x - d q| <= d/2 */
+        for (int64_t i = 0; i < K; i++)
+            assert_true(fabsf(x[i] - d0[i / 32] * q0[i]) <= d0[i / 32] * 0.5001f + 1e-30f);
+        free(x); free(q0); free(q1); free(d0); free(d1); free(s0); free(s1);
+    }
+}
+
+/* mm_q / mm_f of each level against the scalar level. */
+static void test_matmul_kernels(void **state)
+{
+    (void)state;
+    const plume_kernels *ref = plume_kernels_scalar();
+    const int rows_list[] = {1, 3, 4, 5, 9};
+    const int tok_list[] = {1, 2, 3, 4, 5, 17};
+    for (size_t ti = 0; ti < TU_N_TYPES; ti++) {
+        const uint32_t type = TU_TYPES[ti];
+        const int64_t blk = (int64_t)plume_dtype_block_elems(type);
+        const int64_t Ks_q[] = {blk, 3 * blk, 5 * blk};
+        const int64_t Ks_f[] = {1, 7, 8, 9, 33, 100, 256};
+        const int quant = blk > 1;
+        const int64_t *Ks = quant ? Ks_q : Ks_f;
+        const size_t nK = quant ? 3 : 7;
+        for (size_t ki = 0; ki < nK; ki++) {
+            const int64_t K = Ks[ki];
+            const int max_rows = 9, max_tok = 17;
+            size_t rb;
+            uint8_t *w = tu_weights(type, K, max_rows, &rb);
+            float *x = malloc(sizeof(float) * K * max_tok);
+            tu_fill(x, (size_t)(K * max_tok), -2, 2);
+            int8_t *aq = malloc((size_t)(K * max_tok));
+            float *ad = malloc(sizeof(float) * (K / 32 + 1) * max_tok);
+            float *as = malloc(sizeof(float) * (K / 32 + 1) * max_tok);
+            if (quant)
+                for (int t = 0; t < max_tok; t++)
+                    ref->quantize_q8(x + t * K, K, aq + t * K, ad + t * (K / 32), as + t * (K / 32));
+            const plume_q8_act act = {aq, ad, as, K};
+            float *y0 = malloc(sizeof(float) * max_rows * max_tok);
+            float *y1 = malloc(sizeof(float) * max_rows * max_tok);
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+                for (size_t tj = 0; tj < sizeof tok_list / sizeof tok_list[0]; tj++) {
+                    const int nr = rows_list[ri], nt = tok_list[tj];
+                    const int64_t ldy = nr + 2; /* a y stride wider than the rows */
+                    float *ya = calloc((size_t)(ldy * nt), sizeof(float));
+                    float *yb = calloc((size_t)(ldy * nt), sizeof(float));
+                    if (quant)
+                        ref->mm_q[tu_kq(type)](w, rb, nr, &act, nt, ya, ldy);
+                    else
+                        ref->mm_f[tu_kf(type)](w, rb, K, nr, x, K, nt, ya, ldy);
+                    /* scale of the result for the tolerance: Σ|w x| bound */
+                    float *deq = malloc(sizeof(float) * K);
+                    for (int l = 0; l < n_levels; l++) {
+                        memset(yb, 0, sizeof(float) * ldy * nt);
+                        const plume_kernels *k = levels[l];
+                        if (quant)
+                            k->mm_q[tu_kq(type)](w, rb, nr, &act, nt, yb, ldy);
+                        else
+                            k->mm_f[tu_kf(type)](w, rb, K, nr, x, K, nt, yb, ldy);
+                        for (int r = 0; r < nr; r++) {
+                            plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+                            for (int t = 0; t < nt; t++) {
+                                double mag = 0;
+                                for (int64_t i = 0; i < K; i++)
+                                    mag += fabs((double)deq[i] * x[t * K + i]);
+                                char what[96];
+                                snprintf(what, sizeof what, "%s K=%lld rows=%d tokens=%d row %d token %d",
+                                         plume_dtype_name(type), (long long)K, nr, nt, r, t);
+                                check_close(yb[t * ldy + r], ya[t * ldy + r], 2e-5f * (float)mag + 1e-6f,
+                                            what, k->level, r);
+                            }
+                        }
+                        /* the padding columns of y are not written */
+                        for (int t = 0; t < nt; t++)
+                            for (int64_t r = nr; r < ldy; r++)
+                                assert_true(yb[t * ldy + r] == 0.0f);
+                    }
+                    free(deq); free(ya); free(yb);
+                }
+            free(w); free(x); free(aq); free(ad); free(as); free(y0); free(y1);
+        }
+    }
+}
+
+static void test_vector_kernels(void **state)
+{
+    (void)state;
+    const plume_kernels *ref = plume_kernels_scalar();
+    for (int n = 1; n <= 67; n++) {
+        float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+        float *y0 = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n);
+        float *w = malloc(sizeof(float) * n);
+        tu_fill(a, n, -4, 4);
+        tu_fill(b, n, -4, 4);
+        tu_fill(w, n, 0.5f, 1.5f);
+        for (int l = 0; l < n_levels; l++) {
+            const plume_kernels *k = levels[l];
+            double mag = 0;
+            for (int i = 0; i < n; i++)
+                mag += fabs((double)a[i] * b[i]);
+            check_close(k->dot(a, b, n), ref->dot(a, b, n), 1e-6f * (float)mag, "dot", k->level, n);
+
+            memcpy(y0, b, sizeof(float) * n);
+            memcpy(y1, b, sizeof(float) * n);
+            ref->axpy(y0, 0.37f, a, n);
+            k->axpy(y1, 0.37f, a, n);
+            for (int i = 0; i < n; i++)
+                check_close(y1[i], y0[i], 1e-6f * (fabsf(b[i]) + fabsf(a[i])), "axpy", k->level, i);
+
+            ref->rmsnorm(y0, a, w, n, 1e-5f);
+            k->rmsnorm(y1, a, w, n, 1e-5f);
+            for (int i = 0; i < n; i++)
+                check_close(y1[i], y0[i], 2e-6f * fabsf(y0[i]) + 1e-7f, "rmsnorm", k->level, i);
+            memcpy(y1, a, sizeof(float) * n); /* in place */
+            k->rmsnorm(y1, y1, w, n, 1e-5f);
+            for (int i = 0; i < n; i++)
+                check_close(y1[i], y0[i], 2e-6f * fabsf(y0[i]) + 1e-7f, "rmsnorm in place", k->level, i);
+
+            memcpy(y0, a, sizeof(float) * n);
+            memcpy(y1, a, sizeof(float) * n);
+            y0[0] = y1[0] = -95.0f; /* saturating exp */
+            if (n > 1)
+                y0[1] = y1[1] = 95.0f;
+            ref->swiglu(y0, b, n);
+            k->swiglu(y1, b, n);
+            for (int i = 0; i < n; i++)
+                check_close(y1[i], y0[i], 4e-6f * fabsf(y0[i]) + 1e-30f, "swiglu", k->level, i);
+
+            for (int i = 0; i < n; i++)
+                y0[i] = y1[i] = a[i] * 10.0f;
+            float s0 = ref->softmax_exp(y0, n), s1 = k->softmax_exp(y1, n);
+            check_close(s1, s0, 4e-6f * s0, "softmax sum", k->level, n);
+            for (int i = 0; i < n; i++)
+                check_close(y1[i], y0[i], 4e-6f * fabsf(y0[i]) + 1e-37f, "softmax exp", k->level, i);
+        }
+        free(a); free(b); free(y0); free(y1); free(w);
+    }
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    const plume_kernels *ref = plume_kernels_scalar();
+    for (int hd = 2; hd <= 132; hd += 2)
+        for (int adjacent = 0; adjacent < 2; adjacent++) {
+            const int half = hd / 2;
+            float *v = malloc(sizeof(float) * hd), *v0 = malloc(sizeof(float) * hd),
+                  *v1 = malloc(sizeof(float) * hd);
+            float *c = malloc(sizeof(float) * half), *s = malloc(sizeof(float) * half);
+            tu_fill(v, hd, -3, 3);
+            for (int i = 0; i < half; i++) {
+                float ang = tu_uniform(-10, 10);
+                c[i] = cosf(ang);
+                s[i] = sinf(ang);
+            }
+            memcpy(v0, v, sizeof(float) * hd);
+            ref->rope(v0, hd, c, s, adjacent);
+            for (int l = 0; l < n_levels; l++) {
+                memcpy(v1, v, sizeof(float) * hd);
+                levels[l]->rope(v1, hd, c, s, adjacent);
+                for (int i = 0; i < hd; i++)
+                    check_close(v1[i], v0[i], 1e-6f * 6.0f, adjacent ? "rope adjacent" : "rope neox",
+                                levels[l]->level, i);
+            }
+            free(v); free(v0); free(v1); free(c); free(s);
+        }
+}
+
+static void test_microbenchmarks_run(void **state)
+{
+    (void)state;
+    uint8_t *buf = aligned_alloc(64, 1 << 16);
+    memset(buf, 0x5A, 1 << 16);
+    for (int l = 0; l < n_levels; l++) {
+        const plume_kernels *k = levels[l];
+        (void)k->read_sum(buf, 1 << 16);
+        assert_true(k->fma_peak(100) > 0);
+        assert_true(k->int8_peak(100) > 0);
+    }
+    free(buf);
+}
+
+static void test_level_parse(void **state)
+{
+    (void)state;
+    plume_error err;
+    plume_cpu_level l;
+    assert_int_equal(plume_cpu_level_parse("scalar", &l, &err), 0);
+    assert_int_equal(l, PLUME_CPU_SCALAR);
+    assert_int_equal(plume_cpu_level_parse("sse9", &l, &err), -1);
+    assert_non_null(strstr(err.msg, "scalar, avx2 or avx512"));
+    plume_cpu_level max = plume_cpu_level_max();
+    for (int i = max + 1; i < PLUME_CPU_LEVEL_COUNT; i++) {
+        assert_int_equal(plume_cpu_level_parse(plume_cpu_level_name((plume_cpu_level)i), &l, &err), -1);
+        assert_non_null(strstr(err.msg, "asks for more than this CPU has"));
+    }
+    char feats[256];
+    plume_cpu_features_string(feats, sizeof feats);
+    printf("# features: %s; best level %s\n", feats, plume_cpu_level_name(max));
+    /* the active level obeys PLUME_CPU_FEATURES when the test runs with it */
+    const char *env = getenv("PLUME_CPU_FEATURES");
+    if (env && plume_cpu_level_parse(env, &l, NULL) == 0)
+        assert_int_equal(plume_kernels_active()->level, l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantize_identical),
+        cmocka_unit_test(test_matmul_kernels),
+        cmocka_unit_test(test_vector_kernels),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_microbenchmarks_run),
+        cmocka_unit_test(test_level_parse),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
