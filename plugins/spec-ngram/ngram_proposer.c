@@ -7,26 +7,51 @@
 #include "ngram_lookup.h"
 
 struct plume_proposer {
-    plume_ngram_settings s;
+    int32_t min_n, max_n;
 };
 
-static int ngram_create(const void *settings, int32_t n_vocab, plume_proposer **out,
+static const char *const keys[] = {"method", "num_speculative_tokens", "prompt_lookup_min",
+                                   "prompt_lookup_max"};
+
+/* Reads and checks the settings (NULL = defaults). */
+static int read_settings(const plume_settings *s, int32_t *min_n, int32_t *max_n,
+                         plume_error *err)
+{
+    int64_t lo = 1, hi = 4;
+    if (s && (plume_settings_check_keys(s, keys, sizeof keys / sizeof *keys, err) ||
+              plume_settings_int(s, "prompt_lookup_min", 1, 1, 64, &lo, err) ||
+              plume_settings_int(s, "prompt_lookup_max", 4, 1, 64, &hi, err)))
+        return -1;
+    if (hi < lo) {
+        if (s)
+            return plume_settings_error(s, "prompt_lookup_max", err,
+                                        "must be >= prompt_lookup_min (%lld), got %lld",
+                                        (long long)lo, (long long)hi);
+        return plume_err(err, PLUME_ERR_INVALID, "ngram: prompt_lookup_max < prompt_lookup_min");
+    }
+    *min_n = (int32_t)lo;
+    *max_n = (int32_t)hi;
+    return 0;
+}
+
+static int ngram_validate(const plume_settings *s, plume_error *err)
+{
+    int32_t a = 0, b = 0;
+    return read_settings(s, &a, &b, err);
+}
+
+static int ngram_create(const plume_settings *s, int32_t n_vocab, plume_proposer **out,
                         plume_error *err)
 {
     (void)n_vocab;
-    plume_ngram_settings s = {1, 4};
-    if (settings)
-        s = *(const plume_ngram_settings *)settings;
-    if (s.prompt_lookup_min < 1 || s.prompt_lookup_max < s.prompt_lookup_min ||
-        s.prompt_lookup_max > 64)
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "ngram: need 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got %d "
-                         "and %d",
-                         s.prompt_lookup_min, s.prompt_lookup_max);
+    int32_t min_n = 1, max_n = 4;
+    if (read_settings(s, &min_n, &max_n, err))
+        return -1;
     plume_proposer *p = malloc(sizeof *p);
     if (!p)
         return plume_err(err, PLUME_ERR_NOMEM, "ngram: out of memory");
-    p->s = s;
+    p->min_n = min_n;
+    p->max_n = max_n;
     *out = p;
     return 0;
 }
@@ -38,8 +63,7 @@ static int ngram_propose(plume_proposer *p, const plume_propose_seq *seqs, size_
 {
     (void)err;
     for (size_t i = 0; i < n; i++) {
-        drafts[i].n = plume_ngram_lookup(seqs[i].tokens, seqs[i].n_tokens, p->s.prompt_lookup_min,
-                                         p->s.prompt_lookup_max, seqs[i].k, drafts[i].tokens);
+        drafts[i].n = plume_ngram_lookup(seqs[i].tokens, seqs[i].n_tokens, p->min_n, p->max_n, seqs[i].k, drafts[i].tokens);
         drafts[i].has_probs = 0; /* a point mass: no probabilities */
     }
     return 0;
@@ -49,6 +73,7 @@ static const plume_proposer_vtable vtable = {
     .struct_size = sizeof(plume_proposer_vtable),
     .interface_version = PLUME_PROPOSER_INTERFACE_VERSION,
     .name = "ngram",
+    .validate = ngram_validate,
     .create = ngram_create,
     .destroy = ngram_destroy,
     .propose = ngram_propose,

@@ -4,13 +4,9 @@
 
 #include "plume/proposer.h"
 
-typedef struct plume_ngram_settings {
-    int32_t prompt_lookup_min; /* shortest suffix n-gram to match (default 1) */
-    int32_t prompt_lookup_max; /* longest (default 4) */
-} plume_ngram_settings;
-
-/* The proposer's vtable, name "ngram"; create() takes a
- * const plume_ngram_settings * (NULL = defaults). */
+/* The proposer's vtable, name "ngram".  Settings: prompt_lookup_min
+ * (shortest suffix n-gram to match, default 1) and prompt_lookup_max
+ * (longest, default 4), 1 <= min <= max <= 64. */
 const plume_proposer_vtable *plume_ngram_proposer(void);
 
 #endif

@@ -101,7 +101,8 @@ def main():
 
         # errors: exit status and a message that names the problem
         r = run(["generate", "--model", os.path.join(tmp, "nope.gguf"), "--prompt", "x"])
-        check(r.returncode == 1 and "no such file" in r.stderr and "Traceback" not in r.stderr,
+        check(r.returncode == 1 and ("no such file" in r.stderr or "does not exist" in r.stderr)
+              and "nope.gguf" in r.stderr,
               "missing model file is a clear error")
         data = open(gguf, "rb").read()
         for cut in [3, 20, len(data) // 3, len(data) - 7]:

@@ -15,6 +15,7 @@
 
 #include "ngram_proposer.h"
 #include "plume/engine.h"
+#include "plume/settings.h"
 
 static const char *g_model_path;
 
@@ -34,7 +35,7 @@ struct plume_proposer {
     int64_t calls;
 };
 
-static int garbage_create(const void *settings, int32_t n_vocab, plume_proposer **out,
+static int garbage_create(const plume_settings *settings, int32_t n_vocab, plume_proposer **out,
                           plume_error *err)
 {
     (void)settings;
@@ -61,7 +62,7 @@ static int garbage_propose(plume_proposer *p, const plume_propose_seq *seqs, siz
     return 0;
 }
 static const plume_proposer_vtable garbage_vt = {
-    sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "garbage",
+    sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "garbage", NULL,
     garbage_create, garbage_destroy, garbage_propose, NULL, NULL,
 };
 
@@ -232,9 +233,16 @@ static void test_bad_settings(void **state)
     fixture *f = *state;
     plume_error err = {0};
     plume_engine *e = engine(f, plume_engine_defaults());
-    plume_ngram_settings s = {3, 2};
-    assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), &s, 4, &err), -1);
+    plume_settings *s;
+    assert_int_equal(plume_settings_new("speculative", &s, &err), 0);
+    assert_int_equal(plume_settings_set(s, "prompt_lookup_min", "3", &err), 0);
+    assert_int_equal(plume_settings_set(s, "prompt_lookup_max", "2", &err), 0);
+    assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), s, 4, &err), -1);
     assert_non_null(strstr(err.msg, "prompt_lookup_min"));
+    assert_int_equal(plume_settings_set(s, "prompt_lookup_maxx", "2", &err), 0);
+    assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), s, 4, &err), -1);
+    assert_non_null(strstr(err.msg, "prompt_lookup_maxx"));
+    plume_settings_free(s);
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, "num_speculative_tokens"));
     assert_null(plume_engine_proposer_name(e));

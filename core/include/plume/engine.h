@@ -61,6 +61,12 @@ typedef struct plume_request_params {
     size_t n_stop;
     plume_token_fn on_token;     /* may be NULL */
     void *user;
+    /* The sampler provider for this request (a vtable from the registry,
+     * e.g. a plugin's) and its settings; NULL: the engine's default
+     * (plume_engine_set_sampler), else the built-in sampler with `sampling`.
+     * sampling.seed seeds either. */
+    const struct plume_sampler_vtable *sampler;
+    const struct plume_settings *sampler_settings;
     float *first_logits;         /* if non-NULL (n_vocab floats): receives the logits
                                     the first generated token was sampled from, i.e.
                                     those of the last prompt position */
@@ -110,6 +116,7 @@ typedef struct plume_request_result {
     int32_t n_preemptions;
     int32_t n_drafted;           /* speculative tokens drafted for this request */
     int32_t n_accepted;          /* of those, accepted by verification */
+    int32_t n_forwards;          /* target forwards that produced its tokens */
 } plume_request_result;
 
 /* Turns speculative decoding on with proposer vt (settings are passed to
@@ -117,8 +124,17 @@ typedef struct plume_request_result {
  * or turns it off (vt NULL).  Only between runs: fails while requests are
  * waiting or running.  The model's weights are untouched. */
 struct plume_proposer_vtable;
+struct plume_settings;
 int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
-                              const void *settings, int32_t k, plume_error *err);
+                              const struct plume_settings *settings, int32_t k, plume_error *err);
+/* Makes vt (with settings) the sampler of requests that name none, or goes
+ * back to the built-in sampler (vt NULL).  Only between runs. */
+struct plume_sampler_vtable;
+int plume_engine_set_sampler(plume_engine *e, const struct plume_sampler_vtable *vt,
+                             const struct plume_settings *settings, plume_error *err);
+/* The default sampler provider's name ("standard" for the built-in). */
+const char *plume_engine_sampler_name(const plume_engine *e);
+
 /* The active proposer's name, or NULL when speculation is off. */
 const char *plume_engine_proposer_name(const plume_engine *e);
 

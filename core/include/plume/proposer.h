@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "plume/error.h"
+#include "plume/settings.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,9 +45,15 @@ typedef struct plume_proposer_vtable {
     uint32_t interface_version;  /* PLUME_PROPOSER_INTERFACE_VERSION */
     const char *name;            /* "ngram", "draft", ... */
 
+    /* Optional: checks the proposer's settings (the keys of the pipeline's
+     * `speculative` section other than method and num_speculative_tokens)
+     * before anything loads.  NULL: it takes none. */
+    int (*validate)(const plume_settings *s, plume_error *err);
+
     /* Creates an instance for a target with n_vocab tokens from validated
-     * settings (a JSON-like key/value view; may be NULL for defaults). */
-    int (*create)(const void *settings, int32_t n_vocab, plume_proposer **out, plume_error *err);
+     * settings (NULL = defaults). */
+    int (*create)(const plume_settings *s, int32_t n_vocab, plume_proposer **out,
+                  plume_error *err);
     void (*destroy)(plume_proposer *p);
 
     /* Drafts for n sequences at once; drafts[i] has capacity seqs[i].k. */

@@ -67,6 +67,9 @@ double plume_sampler_uniform(plume_sampler *s);
 bool plume_sampler_is_greedy(const plume_sampler *s);
 int32_t plume_sampler_n_vocab(const plume_sampler *s);
 
+/* The sampler's RNG (for verification that must share its stream). */
+plume_rng *plume_sampler_rng(plume_sampler *s);
+
 /* ---- speculative verification (rejection sampling) ----
  *
  * Verifies n_draft drafted tokens against the target's logits at the n_draft+1
@@ -86,6 +89,21 @@ int32_t plume_sampler_n_vocab(const plume_sampler *s);
 int32_t plume_sampler_verify(plume_sampler *s, const float *logits, const int32_t *draft,
                              int32_t n_draft, const float *draft_probs, int32_t *history,
                              size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
+
+/* The same rule for any sampler that can state its distribution: probs()
+ * writes the distribution it samples from after its own transformations;
+ * draws come from rng (a point mass is taken without a draw). */
+typedef struct plume_verify_target {
+    int32_t (*probs)(void *ctx, const float *logits, const int32_t *history, size_t n_history,
+                     float *probs);
+    void *ctx;
+    plume_rng *rng;
+    int32_t n_vocab;
+} plume_verify_target;
+
+int32_t plume_spec_verify(const plume_verify_target *t, const float *logits, const int32_t *draft,
+                          int32_t n_draft, const float *draft_probs, int32_t *history,
+                          size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
 
 #ifdef __cplusplus
 }

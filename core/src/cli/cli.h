@@ -9,8 +9,13 @@
  * status (0 ok, 1 runtime error, 2 usage error). */
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* plume bench throughput / spec (argv starts at the benchmark's name). */
+int bench_throughput(int argc, char **argv);
+int bench_spec(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_plugins(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 

@@ -289,14 +289,30 @@ static int roofline(const bench_opts *o)
     return 0;
 }
 
+static const char bench_usage[] =
+    "usage: plume bench <benchmark> [options]\n"
+    "\n"
+    "benchmarks:\n"
+    "  roofline     this machine's bandwidth and arithmetic peaks, and a model's decode\n"
+    "               and prefill speed as a percentage of the roofline they imply\n"
+    "  throughput   continuous batching of many random requests, optionally against\n"
+    "               serving them one at a time\n"
+    "  spec         speculative decoding variants on one live engine, against off\n"
+    "\n"
+    "Run `plume bench <benchmark> --help` for its options.\n";
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || cli_flag(argv, 1, "--help") || cli_flag(argv, 1, "-h")) {
-        fputs(help, argc < 2 ? stderr : stdout);
+        fputs(bench_usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "throughput") == 0)
+        return bench_throughput(argc - 1, argv + 1);
+    if (strcmp(argv[1], "spec") == 0)
+        return bench_spec(argc - 1, argv + 1);
     if (strcmp(argv[1], "roofline") != 0) {
-        fprintf(stderr, "plume bench: unknown benchmark '%s'; the one there is: roofline\n",
+        fprintf(stderr, "plume bench: unknown benchmark '%s' (roofline, throughput, spec)\n",
                 argv[1]);
         return 2;
     }

@@ -7,21 +7,26 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/pipeline_args.h"
+#include "plume/pipeline.h"
 #include "plume/engine.h"
 #include "plume/model.h"
 #include "plume/sampler.h"
 
 static const char help[] =
-    "usage: plume generate --model PATH (--prompt TEXT | --prompt-ids IDS | --prompts-file F)\n"
-    "                      [options]\n"
+    "usage: plume generate (--model PATH | --pipeline FILE)\n"
+    "                      (--prompt TEXT | --prompt-ids IDS | --prompts-file F) [options]\n"
     "\n"
     "Generates a continuation of the prompt and streams it to stdout; prompt and\n"
     "generation speed (tokens/s) go to stderr.  With --prompts-file, serves every\n"
     "prompt of a JSONL file together and writes one JSON result per line, in input\n"
     "order.\n"
     "\n"
+    "model and providers:\n"
+    CLI_PIPELINE_HELP
+    "  Settings given on the command line override the pipeline's.\n"
+    "\n"
     "input:\n"
-    "  --model PATH          a .gguf file or an HF model directory\n"
     "  --prompt TEXT         the prompt; special-token texts such as <|im_start|> are\n"
     "                        recognised, and BOS is prepended when the model asks for it\n"
     "  --prompt-ids IDS      the prompt as comma-separated token ids, used as given\n"
@@ -33,9 +38,9 @@ static const char help[] =
     "                        (SmolLM2: ChatML) and generate the assistant's reply\n"
     "  --system TEXT         system message for --chat (default: the template's own)\n"
     "\n"
-    "generation:\n"
+    "generation (defaults: the pipeline's `sampling`, else these):\n"
     "  --max-tokens N        tokens to generate at most (default 256)\n"
-    "  --temperature T       0 = greedy (default 0.8)\n"
+    "  --temperature T       0 = greedy (default 0.8; configs/default.yaml sets 0)\n"
     "  --top-k K             keep the K most likely tokens, 0 = off (default 40)\n"
     "  --top-p P             nucleus sampling, 1 = off (default 0.95)\n"
     "  --min-p P             drop tokens below P x the top probability, 0 = off (default 0.05)\n"
@@ -44,8 +49,8 @@ static const char help[] =
     "  --stop TEXT           stop before this text (repeatable)\n"
     "  --ignore-eos          keep going past end-of-generation tokens\n"
     "\n"
-    "engine:\n"
-    "  --threads N           worker threads (default: all online CPUs)\n"
+    "engine (defaults: the pipeline's kv_cache, scheduler and threads, else these):\n"
+    "  --threads N           worker threads (default: physical cores, or PLUME_THREADS)\n"
     "  --ctx-size N          KV cache capacity in tokens (default 8192); also bounds the\n"
     "                        context of one sequence (with the model's trained length)\n"
     "  --block-size N        tokens per KV block (default 16)\n"
@@ -57,14 +62,27 @@ static const char help[] =
     "output:\n"
     "  --json                print one JSON object instead of streaming: text, token_ids,\n"
     "                        prompt_token_ids, prompt_tokens, generated_tokens,\n"
-    "                        finish_reason, prefill_tok_s, decode_tok_s, seed\n"
+    "                        finish_reason, prefill_tok_s, decode_tok_s, seed, and with\n"
+    "                        speculative decoding (pipeline `speculative:`) a \"spec\"\n"
+    "                        object: method, drafted, accepted, acceptance_rate,\n"
+    "                        tokens_per_forward\n"
     "  --logits-out FILE     write the logits of the last prompt position to FILE as\n"
     "                        raw little-endian float32 (n_vocab values)\n";
 
 #define MAX_STOP 16
 
+/* Which engine/sampling settings the command line gave (they override the
+ * pipeline's). */
+enum {
+    SET_TEMP = 1 << 0, SET_TOPK = 1 << 1, SET_TOPP = 1 << 2, SET_MINP = 1 << 3,
+    SET_PENALTY = 1 << 4, SET_THREADS = 1 << 5, SET_CTX = 1 << 6, SET_BLOCK = 1 << 7,
+    SET_SEQS = 1 << 8, SET_BATCHED = 1 << 9, SET_NOPREFIX = 1 << 10, SET_SEPARATE = 1 << 11,
+};
+
 typedef struct gen_opts {
-    const char *model, *prompt, *prompt_ids, *prompts_file, *system, *logits_out;
+    cli_pipeline_opts po;
+    unsigned set;
+    const char *prompt, *prompt_ids, *prompts_file, *system, *logits_out;
     const char *stop[MAX_STOP];
     size_t n_stop;
     bool chat, json, ignore_eos, seed_given;
@@ -85,8 +103,8 @@ static void parse(int argc, char **argv, gen_opts *o)
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
             fputs(help, stdout);
             exit(0);
-        } else if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
-            o->model = v;
+        } else if (cli_pipeline_opt("generate", argc, argv, &i, &o->po)) {
+            continue;
         } else if (cli_opt(argc, argv, &i, "--prompt", &v) || cli_opt(argc, argv, &i, "-p", &v)) {
             o->prompt = v;
         } else if (cli_opt(argc, argv, &i, "--prompt-ids", &v)) {
@@ -101,14 +119,19 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->max_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 24);
         } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
             o->sp.temperature = (float)cli_float("--temperature", v, 0, 100);
+            o->set |= SET_TEMP;
         } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
             o->sp.top_k = (int32_t)cli_int("--top-k", v, 0, 1 << 30);
+            o->set |= SET_TOPK;
         } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
             o->sp.top_p = (float)cli_float("--top-p", v, 1e-6, 1);
+            o->set |= SET_TOPP;
         } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
             o->sp.min_p = (float)cli_float("--min-p", v, 0, 0.999999);
+            o->set |= SET_MINP;
         } else if (cli_opt(argc, argv, &i, "--repeat-penalty", &v)) {
             o->sp.repetition_penalty = (float)cli_float("--repeat-penalty", v, 1e-3, 100);
+            o->set |= SET_PENALTY;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             o->sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
             o->seed_given = true;
@@ -123,18 +146,25 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->ignore_eos = true;
         } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
             o->ep.n_threads = (int)cli_int("--threads", v, 1, 1024);
+            o->set |= SET_THREADS;
         } else if (cli_opt(argc, argv, &i, "--ctx-size", &v) || cli_opt(argc, argv, &i, "-c", &v)) {
             o->ep.kv_max_tokens = cli_int("--ctx-size", v, 1, 1 << 30);
+            o->set |= SET_CTX;
         } else if (cli_opt(argc, argv, &i, "--block-size", &v)) {
             o->ep.block_size = (int32_t)cli_int("--block-size", v, 1, 1024);
+            o->set |= SET_BLOCK;
         } else if (cli_opt(argc, argv, &i, "--max-num-seqs", &v)) {
             o->ep.max_num_seqs = (int32_t)cli_int("--max-num-seqs", v, 1, 65536);
+            o->set |= SET_SEQS;
         } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
             o->ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
+            o->set |= SET_BATCHED;
         } else if (cli_flag(argv, i, "--no-prefix-caching")) {
             o->ep.prefix_caching = false;
+            o->set |= SET_NOPREFIX;
         } else if (cli_flag(argv, i, "--separate-batches")) {
             o->ep.mixed_batches = false;
+            o->set |= SET_SEPARATE;
         } else if (cli_flag(argv, i, "--json")) {
             o->json = true;
         } else if (cli_opt(argc, argv, &i, "--logits-out", &v)) {
@@ -144,9 +174,9 @@ static void parse(int argc, char **argv, gen_opts *o)
         }
     }
     int inputs = !!o->prompt + !!o->prompt_ids + !!o->prompts_file;
-    if (!o->model || inputs == 0) {
-        fprintf(stderr, "plume generate: --model and one of --prompt, --prompt-ids, "
-                        "--prompts-file are required\n\n%s", help);
+    if ((!o->po.model && !o->po.pipeline) || inputs == 0) {
+        fprintf(stderr, "plume generate: --model or --pipeline, and one of --prompt, "
+                        "--prompt-ids, --prompts-file are required\n\n%s", help);
         exit(2);
     }
     if (inputs > 1) {
@@ -161,12 +191,35 @@ static void parse(int argc, char **argv, gen_opts *o)
         fprintf(stderr, "plume generate: --logits-out works with a single prompt only\n");
         exit(2);
     }
-    if (o->ep.block_size > o->ep.kv_max_tokens) {
-        fprintf(stderr, "plume generate: --ctx-size must be at least --block-size\n");
-        exit(2);
-    }
-    if (!o->seed_given)
-        o->sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+}
+
+/* Pipeline values first, then whatever the command line set. */
+static void merge(gen_opts *o, const plume_pipeline *p)
+{
+    plume_engine_params ep;
+    plume_sampling_params sp;
+    bool seed_given = false;
+    plume_pipeline_engine_params(p, &ep);
+    plume_pipeline_sampling_params(p, &sp, &seed_given);
+    if (o->set & SET_THREADS) ep.n_threads = o->ep.n_threads;
+    if (o->set & SET_CTX) ep.kv_max_tokens = o->ep.kv_max_tokens;
+    if (o->set & SET_BLOCK) ep.block_size = o->ep.block_size;
+    if (o->set & SET_SEQS) ep.max_num_seqs = o->ep.max_num_seqs;
+    if (o->set & SET_BATCHED) ep.max_batched_tokens = o->ep.max_batched_tokens;
+    if (o->set & SET_NOPREFIX) ep.prefix_caching = false;
+    if (o->set & SET_SEPARATE) ep.mixed_batches = false;
+    if (o->set & SET_TEMP) sp.temperature = o->sp.temperature;
+    if (o->set & SET_TOPK) sp.top_k = o->sp.top_k;
+    if (o->set & SET_TOPP) sp.top_p = o->sp.top_p;
+    if (o->set & SET_MINP) sp.min_p = o->sp.min_p;
+    if (o->set & SET_PENALTY) sp.repetition_penalty = o->sp.repetition_penalty;
+    if (o->seed_given)
+        sp.seed = o->sp.seed;
+    else if (!seed_given)
+        sp.seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+    o->seed_given = o->seed_given || seed_given;
+    o->ep = ep;
+    o->sp = sp;
 }
 
 /* Parses "1,2,3" into a malloc'd array; prints the problem and returns -1. */
@@ -265,7 +318,7 @@ static json_t *ids_json(const int32_t *ids, size_t n)
 }
 
 /* A request's outcome as JSON (text replaced by "" if it is not UTF-8). */
-static json_t *result_json(const plume_request_result *r)
+static json_t *result_json(const plume_request_result *r, const char *spec_method)
 {
     json_t *text = json_stringn(r->text, r->text_len);
     json_t *o = json_pack("{s:o,s:o,s:o,s:I,s:I,s:s,s:I}", "text", text ? text : json_string(""),
@@ -276,6 +329,15 @@ static json_t *result_json(const plume_request_result *r)
                           "cached_prompt_tokens", (json_int_t)r->n_cached_prompt);
     if (r->error)
         json_object_set_new(o, "error", json_string(r->error));
+    if (r->n_drafted > 0 || spec_method) {
+        json_t *sp = json_pack("{s:s,s:i,s:i,s:f,s:f}", "method", spec_method ? spec_method : "?",
+                               "drafted", r->n_drafted, "accepted", r->n_accepted,
+                               "acceptance_rate",
+                               r->n_drafted ? (double)r->n_accepted / r->n_drafted : 0.0,
+                               "tokens_per_forward",
+                               r->n_forwards ? (double)r->n_output / r->n_forwards : 0.0);
+        json_object_set_new(o, "spec", sp);
+    }
     return o;
 }
 
@@ -342,7 +404,7 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
     double decode_tok_s =
         st.n_tokens > 1 ? (double)(st.n_tokens - 1) / (st.t_last - st.t_first) : 0.0;
     if (o->json) {
-        json_t *obj = result_json(&r);
+        json_t *obj = result_json(&r, plume_engine_proposer_name(e));
         json_object_set_new(obj, "prefill_tok_s", json_real(prefill_tok_s));
         json_object_set_new(obj, "decode_tok_s", json_real(decode_tok_s));
         json_object_set_new(obj, "seed", json_integer((json_int_t)o->sp.seed));
@@ -356,6 +418,12 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
                         "finish: %s | seed %llu\n",
                 r.n_prompt, prefill_tok_s, r.n_output, decode_tok_s,
                 plume_finish_reason_name(r.finish), (unsigned long long)o->sp.seed);
+        if (plume_engine_proposer_name(e))
+            fprintf(stderr, "speculative (%s): %d drafted, %d accepted (%.1f%%), %.2f tokens per "
+                            "forward\n",
+                    plume_engine_proposer_name(e), r.n_drafted, r.n_accepted,
+                    r.n_drafted ? 100.0 * r.n_accepted / r.n_drafted : 0.0,
+                    r.n_forwards ? (double)r.n_output / r.n_forwards : 0.0);
     }
     if (r.finish == PLUME_FINISH_ERROR)
         return plume_err(err, PLUME_ERR_INTERNAL, "%s", r.error ? r.error : "request failed");
@@ -489,7 +557,7 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
         plume_request_result r;
         plume_engine_result(e, ids[i], &r);
         total += r.n_output;
-        json_t *obj = result_json(&r);
+        json_t *obj = result_json(&r, plume_engine_proposer_name(e));
         json_object_set_new(obj, "index", json_integer((json_int_t)i));
         char *s = json_dumps(obj, JSON_ENSURE_ASCII);
         puts(s);
@@ -502,6 +570,12 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
                         "%lld prompt tokens from the prefix cache, %lld preemptions\n",
                 n, total, dt, (double)total / dt, (long long)st.steps,
                 (long long)st.cached_prompt_tokens, (long long)st.preemptions);
+        if (plume_engine_proposer_name(e))
+            fprintf(stderr, "speculative (%s): %lld drafted, %lld accepted (%.1f%%)\n",
+                    plume_engine_proposer_name(e), (long long)st.spec_drafted,
+                    (long long)st.spec_accepted,
+                    st.spec_drafted ? 100.0 * (double)st.spec_accepted / (double)st.spec_drafted
+                                    : 0.0);
     }
     free(ids);
     return rc;
@@ -512,18 +586,44 @@ int cmd_generate(int argc, char **argv)
     gen_opts o;
     parse(argc, argv, &o);
     plume_error err = {0};
+    plume_registry *reg = NULL;
+    plume_pipeline *pipe = NULL;
     plume_model *m = NULL;
     plume_engine *e = NULL;
     int status = 1;
-    if (plume_model_load(o.model, &m, &err) || plume_engine_create(m, &o.ep, &e, &err))
+    if (cli_pipeline_resolve("generate", &o.po, &reg, &pipe))
+        return 1;
+    merge(&o, pipe);
+    if (o.ep.block_size > o.ep.kv_max_tokens) {
+        plume_err(&err, PLUME_ERR_INVALID, "the KV cache (%lld tokens) is smaller than one block "
+                  "(%d); raise --ctx-size or kv_cache.max_tokens",
+                  (long long)o.ep.kv_max_tokens, o.ep.block_size);
+        goto done;
+    }
+    if (plume_model_load(plume_pipeline_model(pipe), &m, &err) ||
+        plume_engine_create(m, &o.ep, &e, &err))
+        goto done;
+    plume_sampling_params unused;
+    if (!plume_pipeline_sampling_params(pipe, &unused, NULL)) { /* a sampler provider */
+        const plume_settings *ss;
+        const plume_sampler_vtable *svt = plume_pipeline_sampler(pipe, &ss);
+        if (plume_engine_set_sampler(e, svt, ss, &err))
+            goto done;
+    }
+    const plume_settings *ps;
+    int32_t k = 0;
+    const plume_proposer_vtable *pvt = plume_pipeline_proposer(pipe, &ps, &k);
+    if (pvt && plume_engine_set_proposer(e, pvt, ps, k, &err))
         goto done;
     if (o.prompts_file ? generate_file(&o, m, e, &err) : generate_one(&o, m, e, &err))
         goto done;
     status = 0;
 done:
     if (status)
-        fprintf(stderr, "plume generate: %s\n", err.msg[0] ? err.msg : "failed");
+        cli_print_error("generate", plume_pipeline_file(pipe), err.msg[0] ? err.msg : "failed");
     plume_engine_free(e);
     plume_model_free(m);
+    plume_pipeline_free(pipe);
+    plume_registry_free(reg);
     return status;
 }

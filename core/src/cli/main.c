@@ -9,10 +9,12 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  generate   generate text from a prompt (plume generate --model PATH --prompt TEXT)\n"
-    "  bench      measure the machine's roofline and a model's speed against it\n"
-    "             (plume bench roofline --model PATH)\n"
+    "  bench      benchmarks: roofline (the machine's limits and a model against\n"
+    "             them), throughput (continuous batching), spec (speculative decoding)\n"
     "  info       describe a model: architecture, sizes, tensor types, tokenizer\n"
     "  tokenize   print the token ids of a text\n"
+    "  plugins    list registered providers and plugins; --check FILE.so tests one file\n"
+    "  check      validate a pipeline file and print it resolved (plume check PIPELINE.yaml)\n"
     "  convert    write a GGUF model as a Hugging Face directory\n"
     "             (plume convert MODEL.gguf --to hf OUT_DIR)\n"
     "  perplexity perplexity of a model over a text, and KL divergence against a\n"
@@ -42,6 +44,10 @@ int main(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "tokenize") == 0)
         return cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(cmd, "plugins") == 0)
+        return cmd_plugins(argc - 1, argv + 1);
+    if (strcmp(cmd, "check") == 0)
+        return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "convert") == 0)
         return cmd_convert(argc - 1, argv + 1);
     if (strcmp(cmd, "perplexity") == 0)

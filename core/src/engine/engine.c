@@ -10,6 +10,7 @@
 #include "engine/sequence.h"
 #include "model/runner.h"
 #include "plume/proposer.h"
+#include "plume/sampler_provider.h"
 
 struct plume_engine {
     const plume_model *m;
@@ -35,6 +36,9 @@ struct plume_engine {
     float *draft_probs;         /* max_num_seqs x spec_k x n_vocab */
     float *verify_work;         /* 2 x n_vocab */
     int32_t *verify_out;        /* spec_k + 1 */
+    /* default sampler provider (NULL: the built-in) */
+    const plume_sampler_vtable *sampler_vt;
+    const plume_settings *sampler_settings;
 };
 
 plume_engine_params plume_engine_defaults(void)
@@ -208,9 +212,14 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
         e->by_id = b;
         e->cap_ids = cap;
     }
+    plume_request_params rp = *p;
+    if (!rp.sampler && e->sampler_vt) {
+        rp.sampler = e->sampler_vt;
+        rp.sampler_settings = e->sampler_settings;
+    }
     plume_seq *s;
-    if (plume_seq_create(e->n_ids, ids, (int32_t)n, (int32_t)total, p, plume_model_tokenizer(e->m),
-                         nv, &s, err))
+    if (plume_seq_create(e->n_ids, ids, (int32_t)n, (int32_t)total, &rp,
+                         plume_model_tokenizer(e->m), nv, &s, err))
         return -1;
     if (plume_queue_push_back(&e->sched.waiting, s)) {
         plume_seq_free(s);
@@ -254,7 +263,7 @@ static double now(void)
 }
 
 int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
-                              const void *settings, int32_t k, plume_error *err)
+                              const plume_settings *settings, int32_t k, plume_error *err)
 {
     if (e->sched.running.n > 0 || e->sched.waiting.n > 0)
         return plume_err(err, PLUME_ERR_INVALID,
@@ -294,7 +303,8 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory for %d speculative tokens x %d sequences", k, ns);
     }
-    if (vt->create(settings, nv, &e->prop, err)) {
+    if ((vt->validate && settings && vt->validate(settings, err)) ||
+        vt->create(settings, nv, &e->prop, err)) {
         e->prop = NULL;
         free_spec(e);
         return -1;
@@ -303,6 +313,33 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
     e->spec_k = k;
     e->sched.spec_k = k;
     return 0;
+}
+
+int plume_engine_set_sampler(plume_engine *e, const plume_sampler_vtable *vt,
+                             const plume_settings *settings, plume_error *err)
+{
+    if (e->sched.running.n > 0 || e->sched.waiting.n > 0)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "the sampler can only be changed between runs; %d requests are still "
+                         "running or waiting",
+                         e->sched.running.n + e->sched.waiting.n);
+    if (vt && (vt->interface_version != PLUME_SAMPLER_INTERFACE_VERSION || !vt->create ||
+               !vt->destroy || !vt->sample))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "sampler '%s' has interface version %u; plume expects version %d with "
+                         "create, destroy and sample set",
+                         vt->name ? vt->name : "?", vt->interface_version,
+                         PLUME_SAMPLER_INTERFACE_VERSION);
+    if (vt && vt->validate && settings && vt->validate(settings, err))
+        return -1;
+    e->sampler_vt = vt;
+    e->sampler_settings = vt ? settings : NULL;
+    return 0;
+}
+
+const char *plume_engine_sampler_name(const plume_engine *e)
+{
+    return e->sampler_vt ? e->sampler_vt->name : "standard";
 }
 
 const char *plume_engine_proposer_name(const plume_engine *e)
@@ -359,10 +396,9 @@ static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, 
     plume_seq *s = it->seq;
     const plume_tokenizer *tok = plume_model_tokenizer(e->m);
     int32_t n_acc;
-    int32_t n_out = plume_sampler_verify(s->sampler, lg, d->tokens, d->n,
-                                         d->has_probs ? d->probs : NULL, s->tokens,
-                                         (size_t)s->n_tokens, e->verify_out, &n_acc,
-                                         e->verify_work);
+    int32_t n_out = plume_seq_verify(s, lg, d->tokens, d->n, d->has_probs ? d->probs : NULL,
+                                     plume_model_n_vocab(e->m), e->verify_out, &n_acc,
+                                     e->verify_work);
     e->stats.spec_drafted += d->n;
     e->stats.spec_accepted += n_acc;
     e->stats.spec_forwards++;
@@ -426,13 +462,14 @@ int plume_engine_step(plume_engine *e, plume_error *err)
         }
         const float *lg = e->logits + (size_t)row * nv;
         row += e->batch[i].n_logits;
+        s->n_forwards++;
         if (s->params.first_logits && s->n_tokens == s->n_prompt)
             memcpy(s->params.first_logits, lg, sizeof(float) * (size_t)nv);
         if (it->spec) {
             verify(e, it, &e->drafts[it->draft], lg);
         } else {
             s->n_computed += it->n;
-            int32_t tok_id = plume_sampler_sample(s->sampler, lg, s->tokens, (size_t)s->n_tokens);
+            int32_t tok_id = plume_seq_sample(s, lg);
             e->stats.generated_tokens++;
             plume_seq_append(s, tok_id, tok);
         }
@@ -473,6 +510,7 @@ int plume_engine_result(const plume_engine *e, int64_t id, plume_request_result 
         .n_preemptions = s->n_preemptions,
         .n_drafted = s->n_drafted,
         .n_accepted = s->n_accepted,
+        .n_forwards = s->n_forwards,
     };
     return 0;
 }

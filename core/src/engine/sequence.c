@@ -38,10 +38,16 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
             s->max_stop_len = len;
     }
     s->params.n_stop = p->n_stop;
-    if (plume_sampler_create(&p->sampling, n_vocab, &s->sampler, err)) {
+    int rc = p->sampler ? p->sampler->create(p->sampler_settings, n_vocab, p->sampling.seed,
+                                             &s->sst, err)
+                        : plume_sampler_create(&p->sampling, n_vocab, &s->sampler, err);
+    if (rc) {
+        s->sst = NULL;
         plume_seq_free(s);
         return -1;
     }
+    s->svt = p->sampler;
+    plume_rng_seed(&s->vrng, p->sampling.seed ^ 0x7665726966790000ull); /* "verify" */
     plume_detok_init(&s->detok, tok, false);
     *out = s;
     return 0;
@@ -59,11 +65,55 @@ void plume_seq_free(plume_seq *s)
             free(s->stop[i]);
     free(s->stop);
     plume_sampler_free(s->sampler);
+    if (s->sst)
+        s->svt->destroy(s->sst);
     plume_block_table_free(&s->bt);
     free(s->tokens);
     free(s->text);
     free(s->error);
     free(s);
+}
+
+int32_t plume_seq_sample(plume_seq *s, const float *logits)
+{
+    if (s->sampler)
+        return plume_sampler_sample(s->sampler, logits, s->tokens, (size_t)s->n_tokens);
+    return s->svt->sample(s->sst, logits, s->tokens, (size_t)s->n_tokens);
+}
+
+static int32_t provider_probs(void *ctx, const float *logits, const int32_t *history,
+                              size_t n_history, float *probs)
+{
+    const plume_seq *s = ctx;
+    return s->svt->probs(s->sst, logits, history, n_history, probs);
+}
+
+int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft, int32_t n_draft,
+                         const float *draft_probs, int32_t n_vocab, int32_t *out,
+                         int32_t *n_accepted, float *work)
+{
+    if (s->sampler)
+        return plume_sampler_verify(s->sampler, logits, draft, n_draft, draft_probs, s->tokens,
+                                    (size_t)s->n_tokens, out, n_accepted, work);
+    if (s->svt->probs) {
+        plume_verify_target t = {provider_probs, s, &s->vrng, n_vocab};
+        return plume_spec_verify(&t, logits, draft, n_draft, draft_probs, s->tokens,
+                                 (size_t)s->n_tokens, out, n_accepted, work);
+    }
+    /* a sampler that cannot state its distribution: draw from it at each
+     * position and keep drafts while they match the draw (exact, since every
+     * emitted token is the sampler's own draw) */
+    int32_t n = 0;
+    for (int32_t i = 0; i <= n_draft; i++) {
+        int32_t t = s->svt->sample(s->sst, logits + (size_t)i * n_vocab, s->tokens,
+                                   (size_t)s->n_tokens + (size_t)i);
+        out[n++] = t;
+        if (i == n_draft || t != draft[i])
+            break;
+        s->tokens[s->n_tokens + i] = t;
+    }
+    *n_accepted = n - 1;
+    return n;
 }
 
 static bool text_append(plume_seq *s, const char *p, size_t n)

@@ -7,6 +7,7 @@
 
 #include "engine/block_manager.h"
 #include "plume/engine.h"
+#include "plume/sampler_provider.h"
 #include "plume/tokenizer.h"
 
 typedef enum plume_seq_status {
@@ -26,7 +27,10 @@ typedef struct plume_seq {
     plume_request_params params;
     char **stop;              /* owned copies of params.stop */
     size_t max_stop_len;
-    plume_sampler *sampler;
+    plume_sampler *sampler;               /* the built-in sampler, or NULL when */
+    const plume_sampler_vtable *svt;      /* a provider's vtable and */
+    plume_sampler_state *sst;             /* state sample instead */
+    plume_rng vrng;                       /* verification draws for providers */
     plume_detok detok;
     char *text;
     size_t text_len, text_cap;
@@ -37,6 +41,7 @@ typedef struct plume_seq {
     int32_t n_cached_prompt;
     int32_t n_preemptions;
     int32_t n_drafted, n_accepted; /* speculative decoding */
+    int32_t n_forwards;            /* forwards that produced tokens for it */
 } plume_seq;
 
 /* Creates a waiting sequence holding a copy of the prompt and stop strings. */
@@ -45,6 +50,17 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
                      plume_seq **out, plume_error *err);
 /* Frees everything the sequence owns (its blocks must be released first). */
 void plume_seq_free(plume_seq *s);
+
+/* Picks the next token from one row of logits with the sequence's sampler. */
+int32_t plume_seq_sample(plume_seq *s, const float *logits);
+
+/* Verifies n_draft drafted tokens (already written after s->tokens) against
+ * n_draft+1 rows of logits with the sequence's sampler; writes the accepted
+ * drafts plus one more token to out, returns their count, stores the
+ * accepted count.  work: 2 x n_vocab floats. */
+int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft, int32_t n_draft,
+                         const float *draft_probs, int32_t n_vocab, int32_t *out,
+                         int32_t *n_accepted, float *work);
 
 /* Appends a generated token, its text, and checks stop conditions; returns
  * the finish reason it caused (NONE to go on).  Calls on_token. */

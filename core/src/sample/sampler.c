@@ -234,6 +234,8 @@ int32_t plume_sampler_draw(plume_sampler *s, const float *probs)
     return last; /* rounding left u just above the total */
 }
 
+plume_rng *plume_sampler_rng(plume_sampler *s) { return &s->rng; }
+
 double plume_sampler_uniform(plume_sampler *s) { return plume_rng_uniform(&s->rng); }
 
 bool plume_sampler_is_greedy(const plume_sampler *s) { return s->p.temperature == 0.0f; }

@@ -1,0 +1,57 @@
+/* plume — the sampler provider interface: logits -> token, with the
+ * sampler's own parameters.
+ *
+ * Built in: "standard" (plume/sampler.h: greedy at temperature 0,
+ * otherwise temperature, top-k, top-p, min-p and repetition penalty).
+ * A pipeline selects one with `sampling: { method: NAME, ... }`; `seed` is
+ * the pipeline's, every other key in that section is the provider's. */
+#ifndef PLUME_SAMPLER_PROVIDER_H
+#define PLUME_SAMPLER_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plume/error.h"
+#include "plume/settings.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLUME_SAMPLER_INTERFACE_VERSION 1
+
+typedef struct plume_sampler_state plume_sampler_state; /* one sequence's sampler */
+
+typedef struct plume_sampler_vtable {
+    uint32_t struct_size;        /* sizeof(plume_sampler_vtable) of the provider's build */
+    uint32_t interface_version;  /* PLUME_SAMPLER_INTERFACE_VERSION */
+    const char *name;            /* "standard", "typical", ... */
+
+    /* Optional: checks the provider's settings before anything loads (NULL:
+     * it takes none). */
+    int (*validate)(const plume_settings *s, plume_error *err);
+
+    /* A sampler for one sequence over n_vocab tokens from validated
+     * settings (NULL = defaults), drawing from an RNG seeded with seed: the
+     * same seed and logits give the same tokens. */
+    int (*create)(const plume_settings *s, int32_t n_vocab, uint64_t seed,
+                  plume_sampler_state **out, plume_error *err);
+    void (*destroy)(plume_sampler_state *st);
+
+    /* Picks the next token from logits (n_vocab floats, not modified);
+     * history holds the sequence's tokens so far (prompt included). */
+    int32_t (*sample)(plume_sampler_state *st, const float *logits, const int32_t *history,
+                      size_t n_history);
+
+    /* Optional: writes the distribution sample() draws from into probs
+     * (n_vocab floats summing to 1) and returns the number of nonzero
+     * entries.  Needed for rejection sampling of speculative drafts at
+     * temperature > 0; NULL: the engine verifies drafts greedily. */
+    int32_t (*probs)(plume_sampler_state *st, const float *logits, const int32_t *history,
+                     size_t n_history, float *probs);
+} plume_sampler_vtable;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

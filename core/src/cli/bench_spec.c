@@ -1,0 +1,397 @@
+/* plume bench spec: one model load, the same seeded workload under each
+ * speculative setting in turn, swapping the proposer on the live engine. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "plume/engine.h"
+#include "plume/model.h"
+#include "plume/pipeline.h"
+#include "plume/proposer.h"
+#include "plume/registry.h"
+#include "plume/settings.h"
+
+static const char help[] =
+    "usage: plume bench spec (--model PATH | --pipeline FILE) [options]\n"
+    "\n"
+    "Loads the model once and serves the same workload (greedy) under each\n"
+    "speculative setting in turn, swapping the proposer on the live engine; prints\n"
+    "tokens/s, speedup over the first variant (normally off), acceptance rate, mean\n"
+    "tokens per target forward, and whether the output equals the first variant's.\n"
+    "\n"
+    "options:\n"
+    "  --variants LIST     comma-separated: off, or METHOD:k=K[:min=N][:max=N]\n"
+    "                      (default off,ngram:k=3,ngram:k=5)\n"
+    "  --prompts FILE      JSONL workload, {\"prompt\", \"chat\", \"max_tokens\"} per line\n"
+    "                      (default bench/data/spec_prompts.jsonl: input-grounded prompts)\n"
+    "  --batch N           requests served at once (default 1)\n"
+    "  --reps N            repetitions per variant; the median is reported (default 3)\n"
+    "  --max-tokens N      cap on each request's output (default: the file's, else 128)\n"
+    "  --threads N         worker threads\n"
+    "  --plugin-dir DIR    where to find plume-<name>.so proposers (also PLUME_PLUGIN_PATH)\n"
+    "  --json              print {\"model_loads\": 1, \"variants\": [{\"name\", \"tok_s\",\n"
+    "                      \"speedup\", \"acceptance_rate\", \"tokens_per_forward\", ...}]}\n";
+
+typedef struct variant {
+    char name[64];
+    char method[32];
+    int k, min_n, max_n;
+    const plume_proposer_vtable *vt;
+    plume_settings *settings;
+    double tok_s, acceptance, tokens_per_forward;
+    int64_t drafted, accepted;
+    bool identical;
+} variant;
+
+static int parse_variant(const char *s, variant *v)
+{
+    memset(v, 0, sizeof *v);
+    snprintf(v->name, sizeof v->name, "%s", s);
+    if (strcmp(s, "off") == 0)
+        return 0;
+    const char *colon = strchr(s, ':');
+    size_t ml = colon ? (size_t)(colon - s) : strlen(s);
+    if (ml == 0 || ml >= sizeof v->method)
+        return -1;
+    memcpy(v->method, s, ml);
+    v->k = 5;
+    v->min_n = 1;
+    v->max_n = 4;
+    while (colon) {
+        const char *kv = colon + 1;
+        colon = strchr(kv, ':');
+        size_t len = colon ? (size_t)(colon - kv) : strlen(kv);
+        char buf[32];
+        if (len >= sizeof buf)
+            return -1;
+        memcpy(buf, kv, len);
+        buf[len] = '\0';
+        char *end;
+        long val;
+        if (strncmp(buf, "k=", 2) == 0 && (val = strtol(buf + 2, &end, 10)) > 0 && !*end)
+            v->k = (int)val;
+        else if (strncmp(buf, "min=", 4) == 0 && (val = strtol(buf + 4, &end, 10)) > 0 && !*end)
+            v->min_n = (int)val;
+        else if (strncmp(buf, "max=", 4) == 0 && (val = strtol(buf + 4, &end, 10)) > 0 && !*end)
+            v->max_n = (int)val;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+typedef struct prompt_set {
+    char **text;
+    int *max_tokens;
+    int n;
+} prompt_set;
+
+static int load_prompts(const char *path, const plume_tokenizer *tok, int cap_tokens,
+                        prompt_set *ps, plume_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return plume_err(err, PLUME_ERR_IO, "cannot open the workload %s", path);
+    char *line = NULL;
+    size_t lcap = 0;
+    int lineno = 0;
+    memset(ps, 0, sizeof *ps);
+    while (getline(&line, &lcap, f) > 0) {
+        lineno++;
+        if (strspn(line, " \t\r\n") == strlen(line))
+            continue;
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        json_t *jp = json_object_get(o, "prompt");
+        if (!json_is_string(jp)) {
+            json_decref(o);
+            free(line);
+            fclose(f);
+            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: expected {\"prompt\": TEXT, ...}",
+                             path, lineno);
+        }
+        char *text = NULL;
+        if (json_is_true(json_object_get(o, "chat"))) {
+            plume_chat_msg msg = {"user", json_string_value(jp)};
+            if (plume_chat_apply(tok, &msg, 1, true, &text, err)) {
+                json_decref(o);
+                free(line);
+                fclose(f);
+                return -1;
+            }
+        } else {
+            text = strdup(json_string_value(jp));
+        }
+        json_t *jm = json_object_get(o, "max_tokens");
+        int mt = json_is_integer(jm) ? (int)json_integer_value(jm) : 128;
+        if (cap_tokens > 0)
+            mt = cap_tokens;
+        ps->text = realloc(ps->text, sizeof *ps->text * (size_t)(ps->n + 1));
+        ps->max_tokens = realloc(ps->max_tokens, sizeof *ps->max_tokens * (size_t)(ps->n + 1));
+        ps->text[ps->n] = text;
+        ps->max_tokens[ps->n++] = mt;
+        json_decref(o);
+    }
+    free(line);
+    fclose(f);
+    if (ps->n == 0)
+        return plume_err(err, PLUME_ERR_INVALID, "%s has no prompts", path);
+    return 0;
+}
+
+/* Serves the workload `batch` requests at a time; stores every output so
+ * variants can be compared. */
+static int run_workload(plume_engine *e, const prompt_set *ps, int batch, int32_t **outs,
+                        size_t *n_outs, int64_t *generated, plume_error *err)
+{
+    plume_request_params rp = plume_request_defaults();
+    *generated = 0;
+    for (int first = 0; first < ps->n; first += batch) {
+        int64_t ids[256];
+        int count = ps->n - first < batch ? ps->n - first : batch;
+        for (int i = 0; i < count; i++) {
+            rp.max_tokens = ps->max_tokens[first + i];
+            ids[i] = plume_engine_add_text(e, ps->text[first + i], &rp, err);
+            if (ids[i] < 0)
+                return -1;
+        }
+        while (plume_engine_has_work(e))
+            if (plume_engine_step(e, err) < 0)
+                return -1;
+        for (int i = 0; i < count; i++) {
+            plume_request_result r;
+            plume_engine_result(e, ids[i], &r);
+            *generated += (int64_t)r.n_output;
+            int idx = first + i;
+            free(outs[idx]);
+            outs[idx] = malloc(sizeof(int32_t) * (r.n_output + 1));
+            memcpy(outs[idx], r.output_ids, sizeof(int32_t) * r.n_output);
+            n_outs[idx] = r.n_output;
+            plume_engine_release(e, ids[i]);
+        }
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int bench_spec(int argc, char **argv)
+{
+    const char *model = NULL, *pipeline = NULL, *prompts = "bench/data/spec_prompts.jsonl";
+    const char *variants_arg = "off,ngram:k=3,ngram:k=5";
+    const char *plugin_dirs[16];
+    int n_plugin_dirs = 0, batch = 1, reps = 3, cap_tokens = 0, threads = 0;
+    bool as_json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (cli_opt(argc, argv, &i, "--model", &v)) {
+            model = v;
+        } else if (cli_opt(argc, argv, &i, "--pipeline", &v)) {
+            pipeline = v;
+        } else if (cli_opt(argc, argv, &i, "--variants", &v)) {
+            variants_arg = v;
+        } else if (cli_opt(argc, argv, &i, "--prompts", &v)) {
+            prompts = v;
+        } else if (cli_opt(argc, argv, &i, "--batch", &v)) {
+            batch = (int)cli_int("--batch", v, 1, 256);
+        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
+            reps = (int)cli_int("--reps", v, 1, 100);
+        } else if (cli_opt(argc, argv, &i, "--max-tokens", &v)) {
+            cap_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 20);
+        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
+            threads = (int)cli_int("--threads", v, 1, 1024);
+        } else if (cli_opt(argc, argv, &i, "--plugin-dir", &v)) {
+            if (n_plugin_dirs < 16)
+                plugin_dirs[n_plugin_dirs++] = v;
+        } else if (cli_flag(argv, i, "--json")) {
+            as_json = true;
+        } else {
+            cli_unknown("bench spec", argv[i]);
+        }
+    }
+    if (!model && !pipeline) {
+        fprintf(stderr, "plume bench spec: --model or --pipeline is required\n\n%s", help);
+        return 2;
+    }
+    variant vs[16];
+    int nv = 0;
+    char *list = strdup(variants_arg);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        if (nv == 16 || parse_variant(tok, &vs[nv])) {
+            fprintf(stderr, "plume bench spec: bad variant '%s' (expected off or "
+                            "METHOD:k=K[:min=N][:max=N], at most 16)\n", tok);
+            free(list);
+            return 2;
+        }
+        nv++;
+    }
+    free(list);
+
+    plume_error err = {0};
+    plume_model *m = NULL;
+    plume_engine *e = NULL;
+    prompt_set ps = {0};
+    int32_t **ref = NULL, **outs = NULL;
+    size_t *n_ref = NULL, *n_outs = NULL;
+    int status = 1;
+    plume_registry *reg = NULL;
+    plume_pipeline *pipe = NULL;
+    if (plume_registry_create(&reg, &err))
+        goto done;
+    for (int i = 0; i < n_plugin_dirs; i++)
+        if (plume_registry_add_search_dir(reg, plugin_dirs[i], &err))
+            goto done;
+    if (plume_registry_add_default_search_path(reg, &err) ||
+        (pipeline ? plume_pipeline_load(reg, pipeline, &pipe, &err)
+                  : plume_pipeline_for_model(reg, model, &pipe, &err)) ||
+        (pipeline && model && plume_pipeline_set_model(pipe, model, &err)))
+        goto done;
+    /* each method's proposer comes from the plugin spec-<method> */
+    for (int i = 0; i < nv; i++) {
+        if (!vs[i].method[0])
+            continue;
+        char plugin[64];
+        snprintf(plugin, sizeof plugin, "spec-%s", vs[i].method);
+        if (!plume_registry_find_proposer(reg, vs[i].method) &&
+            plume_registry_load(reg, plugin, &err))
+            goto done;
+        if (!(vs[i].vt = plume_registry_find_proposer(reg, vs[i].method))) {
+            plume_err(&err, PLUME_ERR_INVALID,
+                      "plugin %s registers no proposer named '%s'", plugin, vs[i].method);
+            goto done;
+        }
+        char num[16];
+        if (plume_settings_new("speculative", &vs[i].settings, &err))
+            goto done;
+        if (strcmp(vs[i].method, "ngram") == 0) {
+            snprintf(num, sizeof num, "%d", vs[i].min_n);
+            if (plume_settings_set(vs[i].settings, "prompt_lookup_min", num, &err))
+                goto done;
+            snprintf(num, sizeof num, "%d", vs[i].max_n);
+            if (plume_settings_set(vs[i].settings, "prompt_lookup_max", num, &err))
+                goto done;
+        }
+    }
+    if (plume_model_load(plume_pipeline_model(pipe), &m, &err))
+        goto done;
+    int model_loads = 1;
+    plume_engine_params ep;
+    plume_pipeline_engine_params(pipe, &ep);
+    if (threads)
+        ep.n_threads = threads;
+    ep.max_num_seqs = batch > ep.max_num_seqs ? batch : ep.max_num_seqs;
+    if (plume_engine_create(m, &ep, &e, &err) ||
+        load_prompts(prompts, plume_model_tokenizer(m), cap_tokens, &ps, &err))
+        goto done;
+    ref = calloc((size_t)ps.n, sizeof *ref);
+    outs = calloc((size_t)ps.n, sizeof *outs);
+    n_ref = calloc((size_t)ps.n, sizeof *n_ref);
+    n_outs = calloc((size_t)ps.n, sizeof *n_outs);
+    /* warm-up: one request, not measured */
+    {
+        prompt_set one = {ps.text, ps.max_tokens, 1};
+        int64_t g;
+        if (run_workload(e, &one, 1, outs, n_outs, &g, &err))
+            goto done;
+    }
+    for (int vi = 0; vi < nv; vi++) {
+        variant *v = &vs[vi];
+        if (plume_engine_set_proposer(e, v->vt, v->settings, v->k, &err))
+            goto done;
+        double times[100];
+        int64_t generated = 0;
+        plume_engine_stats before = plume_engine_get_stats(e);
+        for (int r = 0; r < reps; r++) {
+            double t0 = cli_now();
+            if (run_workload(e, &ps, batch, outs, n_outs, &generated, &err))
+                goto done;
+            times[r] = cli_now() - t0;
+        }
+        plume_engine_stats after = plume_engine_get_stats(e);
+        qsort(times, (size_t)reps, sizeof *times, cmp_double);
+        v->tok_s = (double)generated / times[reps / 2];
+        v->drafted = after.spec_drafted - before.spec_drafted;
+        v->accepted = after.spec_accepted - before.spec_accepted;
+        int64_t fw = after.spec_forwards - before.spec_forwards;
+        int64_t emitted = after.spec_emitted - before.spec_emitted;
+        v->acceptance = v->drafted ? (double)v->accepted / (double)v->drafted : 0.0;
+        /* decoding forwards without drafts emit one token each */
+        int64_t plain = (after.generated_tokens - before.generated_tokens) - emitted;
+        v->tokens_per_forward = (fw + plain) ? (double)(emitted + plain) / (double)(fw + plain) : 1.0;
+        v->identical = true;
+        for (int i = 0; i < ps.n; i++) {
+            if (vi == 0) {
+                ref[i] = outs[i];
+                n_ref[i] = n_outs[i];
+                outs[i] = NULL;
+            } else if (n_outs[i] != n_ref[i] ||
+                       memcmp(outs[i], ref[i], sizeof(int32_t) * n_ref[i]) != 0) {
+                v->identical = false;
+            }
+        }
+        if (!as_json)
+            fprintf(stderr, "  %-16s %7.1f tok/s  acceptance %5.1f%%  %.2f tokens/forward\n",
+                    v->name, v->tok_s, 100.0 * v->acceptance, v->tokens_per_forward);
+    }
+    if (plume_engine_set_proposer(e, NULL, NULL, 0, &err))
+        goto done;
+    if (as_json) {
+        json_t *arr = json_array();
+        for (int i = 0; i < nv; i++)
+            json_array_append_new(
+                arr, json_pack("{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:b}", "name", vs[i].name, "tok_s",
+                               vs[i].tok_s, "speedup", vs[i].tok_s / vs[0].tok_s,
+                               "acceptance_rate", vs[i].acceptance, "tokens_per_forward",
+                               vs[i].tokens_per_forward, "drafted", (json_int_t)vs[i].drafted,
+                               "accepted", (json_int_t)vs[i].accepted, "output_identical",
+                               vs[i].identical));
+        json_t *o = json_pack("{s:i,s:o,s:i,s:i,s:s}", "model_loads", model_loads, "variants", arr,
+                              "batch", batch, "reps", reps, "prompts", prompts);
+        char *s = json_dumps(o, 0);
+        puts(s);
+        free(s);
+        json_decref(o);
+    } else {
+        printf("%-18s %10s %8s %11s %15s %10s\n", "variant", "tok/s", "speedup", "acceptance",
+               "tokens/forward", "identical");
+        for (int i = 0; i < nv; i++)
+            printf("%-18s %10.1f %7.2fx %10.1f%% %15.2f %10s\n", vs[i].name, vs[i].tok_s,
+                   vs[i].tok_s / vs[0].tok_s, 100.0 * vs[i].acceptance, vs[i].tokens_per_forward,
+                   vs[i].identical ? "yes" : "NO");
+        printf("model loads: %d; workload: %s (%d prompts, batch %d, median of %d)\n", model_loads,
+               prompts, ps.n, batch, reps);
+    }
+    status = 0;
+done:
+    if (status)
+        fprintf(stderr, "plume bench spec: %s\n", err.msg[0] ? err.msg : "failed");
+    for (int i = 0; ps.text && i < ps.n; i++) {
+        free(ps.text[i]);
+        if (ref)
+            free(ref[i]);
+        if (outs)
+            free(outs[i]);
+    }
+    free(ps.text);
+    free(ps.max_tokens);
+    free(ref);
+    free(outs);
+    free(n_ref);
+    free(n_outs);
+    plume_engine_free(e);
+    plume_model_free(m);
+    for (int i = 0; i < nv; i++)
+        plume_settings_free(vs[i].settings);
+    plume_pipeline_free(pipe);
+    plume_registry_free(reg);
+    return status;
+}

@@ -1,0 +1,143 @@
+/* plume convert MODEL.gguf --to hf OUT/ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "convert/convert.h"
+
+static const char help[] =
+    "usage: plume convert MODEL.gguf --to hf OUT_DIR [--dtype f32|f16]\n"
+    "\n"
+    "Writes a Hugging Face model directory from a GGUF file, so that tools that\n"
+    "want HF checkpoints (e.g. a quantizer) can use a GGUF-only model:\n"
+    "  model.safetensors       every tensor dequantized to f32 and stored as --dtype,\n"
+    "                          renamed to HF names (token_embd -> model.embed_tokens,\n"
+    "                          blk.N.attn_q -> model.layers.N.self_attn.q_proj, ...);\n"
+    "                          for llama the Q/K row permutation that llama.cpp's\n"
+    "                          converter applied is undone (qwen2 GGUFs are not\n"
+    "                          permuted); no lm_head when the embeddings are tied\n"
+    "  config.json             architecture and hyperparameters\n"
+    "  generation_config.json  bos/eos ids\n"
+    "  tokenizer.json          byte-level BPE built from the GGUF vocabulary and merges,\n"
+    "                          with the pre-tokenizer named by tokenizer.ggml.pre\n"
+    "  tokenizer_config.json   bos/eos/pad/unk tokens, add_bos_token, chat template\n"
+    "\n"
+    "Supported: llama and qwen2 GGUFs whose tensors are F32, F16, BF16, Q8_0, Q4_0,\n"
+    "Q4_1, Q4_K or Q6_K, with a byte-level BPE (\"gpt2\") tokenizer.  SentencePiece\n"
+    "(\"llama\") tokenizers are refused with an error.  The output is one\n"
+    "model.safetensors file (no sharding).\n"
+    "\n"
+    "options:\n"
+    "  --to hf           output format (only hf)\n"
+    "  --dtype f32|f16   storage type of the weights (default f32: the exact\n"
+    "                    dequantized values; f16 halves the size and rounds each\n"
+    "                    weight to binary16)\n"
+    "  --force           write into OUT_DIR even if it already holds files\n"
+    "  --quiet           no progress on stderr\n";
+
+static void log_line(void *user, const char *line)
+{
+    (void)user;
+    fprintf(stderr, "%s\n", line);
+}
+
+/* 0: dir exists and is empty; 2: it was created; 1: exists with entries;
+ * -1: error (printed). */
+static int prepare_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (mkdir(dir, 0777) != 0) {
+            fprintf(stderr, "plume convert: cannot create %s: %s\n", dir, strerror(errno));
+            return -1;
+        }
+        return 2;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "plume convert: %s exists and is not a directory\n", dir);
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "plume convert: cannot read %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            rc = 1;
+    closedir(d);
+    return rc;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    const char *pos[2] = {0}, *to = NULL, *dtype = "f32", *v;
+    int n_pos = 0;
+    bool force = false, quiet = false;
+    for (int i = 1; i < argc; i++) {
+        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (cli_opt(argc, argv, &i, "--to", &v)) {
+            to = v;
+        } else if (cli_opt(argc, argv, &i, "--dtype", &v)) {
+            dtype = v;
+        } else if (cli_flag(argv, i, "--force")) {
+            force = true;
+        } else if (cli_flag(argv, i, "--quiet")) {
+            quiet = true;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            cli_unknown("convert", argv[i]);
+        } else if (n_pos < 2) {
+            pos[n_pos++] = argv[i];
+        } else {
+            cli_unknown("convert", argv[i]);
+        }
+    }
+    if (n_pos != 2 || !to) {
+        fprintf(stderr, "plume convert: give MODEL.gguf, --to hf and OUT_DIR\n\n%s", help);
+        return 2;
+    }
+    if (strcmp(to, "hf") != 0) {
+        fprintf(stderr, "plume convert: --to %s is not supported (only hf)\n", to);
+        return 2;
+    }
+    plume_convert_opts o = {0};
+    if (strcmp(dtype, "f32") == 0) {
+        o.dtype = PLUME_CONVERT_F32;
+    } else if (strcmp(dtype, "f16") == 0) {
+        o.dtype = PLUME_CONVERT_F16;
+    } else {
+        fprintf(stderr, "plume convert: --dtype must be f32 or f16, got '%s'\n", dtype);
+        return 2;
+    }
+    int st = prepare_dir(pos[1]);
+    if (st < 0)
+        return 1;
+    if (st == 1 && !force) {
+        fprintf(stderr,
+                "plume convert: %s is not empty; use --force to write into it (existing "
+                "model files are replaced)\n",
+                pos[1]);
+        return 1;
+    }
+    if (!quiet)
+        o.log = log_line;
+    double t0 = cli_now();
+    plume_error err = {0};
+    if (plume_convert_gguf_to_hf(pos[0], pos[1], &o, &err)) {
+        fprintf(stderr, "plume convert: %s\n", err.msg);
+        if (st == 2)
+            rmdir(pos[1]); /* only succeeds if nothing was written */
+        return 1;
+    }
+    if (!quiet)
+        fprintf(stderr, "converted %s -> %s in %.1f s\n", pos[0], pos[1], cli_now() - t0);
+    return 0;
+}

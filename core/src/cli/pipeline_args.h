@@ -1,0 +1,58 @@
+/* The options every model-running subcommand shares: --pipeline FILE or
+ * --model PATH (the built-in default pipeline on that model), plus
+ * --plugin-dir DIR and --plugin NAME.  One helper turns them into a
+ * registry and a resolved pipeline, so every subcommand reads models,
+ * plugins and providers the same way. */
+#ifndef PLUME_CLI_PIPELINE_ARGS_H
+#define PLUME_CLI_PIPELINE_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "plume/pipeline.h"
+#include "plume/registry.h"
+
+#define CLI_MAX_PLUGIN_ARGS 32
+
+typedef struct cli_pipeline_opts {
+    const char *pipeline;      /* --pipeline FILE */
+    const char *model;         /* --model PATH (overrides the pipeline's model) */
+    const char *plugin_dirs[CLI_MAX_PLUGIN_ARGS];
+    size_t n_plugin_dirs;
+    const char *plugins[CLI_MAX_PLUGIN_ARGS];
+    size_t n_plugins;
+} cli_pipeline_opts;
+
+/* Help lines for the options above, for a subcommand's --help. */
+#define CLI_PIPELINE_HELP                                                                     \
+    "  --pipeline FILE       a YAML pipeline (docs/pipelines.md): model, backend, plugins,\n"   \
+    "                        kv_cache, scheduler, sampling, speculative, threads\n"             \
+    "  --model PATH          a .gguf file or an HF model directory; alone, runs the built-in\n" \
+    "                        default pipeline on it; with --pipeline, replaces its model\n"     \
+    "  --plugin-dir DIR      search DIR for plume-<name>.so first (repeatable)\n"               \
+    "  --plugin NAME         load plugin NAME from the plugin path (repeatable)\n"
+
+/* Matches --pipeline, --model/-m, --plugin-dir and --plugin at argv[*i];
+ * stores the value, advances *i and returns true.  Too many repeats print
+ * an error and exit 2. */
+bool cli_pipeline_opt(const char *cmd, int argc, char **argv, int *i, cli_pipeline_opts *o);
+
+/* A registry with the built-ins, the search path (--plugin-dir options,
+ * then PLUME_PLUGIN_PATH, the build tree's plugins, the installed
+ * pluginsdir) and every --plugin loaded.  Prints "plume CMD: reason" and
+ * returns -1 on failure. */
+int cli_registry(const char *cmd, const cli_pipeline_opts *o, plume_registry **out);
+
+/* cli_registry, then the pipeline: the --pipeline file (its model replaced
+ * by --model when both are given) or the default pipeline on --model.
+ * Neither given: prints what is needed and returns -1.  On failure prints
+ * the error (pipeline errors as file:line:column: message) and frees
+ * what it made. */
+int cli_pipeline_resolve(const char *cmd, const cli_pipeline_opts *o, plume_registry **reg,
+                         plume_pipeline **p);
+
+/* Prints the error as "plume CMD: msg", or msg alone when it already
+ * starts with the pipeline file's name (so editors can jump to it). */
+void cli_print_error(const char *cmd, const char *pipeline_file, const char *msg);
+
+#endif

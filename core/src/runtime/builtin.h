@@ -1,0 +1,25 @@
+/* The core's own providers, registered as the built-in plugin "core". */
+#ifndef PLUME_RUNTIME_BUILTIN_H
+#define PLUME_RUNTIME_BUILTIN_H
+
+#include "plume/plugin.h"
+#include "plume/sampler.h"
+
+extern const plume_weight_format_vtable plume_builtin_gguf;
+extern const plume_weight_format_vtable plume_builtin_safetensors;
+extern const plume_backend_vtable plume_builtin_cpu;
+extern const plume_linear_vtable plume_builtin_native_linear;
+extern const plume_sampler_vtable plume_builtin_standard_sampler;
+extern const plume_scheduler_vtable plume_builtin_continuous;
+
+#define PLUME_BUILTIN_SAMPLER "standard"
+#define PLUME_BUILTIN_SCHEDULER "continuous"
+
+/* The standard sampler's parameters from its settings (NULL: defaults);
+ * seed is left at 0 (it is the pipeline's, not the provider's). */
+int builtin_standard_params(const plume_settings *s, plume_sampling_params *p, plume_error *err);
+
+/* The continuous scheduler's mixed_batches setting (default true). */
+int builtin_continuous_mixed(const plume_settings *s, bool *mixed, plume_error *err);
+
+#endif

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Tests `plume convert MODEL.gguf --to hf OUT/`.
+
+    test_convert.py TINY_GGUF [--part tiny|smollm2|all]
+
+TINY_GGUF is the build's tiny random llama (F32, untied; written by
+tests/reference/make_tiny_model.py, whose OUTDIR/hf/ holds the same network
+as an HF directory).  The plume binary is $PLUME_BIN, else
+$PLUME_BUILD_ROOT/core/src/cli/plume.
+
+tiny:    the F32 conversion equals the fixture's HF safetensors bit for bit
+         (names, shapes, the Q/K un-permutation) and the safetensors file has
+         the reference writer's layout; F16 = F32 rounded to binary16; plume
+         gives the same logits from OUT/ as from the GGUF (< 1e-3); a second
+         fixture (qwen2, tied, Q8_0 and F16 GGUFs: no permutation, biases, no
+         lm_head) converted from Q8_0 matches the oracle on that GGUF; the
+         tokenizer.json encodes like the fixture's and like plume; configs
+         round-trip.
+smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf to f32: safetensors loads
+         with the `safetensors` package, q_proj/k_proj equal gguf-py's
+         dequantization with the permutation undone; plume's logits from OUT/
+         match the float64 oracle run on the GGUF (< 1e-3) and, when plume's
+         own GGUF path is exact (within 1e-3 of the oracle), plume's GGUF
+         logits too (< 1e-3); the HF `tokenizers` library encodes strings to
+         the same ids as `plume tokenize OUT/` and the GGUF; config.json
+         round-trips (and loads in transformers when it is installed).
+
+Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
+"""
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REF = os.path.join(HERE, "..", "reference")
+sys.path.insert(0, REF)
+
+import _venv  # noqa: E402
+
+_venv.ensure()
+
+try:
+    import numpy as np
+    import gguf
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+except ImportError as e:
+    print("SKIP: missing Python package: %s" % e)
+    sys.exit(77)
+
+import make_tiny_model  # noqa: E402
+import oracle  # noqa: E402
+
+SOURCE_ROOT = os.environ.get("PLUME_SOURCE_ROOT", os.path.normpath(os.path.join(HERE, "..", "..")))
+BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+PLUME = os.environ.get("PLUME_BIN", os.path.join(BUILD_ROOT, "core", "src", "cli", "plume"))
+SMOL = os.path.join(SOURCE_ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+TOL = 1e-3
+
+TEXTS = ["Hello world!", "The year 2024 had 366 days.", "  leading spaces\n\nand\ttabs",
+         "<|im_start|>user\nhi<|im_end|>", "naïve café — “quotes” 日本語 🙂",
+         "x = f(y) + 12345;", "it's we'll THEY'RE", "The quick brown fox jumps over the lazy dog."]
+
+failures = []
+
+
+def check(cond, msg):
+    print(("ok   " if cond else "FAIL ") + msg)
+    if not cond:
+        failures.append(msg)
+
+
+def run(*args):
+    r = subprocess.run([PLUME] + list(args), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("plume %s failed (%d): %s" % (" ".join(args[:3]), r.returncode, r.stderr))
+    return r
+
+
+def convert(src, out, dtype="f32"):
+    r = run("convert", src, "--to", "hf", out, "--dtype", dtype)
+    return r.stderr
+
+
+def plume_logits(model, ids, tmp):
+    path = os.path.join(tmp, "logits.bin")
+    run("generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", "1",
+        "--temperature", "0", "--json", "--logits-out", path)
+    return np.fromfile(path, dtype="<f4")
+
+
+def plume_ids(model, text):
+    r = run("tokenize", model, text, "--no-bos", "--json")
+    return json.loads(r.stdout)["ids"]
+
+
+def check_layout(path):
+    """The safetensors file has the Rust writer's layout (formats.md §4)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        raw = f.read(n)
+        size = os.fstat(f.fileno()).st_size
+    check(n % 8 == 0 and raw.rstrip(b" ").endswith(b"}"), "header is padded with spaces to 8 bytes")
+    check(b", " not in raw and b": " not in raw, "header JSON is compact")
+    hdr = json.loads(raw)
+    keys = list(hdr)
+    check(keys[0] == "__metadata__" and hdr["__metadata__"] == {"format": "pt"},
+          "__metadata__ {\"format\": \"pt\"} comes first")
+    names = keys[1:]
+    order = ["BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64", "I64", "U64"]
+    want = sorted(names, key=lambda k: (-order.index(hdr[k]["dtype"]), k.encode()))
+    check(names == want, "tensors sorted by dtype then name")
+    off = 0
+    for k in names:
+        b, e = hdr[k]["data_offsets"]
+        check(b == off, "%s starts where the previous tensor ended" % k) if b != off else None
+        off = e
+    check(8 + n + off == size, "data offsets cover the byte buffer exactly")
+
+
+def compare_tokenizers(out, others, label):
+    tk = Tokenizer.from_file(os.path.join(out, "tokenizer.json"))
+    bad = []
+    for t in TEXTS:
+        hf = tk.encode(t, add_special_tokens=False).ids
+        got = [hf, plume_ids(out, t)] + [plume_ids(o, t) if isinstance(o, str) and not o.endswith(".json")
+                                         else Tokenizer.from_file(o).encode(t, add_special_tokens=False).ids
+                                         for o in others]
+        if any(g != hf for g in got):
+            bad.append((t, got))
+    for t, got in bad:
+        print("   mismatch on %r: %s" % (t, got))
+    check(not bad, "%s: tokenizers encode %d strings to the same ids as plume" % (label, len(TEXTS)))
+
+
+def test_tiny(tiny_gguf, tmp):
+    fixture_hf = os.path.join(os.path.dirname(os.path.abspath(tiny_gguf)), "hf")
+    out = os.path.join(tmp, "tiny")
+    convert(tiny_gguf, out)
+    check_layout(os.path.join(out, "model.safetensors"))
+    got = load_file(os.path.join(out, "model.safetensors"))
+    ref = load_file(os.path.join(fixture_hf, "model.safetensors"))
+    check(sorted(got) == sorted(ref), "tiny: same tensor names as the fixture (%d)" % len(ref))
+    same = all(got[k].dtype == np.float32 and got[k].shape == ref[k].shape and
+               np.array_equal(got[k], ref[k]) for k in ref if k in got)
+    check(same, "tiny: every F32 tensor equals the fixture's bit for bit (Q/K un-permuted)")
+    cfg, rcfg = (json.load(open(os.path.join(d, "config.json"))) for d in (out, fixture_hf))
+    keys = ["architectures", "model_type", "vocab_size", "hidden_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+            "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings",
+            "bos_token_id", "eos_token_id", "torch_dtype"]
+    diff = {k: (cfg.get(k), rcfg.get(k)) for k in keys if cfg.get(k) != rcfg.get(k)}
+    check(not diff, "tiny: config.json agrees with the fixture's %s" % (diff or ""))
+    ids = [5, 17, 200, 99, 42, 260, 3, 77, 150, 1]
+    a, b = plume_logits(tiny_gguf, ids, tmp), plume_logits(out, ids, tmp)
+    check(np.abs(a - b).max() < TOL, "tiny: plume logits GGUF vs OUT/ max |diff| %.2e" % np.abs(a - b).max())
+    compare_tokenizers(out, [tiny_gguf, os.path.join(fixture_hf, "tokenizer.json")], "tiny")
+
+    out16 = os.path.join(tmp, "tiny16")
+    convert(tiny_gguf, out16, "f16")
+    g16 = load_file(os.path.join(out16, "model.safetensors"))
+    ok = all(g16[k].dtype == np.float16 and np.array_equal(g16[k], ref[k].astype(np.float16)) for k in ref)
+    check(ok, "tiny: --dtype f16 stores every tensor rounded to binary16")
+    check(json.load(open(os.path.join(out16, "config.json")))["torch_dtype"] == "float16",
+          "tiny: f16 config says torch_dtype float16")
+
+    # qwen2, tied, quantized source: no permutation, q/k/v biases, no lm_head.
+    fx = make_tiny_model.make(os.path.join(tmp, "fx-qwen2"), arch="qwen2", seed=11, tied=True, quant=True)
+    for key in ("gguf_q8_0", "gguf_f16"):
+        outq = os.path.join(tmp, "q-" + key)
+        convert(fx[key], outq)
+        t = load_file(os.path.join(outq, "model.safetensors"))
+        c = json.load(open(os.path.join(outq, "config.json")))
+        check("lm_head.weight" not in t and c["tie_word_embeddings"] is True and
+              c["model_type"] == "qwen2" and "model.layers.0.self_attn.q_proj.bias" in t,
+              "qwen2 %s: tied (no lm_head), biases kept, model_type qwen2" % key)
+        o = oracle.load(fx[key]).logits(ids)[-1]
+        p = plume_logits(outq, ids, tmp)
+        check(np.abs(o - p).max() < TOL,
+              "qwen2 %s: plume on OUT/ vs oracle on the GGUF max |diff| %.2e" % (key, np.abs(o - p).max()))
+    t = load_file(os.path.join(tmp, "q-gguf_f16", "model.safetensors"))
+    r = load_file(os.path.join(fx["hf"], "model.safetensors"))
+    # the F16 GGUF keeps 1-D tensors (norms, biases) in F32
+    check(all(np.array_equal(t[k], r[k] if r[k].ndim == 1 else r[k].astype(np.float16).astype(np.float32))
+              for k in r),
+          "qwen2 f16 GGUF: converted tensors equal the fixture's (2-D ones f16-rounded; no permutation)")
+
+
+def unpermute(w, n_head):
+    """Inverse of convert_hf_to_gguf.py's permute (formats.md §3.5)."""
+    d = w.shape[0] // n_head
+    return w.reshape(n_head, d // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def test_smollm2(tmp):
+    if not os.path.exists(SMOL):
+        print("skip smollm2: %s not found (scripts/fetch-model)" % SMOL)
+        return False
+    out = os.path.join(tmp, "smol")
+    log = convert(SMOL, out)
+    check("272/272" in log, "smollm2: progress reported per tensor on stderr")
+    check_layout(os.path.join(out, "model.safetensors"))
+    st = load_file(os.path.join(out, "model.safetensors"))
+    check(len(st) == 272 and "lm_head.weight" not in st, "smollm2: 272 tensors, no lm_head (tied)")
+    rd = gguf.GGUFReader(SMOL)
+    gt = {t.name: t for t in rd.tensors}
+    for g, h, nh in (("blk.3.attn_q.weight", "model.layers.3.self_attn.q_proj.weight", 9),
+                     ("blk.3.attn_k.weight", "model.layers.3.self_attn.k_proj.weight", 3),
+                     ("blk.3.attn_v.weight", "model.layers.3.self_attn.v_proj.weight", 0)):
+        w = gguf.quants.dequantize(gt[g].data, gt[g].tensor_type).astype(np.float32)
+        if nh:
+            w = unpermute(w, nh)
+        check(st[h].shape == w.shape and np.array_equal(st[h], w),
+              "smollm2: %s equals gguf-py's dequantization%s" % (h, " un-permuted" if nh else ""))
+    cfg = json.load(open(os.path.join(out, "config.json")))
+    want = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 49152,
+            "hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9,
+            "num_key_value_heads": 3, "head_dim": 64, "intermediate_size": 1536,
+            "max_position_embeddings": 8192, "rope_theta": 100000.0, "rms_norm_eps": 1e-05,
+            "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+    diff = {k: (cfg.get(k), v) for k, v in want.items() if cfg.get(k) != v}
+    check(not diff, "smollm2: config.json round-trips %s" % (diff or ""))
+    tcfg = json.load(open(os.path.join(out, "tokenizer_config.json")))
+    check(tcfg.get("bos_token") == "<|im_start|>" and tcfg.get("eos_token") == "<|im_end|>" and
+          tcfg.get("add_bos_token") is False and "im_start" in tcfg.get("chat_template", ""),
+          "smollm2: tokenizer_config.json has bos/eos, add_bos_token and the chat template")
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+    except Exception:
+        print("note: transformers not installed; skipping its load check")
+    else:
+        c = AutoConfig.from_pretrained(out)
+        tk = AutoTokenizer.from_pretrained(out)
+        check(c.num_key_value_heads == 3 and c.tie_word_embeddings and
+              tk("Hello world 123")["input_ids"] == plume_ids(out, "Hello world 123"),
+              "smollm2: transformers loads config.json and the tokenizer")
+
+    compare_tokenizers(out, [SMOL], "smollm2")
+
+    ids = [1, 504, 3458, 282, 4649, 314, 2, 1, 28, 1500, 30, 2143]
+    o = oracle.load(SMOL).logits(ids)[-1]
+    pc, pg = plume_logits(out, ids, tmp), plume_logits(SMOL, ids, tmp)
+    d_conv, d_gguf, d_pp = np.abs(pc - o).max(), np.abs(pg - o).max(), np.abs(pc - pg).max()
+    check(d_conv < TOL, "smollm2: plume on OUT/ vs oracle on the GGUF max |diff| %.2e" % d_conv)
+    if d_gguf < TOL:
+        check(d_pp < TOL, "smollm2: plume logits GGUF vs OUT/ max |diff| %.2e" % d_pp)
+    else:
+        # plume's quantized kernels quantize activations to int8 (like
+        # llama.cpp), so its GGUF logits are not the exact ones; OUT/ holds
+        # exact f32 weights.  The conversion itself is checked above.
+        print("note: plume's Q4_1 GGUF path differs from the exact oracle by %.2e (activation "
+              "quantization); GGUF vs OUT/ differ by %.2e, argmax %d vs %d"
+              % (d_gguf, d_pp, int(pg.argmax()), int(pc.argmax())))
+        cos = float(pc @ pg / np.linalg.norm(pc) / np.linalg.norm(pg))
+        check(cos > 0.999 and d_pp <= d_gguf + TOL,
+              "smollm2: GGUF vs OUT/ logits agree up to the GGUF path's own error (cos %.5f)" % cos)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tiny_gguf")
+    ap.add_argument("--part", choices=("tiny", "smollm2", "all"), default="all")
+    a = ap.parse_args()
+    if not os.access(PLUME, os.X_OK):
+        print("SKIP: plume binary not built at %s" % PLUME)
+        return 77
+    with tempfile.TemporaryDirectory(prefix="plume-convert-") as tmp:
+        if a.part in ("tiny", "all"):
+            test_tiny(a.tiny_gguf, tmp)
+        ran_smol = a.part in ("smollm2", "all") and test_smollm2(tmp)
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    if a.part == "smollm2" and not ran_smol:
+        return 77
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

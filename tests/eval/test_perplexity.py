@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Tests `plume perplexity`.
+
+    test_perplexity.py TINY_GGUF [--part tiny|smollm2|all]
+
+tiny:    on bench/data/eval-heldout.txt, plume's perplexity of the tiny
+         random model (default windows and --stride) equals a numpy
+         computation on tests/reference/oracle.py's float64 logits with the
+         same windows and scored positions (relative 1e-3); KL divergence and
+         top-1 agreement against a perturbed copy of the tiny model match
+         numpy; the model against itself gives KL 0 and 100% agreement.
+smollm2: perplexity of models/SmolLM2-135M-Instruct.Q4_1.gguf on the
+         held-out text with a small window is finite and in (5, 200); against
+         itself KL is 0 and top-1 agreement 100%; the same through --pipeline.
+
+The plume binary is $PLUME_BIN, else $PLUME_BUILD_ROOT/core/src/cli/plume.
+Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+
+import _venv  # noqa: E402
+
+_venv.ensure()
+
+try:
+    import numpy as np
+    import gguf  # noqa: F401
+except ImportError as e:
+    print("SKIP: missing Python package: %s" % e)
+    sys.exit(77)
+
+import oracle  # noqa: E402
+
+SOURCE_ROOT = os.environ.get("PLUME_SOURCE_ROOT", os.path.normpath(os.path.join(HERE, "..", "..")))
+BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
+PLUME = os.environ.get("PLUME_BIN", os.path.join(BUILD_ROOT, "core", "src", "cli", "plume"))
+SMOL = os.path.join(SOURCE_ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+TEXT = os.path.join(SOURCE_ROOT, "bench", "data", "eval-heldout.txt")
+REL = 1e-3
+
+failures = []
+
+
+def check(cond, msg):
+    print(("ok   " if cond else "FAIL ") + msg)
+    if not cond:
+        failures.append(msg)
+
+
+def ppl(model, *args):
+    r = subprocess.run([PLUME, "perplexity", "--model", model, "--text", TEXT, "--json"] + list(args),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("plume perplexity failed (%d): %s" % (r.returncode, r.stderr))
+    return json.loads(r.stdout)
+
+
+def tokens(model):
+    """The text's ids as plume perplexity tokenizes it (the tiny model adds no BOS)."""
+    with open(TEXT, encoding="utf-8") as f:
+        text = f.read()
+    r = subprocess.run([PLUME, "tokenize", model, text, "--no-special", "--json"],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)["ids"]
+
+
+def log_softmax(x):
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def windows(ids, ctx, stride, chunks):
+    """(window ids, first scored logit position) as perplexity.h defines them."""
+    step = stride or ctx
+    n = (len(ids) - ctx) // stride + 1 if stride else len(ids) // ctx
+    first = ctx - stride - 1 if stride else ctx // 2
+    return [ids[w * step: w * step + ctx] for w in range(min(n, chunks))], first
+
+
+def reference(model, ids, ctx, stride, chunks, base=None):
+    nll, kl, same, bnll = [], [], 0, []
+    wins, first = windows(ids, ctx, stride, chunks)
+    for win in wins:
+        lm = log_softmax(oracle.load(model).logits(win))
+        tgt = np.array(win[first + 1:])
+        nll.extend(-lm[np.arange(first, ctx - 1), tgt])
+        if base:
+            lb = log_softmax(oracle.load(base).logits(win))
+            for pos in range(first, ctx - 1):
+                kl.append(float(np.sum(np.exp(lb[pos]) * (lb[pos] - lm[pos]))))
+                same += int(np.argmax(lb[pos]) == np.argmax(lm[pos]))
+            bnll.extend(-lb[np.arange(first, ctx - 1), tgt])
+    out = {"ppl": math.exp(np.mean(nll)), "n_scored": len(nll), "n_windows": len(wins)}
+    if base:
+        out.update(kl=float(np.mean(kl)), top1=100.0 * same / len(kl), base_ppl=math.exp(np.mean(bnll)))
+    return out
+
+
+def close(a, b, rel=REL):
+    return abs(a - b) <= rel * abs(b)
+
+
+def perturbed_copy(tiny, out):
+    """The fixture's HF copy of the tiny model with noise added to every
+    weight: a different model on the same vocabulary whose predictions agree
+    with the original's only in part."""
+    from safetensors.numpy import load_file, save_file
+    hf = os.path.join(os.path.dirname(os.path.abspath(tiny)), "hf")
+    shutil.copytree(hf, out)
+    rng = np.random.default_rng(1)
+    w = load_file(os.path.join(hf, "model.safetensors"))
+    w = {k: (v + 0.5 * v.std() * rng.standard_normal(v.shape)).astype(np.float32) for k, v in w.items()}
+    save_file(w, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def test_tiny(tiny, tmp):
+    ids = tokens(tiny)
+    for ctx, stride, chunks in ((32, 0, 6), (32, 8, 12)):
+        args = ["--ctx", str(ctx), "--chunks", str(chunks)] + (["--stride", str(stride)] if stride else [])
+        got, want = ppl(tiny, *args), reference(tiny, ids, ctx, stride, chunks)
+        check(got["n_scored"] == want["n_scored"] and got["n_windows"] == want["n_windows"] and
+              close(got["ppl"], want["ppl"]),
+              "tiny ctx %d stride %d: PPL %.5f vs numpy %.5f (%d scored)"
+              % (ctx, stride, got["ppl"], want["ppl"], want["n_scored"]))
+    other = perturbed_copy(tiny, os.path.join(tmp, "perturbed"))
+    got = ppl(other, "--ctx", "32", "--chunks", "4", "--kl-base", tiny)
+    want = reference(other, ids, 32, 0, 4, base=tiny)
+    k = got["kl"]
+    check(close(got["ppl"], want["ppl"]) and close(k["base_ppl"], want["base_ppl"]),
+          "tiny KL run: PPL %.4f/%.4f and base PPL %.4f/%.4f match numpy"
+          % (got["ppl"], want["ppl"], k["base_ppl"], want["base_ppl"]))
+    check(close(k["mean"], want["kl"]), "tiny: mean KL(base||model) %.6f vs numpy %.6f" % (k["mean"], want["kl"]))
+    check(abs(k["top1_pct"] - want["top1"]) <= 100.0 / want["n_scored"] + 1e-9,
+          "tiny: top-1 agreement %.3f%% vs numpy %.3f%%" % (k["top1_pct"], want["top1"]))
+    self_ = ppl(tiny, "--ctx", "32", "--chunks", "3", "--kl-base", tiny)["kl"]
+    check(self_["mean"] < 1e-9 and self_["max"] < 1e-9 and self_["top1_pct"] == 100.0,
+          "tiny against itself: KL %.2e, top-1 %.1f%%" % (self_["mean"], self_["top1_pct"]))
+
+
+def test_smollm2():
+    if not os.path.exists(SMOL):
+        print("skip smollm2: %s not found (scripts/fetch-model)" % SMOL)
+        return False
+    got = ppl(SMOL, "--ctx", "128", "--chunks", "4", "--kl-base", SMOL)
+    check(math.isfinite(got["ppl"]) and 5 < got["ppl"] < 200,
+          "smollm2: PPL %.3f +/- %.3f over %d tokens (ctx 128) in (5, 200)"
+          % (got["ppl"], got["ppl_err"], got["n_scored"]))
+    k = got["kl"]
+    check(k["mean"] < 1e-9 and k["max"] < 1e-9 and k["top1_pct"] == 100.0 and k["base_ppl"] == got["ppl"],
+          "smollm2 against itself: KL %.2e, top-1 %.1f%%" % (k["mean"], k["top1_pct"]))
+    with tempfile.TemporaryDirectory(prefix="plume-ppl-pipe-") as tmp:
+        pipe = os.path.join(tmp, "p.yaml")
+        with open(pipe, "w") as f:
+            f.write("model: %s\nthreads: 2\n" % SMOL)
+        r = subprocess.run([PLUME, "perplexity", "--pipeline", pipe, "--text", TEXT, "--ctx", "128",
+                            "--chunks", "4", "--kl-base", pipe, "--json"], capture_output=True, text=True)
+        viap = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr}
+        check(viap.get("ppl") == got["ppl"] and viap.get("kl", {}).get("mean") == 0.0,
+              "smollm2 via --pipeline (and --kl-base PIPELINE): same PPL %s" % viap.get("ppl", viap))
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tiny_gguf")
+    ap.add_argument("--part", choices=("tiny", "smollm2", "all"), default="all")
+    a = ap.parse_args()
+    if not os.access(PLUME, os.X_OK):
+        print("SKIP: plume binary not built at %s" % PLUME)
+        return 77
+    ran_smol = True
+    with tempfile.TemporaryDirectory(prefix="plume-ppl-") as tmp:
+        if a.part in ("tiny", "all"):
+            test_tiny(a.tiny_gguf, tmp)
+        if a.part in ("smollm2", "all"):
+            ran_smol = test_smollm2()
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    if a.part == "smollm2" and not ran_smol:
+        return 77
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
