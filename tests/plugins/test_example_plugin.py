@@ -11,7 +11,8 @@ sampling the way locally typical sampling should.
 4. Generation on the tiny model: with typical_p tiny, every token must be
    the most typical one (surprisal closest to the entropy), computed here
    independently from the logits; and that must differ from greedy at
-   least once.  With the standard sampler at temperature 0, every token
+   least once.  `plume generate --pipeline` (the engine) produces the same
+   tokens.  With the standard sampler at temperature 0, every token
    is the argmax.
 """
 import json
@@ -111,6 +112,13 @@ with tempfile.TemporaryDirectory() as tmp:
         assert st["token"] == most_typical(lg), (st["token"], most_typical(lg))
         differs += st["token"] != max(range(len(lg)), key=lambda i: lg[i])
     assert differs > 0, "typical sampling never differed from greedy"
+
+    # the engine behind `plume generate --pipeline` runs the plugin's sampler:
+    # its tokens are exactly the ones checked step by step above
+    r = run([plume, "generate", "--plugin-dir", destplugins, "--pipeline", typical,
+             "--prompt-ids", "1,7,42,9", "--max-tokens", "12", "--ignore-eos", "--json"])
+    gen = json.loads(r.stdout)["token_ids"]
+    assert gen == [st["token"] for st in steps], (gen, [st["token"] for st in steps])
 
     greedy = pipeline("greedy.yaml", "{ method: standard, temperature: 0 }")
     head, steps = generate(greedy)
