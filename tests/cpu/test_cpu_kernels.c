@@ -85,7 +85,7 @@ static void test_matmul_kernels(void **state)
             if (quant)
                 for (int t = 0; t < max_tok; t++)
                     ref->quantize_q8(x + t * K, K, aq + t * K, ad + t * (K / 32), as + t * (K / 32));
-            const plume_q8_act act = {aq, ad, as, K};
+            const plume_q8_act act = {aq, ad, as, K, NULL};
             float *y0 = malloc(sizeof(float) * max_rows * max_tok);
             float *y1 = malloc(sizeof(float) * max_rows * max_tok);
             for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
@@ -216,6 +216,81 @@ static void test_rope(void **state)
         }
 }
 
+/* attn_step of every level (scalar included), fed in steps of `step` keys,
+ * against softmax(q·Kᵀ·scale)·V in double, for 1 and 3 queries sharing the
+ * keys; a query's result is the same bits alone or in the group. */
+static void test_attn_step(void **state)
+{
+    (void)state;
+    enum { NQ = 3 };
+    const int ns[] = {1, 7, 8, 9, 64, 65, 200};
+    const int hds[] = {8, 17, 64, 128};
+    const int steps[] = {1, 16, 1000};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
+            const int n = ns[ni], hd = hds[hi], stride = hd + 5;
+            float *q = malloc(sizeof(float) * NQ * hd), *k = malloc(sizeof(float) * n * stride);
+            float *v = malloc(sizeof(float) * n * stride), *o = malloc(sizeof(float) * NQ * hd);
+            float *o1 = malloc(sizeof(float) * hd);
+            double *want = calloc((size_t)(NQ * hd), sizeof(double)), *sc = malloc(sizeof(double) * n);
+            double sum[NQ];
+            tu_fill(q, (size_t)(NQ * hd), -2, 2);
+            tu_fill(k, (size_t)(n * stride), -2, 2);
+            tu_fill(v, (size_t)(n * stride), -1, 1);
+            const float scale = 1.0f / sqrtf((float)hd);
+            for (int qi = 0; qi < NQ; qi++) {
+                double mx = -INFINITY;
+                sum[qi] = 0;
+                for (int i = 0; i < n; i++) {
+                    double d = 0;
+                    for (int c = 0; c < hd; c++)
+                        d += (double)q[qi * hd + c] * k[i * stride + c];
+                    sc[i] = d * scale;
+                    mx = fmax(mx, sc[i]);
+                }
+                for (int i = 0; i < n; i++) {
+                    sc[i] = exp(sc[i] - mx);
+                    sum[qi] += sc[i];
+                    for (int c = 0; c < hd; c++)
+                        want[qi * hd + c] += sc[i] * v[i * stride + c];
+                }
+            }
+            for (int l = -1; l < n_levels; l++) {
+                const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
+                for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
+                    float m[NQ], lsum[NQ], m1, l1;
+                    for (int qi = 0; qi < NQ; qi++) {
+                        m[qi] = -INFINITY;
+                        lsum[qi] = 0;
+                    }
+                    memset(o, 0, sizeof(float) * NQ * hd);
+                    for (int i0 = 0; i0 < n; i0 += steps[si]) {
+                        const int cnt = n - i0 < steps[si] ? n - i0 : steps[si];
+                        kt->attn_step(q, NQ, k + i0 * stride, v + i0 * stride, stride, cnt, hd,
+                                      scale, m, lsum, o);
+                    }
+                    for (int qi = 0; qi < NQ; qi++)
+                        for (int c = 0; c < hd; c++)
+                            check_close(o[qi * hd + c] / lsum[qi],
+                                        (float)(want[qi * hd + c] / sum[qi]), 2e-5f, "attn_step",
+                                        kt->level, c);
+                    /* the last query alone: the same bits */
+                    m1 = -INFINITY;
+                    l1 = 0;
+                    memset(o1, 0, sizeof(float) * hd);
+                    for (int i0 = 0; i0 < n; i0 += steps[si]) {
+                        const int cnt = n - i0 < steps[si] ? n - i0 : steps[si];
+                        kt->attn_step(q + (NQ - 1) * hd, 1, k + i0 * stride, v + i0 * stride,
+                                      stride, cnt, hd, scale, &m1, &l1, o1);
+                    }
+                    assert_memory_equal(o1, o + (NQ - 1) * hd, sizeof(float) * hd);
+                    assert_true(l1 == lsum[NQ - 1]);
+                }
+            }
+            free(q); free(k); free(v); free(o); free(o1); free(want); free(sc);
+        }
+}
+
 static void test_microbenchmarks_run(void **state)
 {
     (void)state;
@@ -260,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_matmul_kernels),
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attn_step),
         cmocka_unit_test(test_microbenchmarks_run),
         cmocka_unit_test(test_level_parse),
     };

@@ -203,6 +203,56 @@ static void test_prefix_cache_saves_prefill(void **state)
     assert_int_equal(on.prefill_tokens + on.cached_prompt_tokens, off.prefill_tokens);
 }
 
+/* f16 KV storage: batched and preempted runs equal f16 runs alone, and the
+ * rounding leaves most greedy tokens as with f32 storage. */
+static void test_f16_kv(void **state)
+{
+    fixture *f = *state;
+    plume_error err = {0};
+    int32_t solo[N_REQ][64];
+    int same = 0, total = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        plume_engine *e;
+        plume_engine_params ep = plume_engine_defaults();
+        ep.kv_max_tokens = 256;
+        ep.kv_dtype = PLUME_KV_F16;
+        ep.n_threads = 2;
+        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
+                                             &rp, &err);
+        run_all(e);
+        plume_request_result r;
+        assert_int_equal(plume_engine_result(e, id, &r), 0);
+        memcpy(solo[i], r.output_ids, sizeof(int32_t) * r.n_output);
+        for (size_t t = 0; t < r.n_output; t++, total++)
+            same += r.output_ids[t] == f->reqs[i].out[t];
+        plume_engine_free(e);
+    }
+    assert_true(same * 10 >= total * 8); /* f16 rounding flips few greedy choices */
+    plume_engine *e;
+    plume_engine_params ep = plume_engine_defaults();
+    ep.kv_dtype = PLUME_KV_F16;
+    ep.block_size = 8;
+    ep.kv_max_tokens = 120;
+    ep.n_threads = 2;
+    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    int64_t ids[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        ids[i] = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt, &rp,
+                                         &err);
+    }
+    run_all(e);
+    for (int i = 0; i < N_REQ; i++) {
+        plume_request_result r;
+        assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
+        assert_memory_equal(r.output_ids, solo[i], sizeof(int32_t) * r.n_output);
+    }
+    assert_true(plume_engine_get_stats(e).preemptions > 0);
+    plume_engine_free(e);
+}
+
 static void test_abort_random_order(void **state)
 {
     fixture *f = *state;
@@ -346,6 +396,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_preemption_without_prefix_cache),
         cmocka_unit_test(test_separate_batches),
         cmocka_unit_test(test_prefix_cache_saves_prefill),
+        cmocka_unit_test(test_f16_kv),
         cmocka_unit_test(test_abort_random_order),
         cmocka_unit_test(test_rejects_what_cannot_fit),
         cmocka_unit_test(test_stop_strings),

@@ -21,9 +21,16 @@ extern "C" {
 
 typedef struct plume_engine plume_engine;
 
+/* How the KV cache stores keys and values. */
+typedef enum plume_kv_dtype {
+    PLUME_KV_F32 = 0,
+    PLUME_KV_F16 = 1, /* half the memory and bandwidth; values rounded to binary16 */
+} plume_kv_dtype;
+
 typedef struct plume_engine_params {
     int32_t block_size;          /* tokens per KV block (default 16) */
     int64_t kv_max_tokens;       /* KV cache capacity in tokens (default 16384) */
+    plume_kv_dtype kv_dtype;     /* default PLUME_KV_F32 */
     int32_t max_num_seqs;        /* sequences per step (default 64) */
     int32_t max_batched_tokens;  /* positions per step (default 512) */
     bool prefix_caching;         /* default true */

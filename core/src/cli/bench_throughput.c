@@ -25,7 +25,7 @@ static const char help[] =
     "  --seed S                workload seed (default 0)\n"
     "  --compare-sequential    also serve the same requests one at a time and print the\n"
     "                          speedup of continuous batching over that\n"
-    "  --threads N, --ctx-size N, --block-size N, --max-num-seqs N,\n"
+    "  --threads N, --ctx-size N, --block-size N, --kv-dtype f32|f16, --max-num-seqs N,\n"
     "  --max-batched-tokens N, --no-prefix-caching, --separate-batches\n"
     "                          engine settings, as for plume generate (ctx-size is the\n"
     "                          KV cache capacity; default 16384 here)\n"
@@ -186,6 +186,12 @@ int bench_throughput(int argc, char **argv)
             ep.max_num_seqs = (int32_t)cli_int("--max-num-seqs", v, 1, 65536);
         } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
             ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
+        } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
+            ep.kv_dtype = strcmp(v, "f16") == 0 ? PLUME_KV_F16 : PLUME_KV_F32;
+            if (strcmp(v, "f16") != 0 && strcmp(v, "f32") != 0) {
+                fprintf(stderr, "plume bench throughput: --kv-dtype is f32 or f16\n");
+                return 2;
+            }
         } else if (cli_flag(argv, i, "--no-prefix-caching")) {
             ep.prefix_caching = false;
         } else if (cli_flag(argv, i, "--separate-batches")) {

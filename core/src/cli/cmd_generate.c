@@ -54,6 +54,7 @@ static const char help[] =
     "  --ctx-size N          KV cache capacity in tokens (default 8192); also bounds the\n"
     "                        context of one sequence (with the model's trained length)\n"
     "  --block-size N        tokens per KV block (default 16)\n"
+    "  --kv-dtype f32|f16    KV cache storage (default f32; f16 halves its memory)\n"
     "  --max-num-seqs N      sequences per step (default 64)\n"
     "  --max-batched-tokens N  positions per step (default 512)\n"
     "  --no-prefix-caching   do not share KV blocks between prompts with a common prefix\n"
@@ -77,6 +78,7 @@ enum {
     SET_TEMP = 1 << 0, SET_TOPK = 1 << 1, SET_TOPP = 1 << 2, SET_MINP = 1 << 3,
     SET_PENALTY = 1 << 4, SET_THREADS = 1 << 5, SET_CTX = 1 << 6, SET_BLOCK = 1 << 7,
     SET_SEQS = 1 << 8, SET_BATCHED = 1 << 9, SET_NOPREFIX = 1 << 10, SET_SEPARATE = 1 << 11,
+    SET_KVDTYPE = 1 << 12,
 };
 
 typedef struct gen_opts {
@@ -159,6 +161,13 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
             o->ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
             o->set |= SET_BATCHED;
+        } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
+            if (strcmp(v, "f32") != 0 && strcmp(v, "f16") != 0) {
+                fprintf(stderr, "plume generate: --kv-dtype is f32 or f16, got '%s'\n", v);
+                exit(2);
+            }
+            o->ep.kv_dtype = strcmp(v, "f16") == 0 ? PLUME_KV_F16 : PLUME_KV_F32;
+            o->set |= SET_KVDTYPE;
         } else if (cli_flag(argv, i, "--no-prefix-caching")) {
             o->ep.prefix_caching = false;
             o->set |= SET_NOPREFIX;
@@ -207,6 +216,7 @@ static void merge(gen_opts *o, const plume_pipeline *p)
     if (o->set & SET_SEQS) ep.max_num_seqs = o->ep.max_num_seqs;
     if (o->set & SET_BATCHED) ep.max_batched_tokens = o->ep.max_batched_tokens;
     if (o->set & SET_NOPREFIX) ep.prefix_caching = false;
+    if (o->set & SET_KVDTYPE) ep.kv_dtype = o->ep.kv_dtype;
     if (o->set & SET_SEPARATE) ep.mixed_batches = false;
     if (o->set & SET_TEMP) sp.temperature = o->sp.temperature;
     if (o->set & SET_TOPK) sp.top_k = o->sp.top_k;

@@ -44,7 +44,7 @@ struct plume_engine {
 plume_engine_params plume_engine_defaults(void)
 {
     plume_engine_params p = {
-        .block_size = 16, .kv_max_tokens = 16384, .max_num_seqs = 64,
+        .block_size = 16, .kv_max_tokens = 16384, .kv_dtype = PLUME_KV_F32, .max_num_seqs = 64,
         .max_batched_tokens = 512, .prefix_caching = true, .mixed_batches = true, .n_threads = 0,
     };
     return p;
@@ -81,6 +81,8 @@ static int validate(const plume_engine_params *p, plume_error *err)
         return plume_err(err, PLUME_ERR_INVALID,
                          "kv_cache.max_tokens must be in [block_size, 2^31], got %lld",
                          (long long)p->kv_max_tokens);
+    if (p->kv_dtype != PLUME_KV_F32 && p->kv_dtype != PLUME_KV_F16)
+        return plume_err(err, PLUME_ERR_INVALID, "kv_cache.dtype must be f32 or f16");
     if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
         return plume_err(err, PLUME_ERR_INVALID,
                          "scheduler.max_num_seqs must be in [1, 65536], got %d", p->max_num_seqs);
@@ -150,7 +152,7 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     e->sched.on_preempt = on_preempt;
     e->sched.hook_ctx = e;
     if (plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
-        plume_kv_cache_create(m, n_blocks, p->block_size, &e->kv, err) ||
+        plume_kv_cache_create(m, n_blocks, p->block_size, p->kv_dtype, &e->kv, err) ||
         plume_runner_create(m, e->kv, p->max_batched_tokens, p->n_threads, &e->runner, err)) {
         plume_engine_free(e);
         return -1;

@@ -41,7 +41,7 @@ int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk, int 
     }
     for (int32_t i = 0; i < n_blocks; i++)
         w->block_table[i] = i;
-    if (plume_kv_cache_create(m, n_blocks, WINDOW_BLOCK, &w->kv, err) ||
+    if (plume_kv_cache_create(m, n_blocks, WINDOW_BLOCK, PLUME_KV_F32, &w->kv, err) ||
         plume_runner_create(m, w->kv, chunk, n_threads, &w->runner, err)) {
         plume_window_free(w);
         return -1;

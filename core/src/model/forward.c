@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/fp16.h"
 #include "backend/cpu/ops.h"
 #include "model/model_internal.h"
 #include "model/paged_attention.h"
@@ -31,9 +32,14 @@ int64_t plume_kv_bytes_per_token(const plume_model *m)
 }
 
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
-                          plume_kv_cache **out, plume_error *err)
+                          plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
+    if (dtype == PLUME_KV_F16 && c->head_dim > 512)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "an f16 KV cache supports head_dim up to 512, the model has %d; use "
+                         "kv_cache.dtype f32",
+                         c->head_dim);
     if (n_blocks <= 0 || block_size <= 0)
         return plume_err(err, PLUME_ERR_INVALID,
                          "KV cache needs a positive number of blocks and block size (got %d x %d)",
@@ -45,15 +51,17 @@ int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_
     kv->n_blocks = n_blocks;
     kv->block_size = block_size;
     kv->kv_dim = c->n_head_kv * c->head_dim;
+    kv->dtype = dtype;
+    kv->elem = dtype == PLUME_KV_F16 ? 2 : sizeof(float);
     size_t n = (size_t)c->n_layer * (size_t)n_blocks * (size_t)block_size * (size_t)kv->kv_dim;
-    kv->k = calloc(n, sizeof(float));
-    kv->v = calloc(n, sizeof(float));
+    kv->k = calloc(n, kv->elem);
+    kv->v = calloc(n, kv->elem);
     if (!kv->k || !kv->v) {
         plume_kv_cache_free(kv);
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory allocating a KV cache of %d blocks x %d tokens (%.1f MiB); "
                          "lower kv_cache.max_tokens",
-                         n_blocks, block_size, 2.0 * (double)n * sizeof(float) / (1 << 20));
+                         n_blocks, block_size, 2.0 * (double)n * (double)kv->elem / (1 << 20));
     }
     *out = kv;
     return 0;
@@ -140,6 +148,19 @@ void plume_runner_free(plume_runner *r)
 int32_t plume_runner_max_tokens(const plume_runner *r) { return r->max_tokens; }
 int plume_runner_threads(const plume_runner *r) { return plume_pool_threads(r->pool); }
 
+/* Writes one position's kv_dim values into its cache slot. */
+static void store_kv(const plume_kv_cache *kv, uint8_t *layer, int32_t slot, const float *src,
+                     int kv_dim)
+{
+    if (kv->dtype == PLUME_KV_F32) {
+        memcpy(layer + (size_t)slot * kv_dim * sizeof(float), src, sizeof(float) * (size_t)kv_dim);
+        return;
+    }
+    uint16_t *dst = (uint16_t *)(layer + (size_t)slot * kv_dim * 2);
+    for (int i = 0; i < kv_dim; i++)
+        dst[i] = plume_fp32_to_fp16(src[i]);
+}
+
 static void add_bias(float *y, const float *b, int n_tok, int n)
 {
     if (!b)
@@ -209,30 +230,30 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
 
     for (int l = 0; l < cfg->n_layer; l++) {
         const plume_layer *Ly = &m->layers[l];
-        float *kc = r->kv->k + (size_t)l * layer_stride, *vc = r->kv->v + (size_t)l * layer_stride;
+        uint8_t *kc = (uint8_t *)r->kv->k + (size_t)l * layer_stride * r->kv->elem;
+        uint8_t *vc = (uint8_t *)r->kv->v + (size_t)l * layer_stride * r->kv->elem;
         for (int t = 0; t < n; t++)
             plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->attn_norm, E,
                               cfg->rms_eps);
-        plume_cpu_matmul(pool, Ly->wq, r->xn, n, r->q, r->scratch);
-        plume_cpu_matmul(pool, Ly->wk, r->xn, n, r->k, r->scratch);
-        plume_cpu_matmul(pool, Ly->wv, r->xn, n, r->v, r->scratch);
+        {   /* Q, K, V share one quantization of xn and one pool pass */
+            const plume_cpu_weight *qkv_w[3] = {&Ly->cq, &Ly->ck, &Ly->cv};
+            float *const qkv_y[3] = {r->q, r->k, r->v};
+            plume_cpu_matmul_multi(pool, qkv_w, 3, r->xn, n, qkv_y);
+        }
         add_bias(r->q, Ly->bq, n, Q);
         add_bias(r->k, Ly->bk, n, KV);
         add_bias(r->v, Ly->bv, n, KV);
         for (int t = 0; t < n; t++) {
             const int pos = r->rows[t].pos;
-            for (int h = 0; h < H; h++)
-                plume_cpu_rope(r->q + (size_t)t * Q + (size_t)h * hd, hd, pos, m->rope_inv_freq,
-                               adjacent);
-            for (int h = 0; h < HKV; h++)
-                plume_cpu_rope(r->k + (size_t)t * KV + (size_t)h * hd, hd, pos, m->rope_inv_freq,
-                               adjacent);
-            memcpy(kc + (size_t)r->slots[t] * KV, r->k + (size_t)t * KV, sizeof(float) * KV);
-            memcpy(vc + (size_t)r->slots[t] * KV, r->v + (size_t)t * KV, sizeof(float) * KV);
+            plume_cpu_rope_heads(r->q + (size_t)t * Q, H, hd, pos, m->rope_inv_freq, adjacent);
+            plume_cpu_rope_heads(r->k + (size_t)t * KV, HKV, hd, pos, m->rope_inv_freq, adjacent);
+            store_kv(r->kv, kc, r->slots[t], r->k + (size_t)t * KV, KV);
+            store_kv(r->kv, vc, r->slots[t], r->v + (size_t)t * KV, KV);
         }
-        plume_paged_attention(pool, r->q, kc, vc, r->rows, n, r->kv->block_size, H, HKV, hd,
+        plume_paged_attention(pool, r->q, kc, vc, r->kv->dtype == PLUME_KV_F16, r->rows, n,
+                              r->kv->block_size, H, HKV, hd,
                               r->attn);
-        plume_cpu_matmul(pool, Ly->wo, r->attn, n, r->xn, r->scratch);
+        plume_cpu_matmul_w(pool, &Ly->co, r->attn, n, r->xn);
         add_bias(r->xn, Ly->bo, n, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
             r->x[i] += r->xn[i];
@@ -240,10 +261,13 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
         for (int t = 0; t < n; t++)
             plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->ffn_norm, E,
                               cfg->rms_eps);
-        plume_cpu_matmul(pool, Ly->w_gate, r->xn, n, r->gate, r->scratch);
-        plume_cpu_matmul(pool, Ly->w_up, r->xn, n, r->up, r->scratch);
+        {   /* gate and up share one quantization of xn and one pool pass */
+            const plume_cpu_weight *gu_w[2] = {&Ly->cgate, &Ly->cup};
+            float *const gu_y[2] = {r->gate, r->up};
+            plume_cpu_matmul_multi(pool, gu_w, 2, r->xn, n, gu_y);
+        }
         plume_cpu_swiglu(r->gate, r->up, n * F);
-        plume_cpu_matmul(pool, Ly->w_down, r->gate, n, r->xn, r->scratch);
+        plume_cpu_matmul_w(pool, &Ly->cdown, r->gate, n, r->xn);
         for (size_t i = 0; i < (size_t)n * E; i++)
             r->x[i] += r->xn[i];
     }
@@ -252,7 +276,7 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
         for (int i = 0; i < L; i++)
             plume_cpu_rmsnorm(r->xn + (size_t)i * E, r->x + (size_t)r->logit_rows[i] * E,
                               m->out_norm, E, cfg->rms_eps);
-        plume_cpu_matmul(pool, m->output, r->xn, L, logits, r->scratch);
+        plume_cpu_matmul_w(pool, &m->coutput, r->xn, L, logits);
     }
     return 0;
 }

@@ -135,6 +135,21 @@ static int load_layers(plume_model *m, plume_error *err)
     return 0;
 }
 
+/* Load-time preparation of every matrix for the CPU matmul (repack.h). */
+static int prepare_weights(plume_model *m, plume_error *err)
+{
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        plume_layer *L = &m->layers[l];
+        if (plume_cpu_weight_init(&L->cq, L->wq, err) || plume_cpu_weight_init(&L->ck, L->wk, err) ||
+            plume_cpu_weight_init(&L->cv, L->wv, err) || plume_cpu_weight_init(&L->co, L->wo, err) ||
+            plume_cpu_weight_init(&L->cgate, L->w_gate, err) ||
+            plume_cpu_weight_init(&L->cup, L->w_up, err) ||
+            plume_cpu_weight_init(&L->cdown, L->w_down, err))
+            return -1;
+    }
+    return plume_cpu_weight_init(&m->coutput, m->output, err);
+}
+
 static bool is_dir(const char *path)
 {
     struct stat sb;
@@ -220,6 +235,8 @@ int plume_model_load(const char *path, plume_model **out, plume_error *err)
         goto fail;
     if (load_layers(m, err))
         goto fail;
+    if (prepare_weights(m, err))
+        goto fail;
     int half = c->head_dim / 2;
     m->rope_inv_freq = malloc(sizeof(float) * (size_t)half);
     if (!m->rope_inv_freq) {
@@ -248,10 +265,18 @@ void plume_model_free(plume_model *m)
             free(L->bk);
             free(L->bv);
             free(L->bo);
+            plume_cpu_weight_release(&L->cq);
+            plume_cpu_weight_release(&L->ck);
+            plume_cpu_weight_release(&L->cv);
+            plume_cpu_weight_release(&L->co);
+            plume_cpu_weight_release(&L->cgate);
+            plume_cpu_weight_release(&L->cup);
+            plume_cpu_weight_release(&L->cdown);
         }
         free(m->layers);
     }
     free(m->out_norm);
+    plume_cpu_weight_release(&m->coutput);
     free(m->rope_inv_freq);
     plume_tokenizer_free(m->tok);
     gguf_close(m->gguf);

@@ -7,17 +7,21 @@
 
 #include <stdint.h>
 
+#include "plume/engine.h"
 #include "plume/model.h"
 
-/* K and V of every layer: [n_layer][n_blocks * block_size][kv_dim] f32. */
+/* K and V of every layer: [n_layer][n_blocks * block_size][kv_dim] of f32
+ * or binary16 (dtype). */
 typedef struct plume_kv_cache {
     int32_t n_layer, n_blocks, block_size, kv_dim;
-    float *k, *v;
+    plume_kv_dtype dtype;
+    size_t elem;      /* bytes per value: 4 or 2 */
+    void *k, *v;
 } plume_kv_cache;
 
 /* Allocates a cache of n_blocks blocks of block_size positions. */
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
-                          plume_kv_cache **out, plume_error *err);
+                          plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err);
 void plume_kv_cache_free(plume_kv_cache *kv);
 /* Bytes of K+V per cached position, for sizing a cache from a budget. */
 int64_t plume_kv_bytes_per_token(const plume_model *m);

@@ -22,11 +22,17 @@ typedef struct plume_q8_act {
     const float *d;
     const float *s;
     int64_t K;
+    /* int32[n_tok][K/32] = Σq per block; needed by the repacked kernels
+     * (mm_r) of Q4_0 and Q8_0, may be NULL for the others. */
+    const int32_t *isum;
 } plume_q8_act;
 
 /* Weight formats with a matmul kernel, indexing plume_kernels.mm_q/mm_f. */
 enum { PLUME_KQ_Q4_0, PLUME_KQ_Q4_1, PLUME_KQ_Q8_0, PLUME_KQ_Q4_K, PLUME_KQ_Q6_K, PLUME_KQ_COUNT };
 enum { PLUME_KF_F32, PLUME_KF_F16, PLUME_KF_BF16, PLUME_KF_COUNT };
+/* Weight formats with a repacked (row-interleaved) kernel, indexing
+ * plume_kernels.mm_r; layouts in repack.h. */
+enum { PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0, PLUME_KR_COUNT };
 
 /* y[t*ldy + r] = Σ_k W[r][k] · a[t][k] for r < n_rows, t < n_tok, with row r
  * of W at w + r*rb in its block format. */
@@ -37,6 +43,14 @@ typedef void (*plume_mm_q_fn)(const uint8_t *w, size_t rb, int n_rows, const plu
 typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,
                               int64_t ldx, int n_tok, float *y, int64_t ldy);
 
+/* The same on repacked weights (repack.h): w holds ceil(n_rows/16) groups
+ * of 16 interleaved rows of K = a->K values, each group nb = K/32 blocks;
+ * y[t*ldy + r] for r < n_rows (the padding rows of the last group are not
+ * written).  Every row's result depends only on that row and that token:
+ * not on n_rows, n_tok or where the call's rows start. */
+typedef void (*plume_mm_r_fn)(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
+                              float *y, int64_t ldy);
+
 typedef struct plume_kernels {
     plume_cpu_level level;
     /* Quantizes one token's K values (K % 32 == 0) into q[K], d[K/32],
@@ -44,6 +58,7 @@ typedef struct plume_kernels {
     void (*quantize_q8)(const float *x, int64_t K, int8_t *q, float *d, float *s);
     plume_mm_q_fn mm_q[PLUME_KQ_COUNT];
     plume_mm_f_fn mm_f[PLUME_KF_COUNT];
+    plume_mm_r_fn mm_r[PLUME_KR_COUNT];
     float (*dot)(const float *a, const float *b, int n);
     /* y[i] += a * x[i] */
     void (*axpy)(float *y, float a, const float *x, int n);
@@ -54,6 +69,15 @@ typedef struct plume_kernels {
     void (*rope)(float *v, int head_dim, const float *cos_t, const float *sin_t, int adjacent);
     /* x[i] = silu(x[i]) * y[i] */
     void (*swiglu)(float *x, const float *y, int n);
+    /* One step of online-softmax attention for nq queries that attend to
+     * the same keys (the heads of one GQA group; q and o are [nq][hd]):
+     * folds n keys/values (key i at k + i*stride, value i at v + i*stride,
+     * hd floats each) with scores q·k_i·scale into each query's running max
+     * m[qi], sum l[qi] and unnormalized output o[qi] (start from
+     * -INFINITY, 0, zeros; the result is o / l).  A query's result does not
+     * depend on nq. */
+    void (*attn_step)(const float *q, int nq, const float *k, const float *v, int64_t stride,
+                      int n, int hd, float scale, float *m, float *l, float *o);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple

@@ -22,6 +22,7 @@
 #define KX_DR 4
 #define KX_OWN_MM_Q 1
 #include "backend/cpu/kernels_x86.h"
+#include "backend/cpu/repack.h"
 
 /* ---- 512-bit integer matmul: two 32-weight sub-blocks per vector ----
  * The same arithmetic as kx_tile (kernels_x86.h) on zmm registers: one
@@ -240,6 +241,117 @@ Z_MM_Q(z_mm_q8_0, PLUME_KQ_Q8_0)
 Z_MM_Q(z_mm_q4_k, PLUME_KQ_Q4_K)
 Z_MM_Q(z_mm_q6_k, PLUME_KQ_Q6_K)
 
+/* ---- repacked weights (repack.h): 16 rows per vector, one row per lane ----
+ * Per block and token: 8 vpdpbusd of the block's 8 weight vectors with the
+ * token's 4-byte activation groups broadcast (two chains of 4), then one
+ * convert and one FMA with the 16 rows' scales × the token's scale; Q4_1's
+ * min term is a separate FMA chain (m · s), added at the end.  Tokens are
+ * taken ZR_T at a time to reuse the unpacked weights, but each token's lane
+ * sees the same instructions in the same order whatever the tile, so the
+ * result does not depend on n_tok. */
+#define ZR_T 6
+
+/* acc += dot of w's unsigned bytes with the 4 signed bytes at p, broadcast
+ * (vpdpbusd with an embedded {1to16} memory operand: GCC does not fold
+ * _mm512_set1_epi32 of a load into it by itself). */
+KX_INLINE __m512i zr_dp(__m512i acc, __m512i w, const int8_t *p)
+{
+#if defined(__GNUC__)
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+#else
+    int v;
+    memcpy(&v, p, 4);
+    return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(v));
+#endif
+}
+
+KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
+                       const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
+{
+    const int64_t K = a->K;
+    const size_t bb = plume_rp_block_bytes(kr), doff = plume_rp_d_off(kr);
+    const int32_t corr = plume_rp_corr(kr);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    __m512 facc[ZR_T], macc[ZR_T];
+    for (int t = 0; t < T; t++) {
+        facc[t] = _mm512_setzero_ps();
+        macc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t j = 0; j < nb; j++) {
+        const uint8_t *b = wg + (size_t)j * bb;
+        __m512i W[8];
+        if (kr == PLUME_KR_Q8_0) {
+            for (int g = 0; g < 8; g++)
+                W[g] = _mm512_loadu_si512(b + 64 * g);
+        } else {
+            for (int h = 0; h < 4; h++) {
+                const __m512i p = _mm512_loadu_si512(b + 64 * h);
+                W[h] = _mm512_and_si512(p, lo4);
+                W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff)));
+        const __m512 mw = kr == PLUME_KR_Q4_1
+                              ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff + 32)))
+                              : _mm512_setzero_ps();
+        for (int t = 0; t < T; t++) {
+            const size_t tt = (size_t)(t0 + t);
+            const int8_t *q = a->q + tt * (size_t)K + 32 * j;
+            __m512i i0 = corr ? _mm512_set1_epi32(corr * a->isum[tt * nb + j]) : _mm512_setzero_si512();
+            __m512i i1 = _mm512_setzero_si512();
+            i0 = zr_dp(i0, W[0], q + 0);
+            i1 = zr_dp(i1, W[1], q + 4);
+            i0 = zr_dp(i0, W[2], q + 8);
+            i1 = zr_dp(i1, W[3], q + 12);
+            i0 = zr_dp(i0, W[4], q + 16);
+            i1 = zr_dp(i1, W[5], q + 20);
+            i0 = zr_dp(i0, W[6], q + 24);
+            i1 = zr_dp(i1, W[7], q + 28);
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[tt * nb + j]));
+            facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), sc, facc[t]);
+            if (kr == PLUME_KR_Q4_1)
+                macc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const __m512 r = kr == PLUME_KR_Q4_1 ? _mm512_add_ps(facc[t], macc[t]) : facc[t];
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy, mask, r);
+    }
+}
+
+KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+                     int n_tok, float *y, int64_t ldy)
+{
+    const int64_t nb = a->K / 32;
+    const size_t gb = plume_rp_block_bytes(kr) * (size_t)nb;
+    for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
+        const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
+        const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+        int t = 0;
+        for (; t + ZR_T <= n_tok; t += ZR_T)
+            zr_tile(kr, ZR_T, w, nb, a, t, y + g0, ldy, mask);
+        switch (n_tok - t) {
+        case 5: zr_tile(kr, 5, w, nb, a, t, y + g0, ldy, mask); break;
+        case 4: zr_tile(kr, 4, w, nb, a, t, y + g0, ldy, mask); break;
+        case 3: zr_tile(kr, 3, w, nb, a, t, y + g0, ldy, mask); break;
+        case 2: zr_tile(kr, 2, w, nb, a, t, y + g0, ldy, mask); break;
+        case 1: zr_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
+        default: break;
+        }
+    }
+}
+
+#define ZR_MM(name, kr)                                                                        \
+    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
+                     int64_t ldy)                                                              \
+    {                                                                                          \
+        zr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
+    }
+ZR_MM(zr_mm_q4_0, PLUME_KR_Q4_0)
+ZR_MM(zr_mm_q4_1, PLUME_KR_Q4_1)
+ZR_MM(zr_mm_q8_0, PLUME_KR_Q8_0)
+
 /* Twelve independent 512-bit FMA chains (written in assembly so that the
  * accumulators stay in registers); operands are zero, so no denormals. */
 static double fma_peak(long iters)
@@ -292,11 +404,13 @@ static const plume_kernels K = {
     .quantize_q8 = kx_quantize_q8,
     .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
     .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16},
+    .mm_r = {zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0},
     .dot = kx_dotf,
     .axpy = kx_axpy,
     .rmsnorm = kx_rmsnorm,
     .rope = kx_rope,
     .swiglu = kx_swiglu,
+    .attn_step = kx_attn_step,
     .softmax_exp = kx_softmax_exp,
     .read_sum = kx_read_sum,
     .fma_peak = fma_peak,

@@ -7,6 +7,7 @@
 #include "backend/cpu/blocks.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/fp16.h"
+#include "backend/cpu/repack.h"
 
 static void quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
 {
@@ -62,6 +63,52 @@ MM_Q(mm_q4_1, PLUME_KQ_Q4_1)
 MM_Q(mm_q8_0, PLUME_KQ_Q8_0)
 MM_Q(mm_q4_k, PLUME_KQ_Q4_K)
 MM_Q(mm_q6_k, PLUME_KQ_Q6_K)
+
+/* Repacked weights (repack.h): per group, row lane r, token t. */
+static void mm_r(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
+                 float *y, int64_t ldy)
+{
+    const int64_t K = a->K, nb = K / 32;
+    const size_t bb = plume_rp_block_bytes(kr), doff = plume_rp_d_off(kr);
+    const int32_t corr = plume_rp_corr(kr);
+    for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += bb * (size_t)nb) {
+        const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
+        for (int r = 0; r < nr; r++)
+            for (int t = 0; t < n_tok; t++) {
+                const int8_t *q = a->q + (size_t)t * K;
+                float acc = 0.0f, macc = 0.0f;
+                for (int64_t j = 0; j < nb; j++) {
+                    const uint8_t *b = w + (size_t)j * bb;
+                    const int8_t *qj = q + 32 * j;
+                    int32_t isum = corr ? corr * a->isum[(size_t)t * nb + j] : 0;
+                    for (int g = 0; g < 8; g++)
+                        for (int i = 0; i < 4; i++) {
+                            int u;
+                            if (kr == PLUME_KR_Q8_0)
+                                u = b[64 * g + 4 * r + i];
+                            else
+                                u = (b[64 * (g & 3) + 4 * r + i] >> (g & 4)) & 0xF;
+                            isum += u * qj[4 * g + i];
+                        }
+                    const float dw = plume_ld_f16(b + doff + 2 * r);
+                    acc += (float)isum * (dw * a->d[(size_t)t * nb + j]);
+                    if (kr == PLUME_KR_Q4_1)
+                        macc += plume_ld_f16(b + doff + 32 + 2 * r) * a->s[(size_t)t * nb + j];
+                }
+                y[(size_t)t * ldy + g0 + r] = acc + macc;
+            }
+    }
+}
+
+#define MM_R(name, kr)                                                                         \
+    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
+                     int64_t ldy)                                                              \
+    {                                                                                          \
+        mm_r(kr, w, n_rows, a, n_tok, y, ldy);                                                 \
+    }
+MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
+MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
+MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
 
 static inline float wval(int kf, const uint8_t *row, int64_t k)
 {
@@ -153,6 +200,45 @@ static void swiglu(float *x, const float *y, int n)
     }
 }
 
+/* Keys per slice of attn_step (scores on the stack). */
+#define ATTN_SLICE 64
+
+static void attn_slice(const float *q, const float *k, const float *v, int64_t stride, int i0,
+                       int ns, int hd, float scale, float *m, float *l, float *o)
+{
+    float p[ATTN_SLICE];
+    {
+        float mx = *m;
+        for (int i = 0; i < ns; i++) {
+            p[i] = dot(q, k + (size_t)(i0 + i) * stride, hd) * scale;
+            mx = fmaxf(mx, p[i]);
+        }
+        const float c = expf(*m - mx); /* 0 on the first slice */
+        float sum = *l * c;
+        for (int d = 0; d < hd; d++)
+            o[d] *= c;
+        for (int i = 0; i < ns; i++) {
+            p[i] = expf(p[i] - mx);
+            sum += p[i];
+        }
+        for (int i = 0; i < ns; i++)
+            axpy(o, p[i], v + (size_t)(i0 + i) * stride, hd);
+        *m = mx;
+        *l = sum;
+    }
+}
+
+static void attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
+                      int n, int hd, float scale, float *m, float *l, float *o)
+{
+    for (int i0 = 0; i0 < n; i0 += ATTN_SLICE) {
+        const int ns = n - i0 < ATTN_SLICE ? n - i0 : ATTN_SLICE;
+        for (int qi = 0; qi < nq; qi++)
+            attn_slice(q + (size_t)qi * hd, k, v, stride, i0, ns, hd, scale, m + qi, l + qi,
+                       o + (size_t)qi * hd);
+    }
+}
+
 static float softmax_exp(float *s, int n)
 {
     float mx = -INFINITY;
@@ -207,11 +293,13 @@ static const plume_kernels K = {
     .quantize_q8 = quantize_q8,
     .mm_q = {mm_q4_0, mm_q4_1, mm_q8_0, mm_q4_k, mm_q6_k},
     .mm_f = {mm_f32, mm_f16, mm_bf16},
+    .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0},
     .dot = dot,
     .axpy = axpy,
     .rmsnorm = rmsnorm,
     .rope = rope,
     .swiglu = swiglu,
+    .attn_step = attn_step,
     .softmax_exp = softmax_exp,
     .read_sum = read_sum,
     .fma_peak = fma_peak,

@@ -475,6 +475,121 @@ static float kx_softmax_exp(float *s, int n)
     return total;
 }
 
+/* Keys per slice of kx_attn_step (scores on the stack). */
+#define KX_ATTN_SLICE 64
+
+/* q·k for hd values, 8 at a time with a scalar tail (as kx_dotf, inlined). */
+KX_INLINE float kx_qk(const float *q, const float *k, int hd)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= hd; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
+    }
+    for (; i + 8 <= hd; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
+    float sum = kx_hsum(_mm256_add_ps(s0, s1));
+    for (; i < hd; i++)
+        sum += q[i] * k[i];
+    return sum;
+}
+
+/* One query over keys i0 .. i0+ns-1 (ns <= KX_ATTN_SLICE). */
+KX_INLINE void kx_attn_slice(const float *q, const float *k, const float *v, int64_t stride,
+                             int i0, int ns, int hd, float scale, float *m, float *l, float *o)
+{
+    _Alignas(32) float p[KX_ATTN_SLICE];
+    {
+        float mx = *m;
+        int i = 0;
+        if ((hd & 7) == 0) { /* 8 keys at a time, their sums reduced together */
+            const __m256 sv = _mm256_set1_ps(scale);
+            __m256 mxv = _mm256_set1_ps(mx);
+            for (; i + 8 <= ns; i += 8) {
+                const float *ki = k + (size_t)(i0 + i) * stride;
+                __m256 a[8];
+                for (int r = 0; r < 8; r++)
+                    a[r] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(ki + (size_t)r * stride));
+                for (int c = 8; c < hd; c += 8) {
+                    const __m256 qc = _mm256_loadu_ps(q + c);
+                    for (int r = 0; r < 8; r++)
+                        a[r] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(ki + (size_t)r * stride + c), a[r]);
+                }
+                const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+                const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+                const __m256 sc = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                                              _mm256_permute2f128_ps(u0, u1, 0x31)),
+                                                sv);
+                _mm256_store_ps(p + i, sc);
+                mxv = _mm256_max_ps(mxv, sc);
+            }
+            __m128 h = _mm_max_ps(_mm256_castps256_ps128(mxv), _mm256_extractf128_ps(mxv, 1));
+            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+            h = _mm_max_ss(h, _mm_movehdup_ps(h));
+            mx = _mm_cvtss_f32(h);
+        }
+        for (; i < ns; i++) {
+            p[i] = kx_qk(q, k + (size_t)(i0 + i) * stride, hd) * scale;
+            mx = p[i] > mx ? p[i] : mx;
+        }
+        const float c = expf(*m - mx); /* 0 on the first slice */
+        float sum = *l * c;
+        if (c != 1.0f) {
+            const __m256 cv = _mm256_set1_ps(c);
+            int d = 0;
+            for (; d + 8 <= hd; d += 8)
+                _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), cv));
+            for (; d < hd; d++)
+                o[d] *= c;
+        }
+        const __m256 mv = _mm256_set1_ps(mx);
+        __m256 sumv = _mm256_setzero_ps();
+        i = 0;
+        for (; i + 8 <= ns; i += 8) {
+            const __m256 e = kx_exp(_mm256_sub_ps(_mm256_load_ps(p + i), mv));
+            _mm256_store_ps(p + i, e);
+            sumv = _mm256_add_ps(sumv, e);
+        }
+        sum += kx_hsum(sumv);
+        for (; i < ns; i++) {
+            p[i] = expf(p[i] - mx);
+            sum += p[i];
+        }
+        const float *vi = v + (size_t)i0 * stride;
+        if (hd == 64) { /* the common head size: o in registers */
+            __m256 acc[8];
+            for (int d = 0; d < 8; d++)
+                acc[d] = _mm256_loadu_ps(o + 8 * d);
+            for (i = 0; i < ns; i++, vi += stride) {
+                const __m256 pv = _mm256_set1_ps(p[i]);
+                for (int d = 0; d < 8; d++)
+                    acc[d] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + 8 * d), acc[d]);
+            }
+            for (int d = 0; d < 8; d++)
+                _mm256_storeu_ps(o + 8 * d, acc[d]);
+        } else {
+            for (i = 0; i < ns; i++, vi += stride)
+                kx_axpy(o, p[i], vi, hd);
+        }
+        *m = mx;
+        *l = sum;
+    }
+}
+
+/* Slice by slice, every query of the group in turn, so that the slice's
+ * keys and values are read from memory once and from L1 for the others. */
+static void kx_attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
+                         int n, int hd, float scale, float *m, float *l, float *o)
+{
+    for (int i0 = 0; i0 < n; i0 += KX_ATTN_SLICE) {
+        const int ns = n - i0 < KX_ATTN_SLICE ? n - i0 : KX_ATTN_SLICE;
+        for (int qi = 0; qi < nq; qi++)
+            kx_attn_slice(q + (size_t)qi * hd, k, v, stride, i0, ns, hd, scale, m + qi, l + qi,
+                          o + (size_t)qi * hd);
+    }
+}
+
 static float kx_read_sum(const void *buf, size_t bytes)
 {
     const __m256i *p = buf;

@@ -7,14 +7,19 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/repack.h"
 
 /* Values per quantization job below which the caller quantizes alone. */
 #define SERIAL_QUANT_VALUES 16384
 /* Row chunks handed out per thread (dynamic balancing). */
 #define CHUNKS_PER_THREAD 4
+/* The same for the repacked kernels (chunks are groups of 16 rows). */
+#define MR_CHUNKS_PER_THREAD 16
 
 static int kq_index(uint32_t type)
 {
@@ -80,7 +85,7 @@ static void mm_worker(void *ctx, int ith, int nth)
     mm_job *j = ctx;
     (void)ith;
     (void)nth;
-    const plume_q8_act act = {j->aq, j->ad, j->as, j->K};
+    const plume_q8_act act = {j->aq, j->ad, j->as, j->K, NULL};
     for (;;) {
         const int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
         if (r0 >= j->N)
@@ -204,4 +209,218 @@ void plume_cpu_matmul(plume_pool *pool, const plume_tensor *w, const float *x, i
 {
     (void)scratch;
     plume_cpu_matmul_with(plume_kernels_active(), pool, w, x, n_tok, y);
+}
+
+/* ---- prepared (repacked) weights ---- */
+
+static int kr_index(uint32_t type)
+{
+    switch (type) {
+    case PLUME_DTYPE_Q4_0: return PLUME_KR_Q4_0;
+    case PLUME_DTYPE_Q4_1: return PLUME_KR_Q4_1;
+    case PLUME_DTYPE_Q8_0: return PLUME_KR_Q8_0;
+    default: return -1;
+    }
+}
+
+int plume_cpu_weight_init(plume_cpu_weight *w, const plume_tensor *t, plume_error *err)
+{
+    memset(w, 0, sizeof *w);
+    w->t = t;
+    w->kr = -1;
+    w->K = t->ne[0];
+    w->N = t->ne[1];
+    const int kr = kr_index(t->type);
+    if (kr < 0 || t->n_dims != 2 || w->K <= 0 || w->K % 32 != 0 || w->N <= 0)
+        return 0;
+    const int64_t nb = w->K / 32, ng = (w->N + PLUME_RP_ROWS - 1) / PLUME_RP_ROWS;
+    const size_t rb = plume_dtype_row_bytes(t->type, w->K);
+    if (rb != plume_rp_src_block_bytes(kr) * (size_t)nb)
+        return 0;
+    w->group_bytes = plume_rp_block_bytes(kr) * (size_t)nb;
+    const size_t bytes = (w->group_bytes * (size_t)ng + 63) / 64 * 64;
+    w->packed = aligned_alloc(64, bytes);
+    if (!w->packed)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory repacking '%s' (%zu MiB)",
+                         t->name ? t->name : "?", bytes >> 20);
+    for (int64_t g = 0; g < ng; g++)
+        plume_rp_pack_group(kr, t->data, rb, w->N, g, nb, w->packed + (size_t)g * w->group_bytes);
+    w->kr = kr;
+    return 0;
+}
+
+void plume_cpu_weight_release(plume_cpu_weight *w)
+{
+    if (!w)
+        return;
+    free(w->packed);
+    w->packed = NULL;
+    w->kr = -1;
+}
+
+typedef struct mr_job {
+    const plume_kernels *k;
+    int n;
+    const plume_cpu_weight *w[PLUME_CPU_MULTI_MAX];
+    float *y[PLUME_CPU_MULTI_MAX];
+    int64_t gend[PLUME_CPU_MULTI_MAX]; /* cumulative group counts */
+    int64_t chunk;
+    plume_q8_act act;
+    int n_tok;
+    /* quantization */
+    const float *x;
+    int8_t *aq;
+    float *ad, *as;
+    int32_t *ai;
+    atomic_llong next;
+} mr_job;
+
+static void mr_quantize_token(const mr_job *j, int t)
+{
+    const int64_t K = j->act.K, nb = K / 32;
+    int8_t *q = j->aq + (size_t)t * K;
+    j->k->quantize_q8(j->x + (size_t)t * K, K, q, j->ad + (size_t)t * nb, j->as + (size_t)t * nb);
+    int32_t *is = j->ai + (size_t)t * nb;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t sum = 0;
+        for (int i = 0; i < 32; i++)
+            sum += q[32 * b + i];
+        is[b] = sum;
+    }
+}
+
+static void mr_quant_worker(void *ctx, int ith, int nth)
+{
+    mr_job *j = ctx;
+    (void)ith;
+    (void)nth;
+    for (;;) {
+        const int64_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (t >= j->n_tok)
+            break;
+        mr_quantize_token(j, (int)t);
+    }
+}
+
+static void mr_worker(void *ctx, int ith, int nth)
+{
+    mr_job *j = ctx;
+    (void)ith;
+    const int64_t total = j->gend[j->n - 1];
+    /* guided: a share of what is left (long sequential streams first), down
+     * to j->chunk groups at the end (balance) */
+    int64_t g0 = atomic_load_explicit(&j->next, memory_order_relaxed);
+    for (;;) {
+        if (g0 >= total)
+            break;
+        int64_t c = (total - g0) / (4 * (int64_t)nth);
+        if (c < j->chunk)
+            c = j->chunk;
+        if (!atomic_compare_exchange_weak_explicit(&j->next, &g0, g0 + c, memory_order_relaxed,
+                                                   memory_order_relaxed))
+            continue; /* g0 now holds the current value */
+        const int64_t g1 = g0 + c < total ? g0 + c : total;
+        for (int i = 0; i < j->n && g0 < g1; i++) {
+            const int64_t base = i ? j->gend[i - 1] : 0;
+            if (g0 >= j->gend[i])
+                continue;
+            const int64_t e = g1 < j->gend[i] ? g1 : j->gend[i];
+            const plume_cpu_weight *w = j->w[i];
+            const int64_t r0 = (g0 - base) * PLUME_RP_ROWS;
+            int64_t r1 = (e - base) * PLUME_RP_ROWS;
+            if (r1 > w->N)
+                r1 = w->N;
+            j->k->mm_r[w->kr](w->packed + (size_t)(g0 - base) * w->group_bytes, (int)(r1 - r0),
+                              &j->act, j->n_tok, j->y[i] + r0, w->N);
+            g0 = e;
+        }
+        g0 = atomic_load_explicit(&j->next, memory_order_relaxed);
+    }
+}
+
+/* Bytes of workspace for n tokens of K quantized values with block sums. */
+static size_t mr_act_bytes(int n, int64_t K)
+{
+    return ((size_t)n * (size_t)K + 63) / 64 * 64 + 3 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 64;
+}
+
+void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
+                                 const plume_cpu_weight *const *w, int n, const float *x,
+                                 int n_tok, float *const *y)
+{
+    if (n_tok <= 0 || n <= 0)
+        return;
+    if (n > PLUME_CPU_MULTI_MAX) {
+        plume_cpu_matmul_multi_with(k, pool, w, PLUME_CPU_MULTI_MAX, x, n_tok, y);
+        plume_cpu_matmul_multi_with(k, pool, w + PLUME_CPU_MULTI_MAX, n - PLUME_CPU_MULTI_MAX, x,
+                                    n_tok, y + PLUME_CPU_MULTI_MAX);
+        return;
+    }
+    mr_job j = {.k = k};
+    const bool f32 = plume_cpu_f32_activations();
+    int64_t K = -1;
+    for (int i = 0; i < n; i++) {
+        if (f32 || w[i]->kr < 0 || (K >= 0 && w[i]->K != K)) {
+            plume_cpu_matmul_with(k, pool, w[i]->t, x, n_tok, y[i]);
+            continue;
+        }
+        K = w[i]->K;
+        j.w[j.n] = w[i];
+        j.y[j.n] = y[i];
+        j.gend[j.n] = (j.n ? j.gend[j.n - 1] : 0) + (w[i]->N + PLUME_RP_ROWS - 1) / PLUME_RP_ROWS;
+        j.n++;
+    }
+    if (j.n == 0)
+        return;
+    const int nth = plume_pool_threads(pool);
+    const int64_t total = j.gend[j.n - 1];
+    j.chunk = (total + (int64_t)nth * MR_CHUNKS_PER_THREAD - 1) / ((int64_t)nth * MR_CHUNKS_PER_THREAD);
+    if (j.chunk < 1)
+        j.chunk = 1;
+    int step = n_tok;
+    uint8_t *ws;
+    while (!(ws = plume_pool_workspace(pool, mr_act_bytes(step, K))) && step > 1)
+        step = (step + 1) / 2;
+    if (!ws) {
+        fprintf(stderr, "plume: out of memory for %lld quantized activations; matmul output "
+                        "set to NaN\n", (long long)K);
+        for (int i = 0; i < j.n; i++)
+            fill_nan(j.y[i], (size_t)n_tok * (size_t)j.w[i]->N);
+        return;
+    }
+    float *const y0[PLUME_CPU_MULTI_MAX] = {j.y[0], j.y[1], j.y[2], j.y[3]};
+    const int64_t nb = K / 32;
+    for (int t0 = 0; t0 < n_tok; t0 += step) {
+        const int nt = n_tok - t0 < step ? n_tok - t0 : step;
+        j.x = x + (size_t)t0 * K;
+        for (int i = 0; i < j.n; i++)
+            j.y[i] = y0[i] + (size_t)t0 * (size_t)j.w[i]->N;
+        j.n_tok = nt;
+        j.aq = (int8_t *)ws;
+        j.ad = (float *)(ws + ((size_t)nt * (size_t)K + 63) / 64 * 64);
+        j.as = j.ad + (size_t)nt * (size_t)nb;
+        j.ai = (int32_t *)(j.as + (size_t)nt * (size_t)nb);
+        j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai};
+        if (nth > 1 && (int64_t)nt * K >= SERIAL_QUANT_VALUES) {
+            atomic_init(&j.next, 0);
+            plume_pool_run(pool, mr_quant_worker, &j);
+        } else {
+            for (int t = 0; t < nt; t++)
+                mr_quantize_token(&j, t);
+        }
+        atomic_init(&j.next, 0);
+        plume_pool_run(pool, mr_worker, &j);
+    }
+}
+
+void plume_cpu_matmul_multi(plume_pool *pool, const plume_cpu_weight *const *w, int n,
+                            const float *x, int n_tok, float *const *y)
+{
+    plume_cpu_matmul_multi_with(plume_kernels_active(), pool, w, n, x, n_tok, y);
+}
+
+void plume_cpu_matmul_w(plume_pool *pool, const plume_cpu_weight *w, const float *x, int n_tok,
+                        float *y)
+{
+    plume_cpu_matmul_multi_with(plume_kernels_active(), pool, &w, 1, x, n_tok, &y);
 }

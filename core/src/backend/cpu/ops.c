@@ -20,6 +20,12 @@ float plume_cpu_dot(const float *a, const float *b, int n)
     return plume_kernels_active()->dot(a, b, n);
 }
 
+void plume_cpu_attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
+                         int n, int hd, float scale, float *m, float *l, float *o)
+{
+    plume_kernels_active()->attn_step(q, nq, k, v, stride, n, hd, scale, m, l, o);
+}
+
 void plume_cpu_rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 {
     plume_kernels_active()->rmsnorm(out, x, weight, n, eps);

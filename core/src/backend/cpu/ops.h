@@ -26,6 +26,45 @@ void plume_cpu_matmul(plume_pool *pool, const plume_tensor *w, const float *x, i
 void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume_tensor *w,
                            const float *x, int n_tok, float *y);
 
+/* A weight prepared once at load for the CPU matmul: quantized types with a
+ * repacked kernel (Q4_0, Q4_1, Q8_0; K a multiple of 32) are copied into
+ * the row-interleaved layout of repack.h; other types keep using the
+ * tensor as it is.  The tensor must outlive the weight (the f32-activation
+ * reference mode and the other types read it). */
+typedef struct plume_cpu_weight {
+    const plume_tensor *t;
+    int kr;           /* PLUME_KR_*, or -1: not repacked */
+    int64_t K, N;
+    uint8_t *packed;  /* ceil(N/16) groups; 64-byte aligned; NULL when kr < 0 */
+    size_t group_bytes;
+} plume_cpu_weight;
+
+/* Prepares w for t (2-D, ne[0] = K in, ne[1] = N out).  Fails only when
+ * out of memory. */
+int plume_cpu_weight_init(plume_cpu_weight *w, const plume_tensor *t, plume_error *err);
+
+/* Frees what plume_cpu_weight_init allocated; a zeroed weight is a no-op. */
+void plume_cpu_weight_release(plume_cpu_weight *w);
+
+/* plume_cpu_matmul on a prepared weight.  Every output value depends only
+ * on its weight row and its token's activations: the same bits whatever
+ * n_tok, the thread count or how rows are split. */
+void plume_cpu_matmul_w(plume_pool *pool, const plume_cpu_weight *w, const float *x, int n_tok,
+                        float *y);
+
+/* n (at most PLUME_CPU_MULTI_MAX) matmuls of the same activations x
+ * (weights with equal K) into y[i]: x is quantized once and all of them
+ * run in one pass of the pool.  Each y[i] is exactly what
+ * plume_cpu_matmul_w(pool, w[i], x, n_tok, y[i]) gives. */
+#define PLUME_CPU_MULTI_MAX 4
+void plume_cpu_matmul_multi(plume_pool *pool, const plume_cpu_weight *const *w, int n,
+                            const float *x, int n_tok, float *const *y);
+
+/* The same with an explicit kernel table (tests, benchmarks). */
+void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
+                                 const plume_cpu_weight *const *w, int n, const float *x,
+                                 int n_tok, float *const *y);
+
 /* Copies row `row` of a 2-D tensor (ne[0] wide) to dst as f32. */
 void plume_cpu_get_row(const plume_tensor *w, int64_t row, float *dst);
 
@@ -45,6 +84,13 @@ void plume_cpu_rope_heads(float *v, int n_heads, int head_dim, int pos, const fl
 
 /* x[i] = silu(x[i]) * y[i]. */
 void plume_cpu_swiglu(float *x, const float *y, int n);
+
+/* One online-softmax attention step of the active level (plume_kernels.
+ * attn_step): nq queries q[nq][hd] sharing the keys (one GQA group) fold n
+ * keys/values, stride floats apart, into their running max m[nq], sum
+ * l[nq] and unnormalized output o[nq][hd]. */
+void plume_cpu_attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
+                         int n, int hd, float scale, float *m, float *l, float *o);
 
 /* Dot product of two f32 vectors. */
 float plume_cpu_dot(const float *a, const float *b, int n);

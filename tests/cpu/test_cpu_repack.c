@@ -1,0 +1,286 @@
+/* The repacked weight layouts (repack.h) and their mm_r kernels:
+ *  - every level's mm_r against the scalar mm_r and against the unrepacked
+ *    scalar mm_q on the same weights, odd row counts (partial groups),
+ *    token counts that are not multiples of the tiles, a y stride wider
+ *    than the rows (padding never written);
+ *  - plume_cpu_matmul_w against x · dequant(W)ᵀ within the int8 bound;
+ *  - batch invariance: one (row, token) result has the same bits for
+ *    n_tok 1, 5 and 64, 1 or 2 threads, and alone or in a shared-activation
+ *    multi matmul, at every level. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/repack.h"
+#include "cpu_test_util.h"
+
+static const plume_kernels *levels[PLUME_CPU_LEVEL_COUNT];
+static int n_levels;
+
+static const uint32_t RP_TYPES[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0};
+static const int RP_KR[] = {PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0};
+
+static int setup(void **state)
+{
+    (void)state;
+    n_levels = tu_levels(levels);
+    return 0;
+}
+
+static void quantize_all(const float *x, int64_t K, int n_tok, int8_t *q, float *d, float *s,
+                         int32_t *is)
+{
+    const int64_t nb = K / 32;
+    for (int t = 0; t < n_tok; t++) {
+        plume_kernels_scalar()->quantize_q8(x + t * K, K, q + t * K, d + t * nb, s + t * nb);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t sum = 0;
+            for (int i = 0; i < 32; i++)
+                sum += q[t * K + 32 * b + i];
+            is[t * nb + b] = sum;
+        }
+    }
+}
+
+static void test_mm_r_vs_scalar(void **state)
+{
+    (void)state;
+    const plume_kernels *ref = plume_kernels_scalar();
+    const int rows_list[] = {1, 5, 8, 9, 16, 17, 33};
+    const int tok_list[] = {1, 2, 3, 4, 5, 6, 9};
+    const int64_t Ks[] = {32, 96, 576};
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ki = 0; ki < 3; ki++) {
+            const uint32_t type = RP_TYPES[ti];
+            const int kr = RP_KR[ti];
+            const int64_t K = Ks[ki], nb = K / 32;
+            const int max_rows = 33, max_tok = 9;
+            size_t rb;
+            uint8_t *w = tu_weights(type, K, max_rows, &rb);
+            plume_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, max_rows, 1, 1},
+                              .data = w, .nbytes = rb * max_rows};
+            float *x = malloc(sizeof(float) * K * max_tok);
+            tu_fill(x, (size_t)(K * max_tok), -2, 2);
+            int8_t *aq = malloc((size_t)(K * max_tok));
+            float *ad = malloc(sizeof(float) * nb * max_tok), *as = malloc(sizeof(float) * nb * max_tok);
+            int32_t *ai = malloc(sizeof(int32_t) * nb * max_tok);
+            quantize_all(x, K, max_tok, aq, ad, as, ai);
+            const plume_q8_act act = {aq, ad, as, K, ai};
+            float *deq = malloc(sizeof(float) * K);
+            for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
+                for (size_t tj = 0; tj < sizeof tok_list / sizeof tok_list[0]; tj++) {
+                    const int nr = rows_list[ri], nt = tok_list[tj];
+                    t.ne[1] = nr;
+                    plume_cpu_weight pw;
+                    assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
+                    assert_int_equal(pw.kr, kr);
+                    const int64_t ldy = nr + 3;
+                    float *ya = calloc((size_t)(ldy * nt), sizeof(float));
+                    float *yb = calloc((size_t)(ldy * nt), sizeof(float));
+                    ref->mm_q[tu_kq(type)](w, rb, nr, &act, nt, ya, ldy);
+                    for (int l = 0; l < n_levels; l++) {
+                        memset(yb, 0, sizeof(float) * ldy * nt);
+                        levels[l]->mm_r[kr](pw.packed, nr, &act, nt, yb, ldy);
+                        for (int r = 0; r < nr; r++) {
+                            plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+                            for (int tk = 0; tk < nt; tk++) {
+                                double mag = 0;
+                                for (int64_t i = 0; i < K; i++)
+                                    mag += fabs((double)deq[i] * x[tk * K + i]);
+                                const double tol = 2e-5 * mag + 1e-6;
+                                const double err = fabs((double)yb[tk * ldy + r] - ya[tk * ldy + r]);
+                                if (!(err <= tol))
+                                    fail_msg("%s level %s K=%lld rows=%d tokens=%d: y[%d][%d] = %.9g, "
+                                             "unrepacked scalar %.9g (tolerance %.3g)",
+                                             plume_dtype_name(type),
+                                             plume_cpu_level_name(levels[l]->level), (long long)K, nr,
+                                             nt, tk, r, yb[tk * ldy + r], ya[tk * ldy + r], tol);
+                            }
+                        }
+                        for (int tk = 0; tk < nt; tk++)
+                            for (int64_t r = nr; r < ldy; r++)
+                                assert_true(yb[tk * ldy + r] == 0.0f);
+                    }
+                    plume_cpu_weight_release(&pw);
+                    free(ya); free(yb);
+                }
+            free(w); free(x); free(aq); free(ad); free(as); free(ai); free(deq);
+        }
+}
+
+/* Unsupported shapes and types are not repacked and still multiply. */
+static void test_weight_fallback(void **state)
+{
+    (void)state;
+    size_t rb;
+    uint8_t *w = tu_weights(PLUME_DTYPE_Q6_K, 256, 3, &rb);
+    plume_tensor t = {.name = "w", .type = PLUME_DTYPE_Q6_K, .n_dims = 2, .ne = {256, 3, 1, 1},
+                      .data = w, .nbytes = rb * 3};
+    plume_cpu_weight pw;
+    assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
+    assert_int_equal(pw.kr, -1);
+    assert_null(pw.packed);
+    plume_pool *pool;
+    assert_int_equal(plume_pool_create(2, &pool, NULL), 0);
+    float x[256 * 2], y0[6], y1[6];
+    tu_fill(x, 512, -1, 1);
+    plume_cpu_matmul_w(pool, &pw, x, 2, y0);
+    plume_cpu_matmul(pool, &t, x, 2, y1, NULL);
+    assert_memory_equal(y0, y1, sizeof y0);
+    plume_cpu_weight_release(&pw);
+    plume_cpu_weight_release(&pw);
+    plume_pool_free(pool);
+    free(w);
+}
+
+/* plume_cpu_matmul_multi_with against x · dequant(W)ᵀ (the int8 bound of
+ * test_cpu_matmul.c). */
+static void check_exact(const plume_kernels *k, plume_pool *pool, uint32_t type, int64_t K,
+                        int64_t N, int n_tok)
+{
+    size_t rb;
+    uint8_t *w = tu_weights(type, K, (int)N, &rb);
+    plume_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1}, .data = w,
+                      .nbytes = rb * (size_t)N};
+    plume_cpu_weight pw;
+    assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
+    assert_true(pw.kr >= 0);
+    float *x = malloc(sizeof(float) * K * n_tok);
+    tu_fill(x, (size_t)(K * n_tok), -2, 2);
+    for (int64_t i = 0; i < K * n_tok; i += 7)
+        x[i] *= 8.0f;
+    float *y = malloc(sizeof(float) * N * n_tok);
+    const plume_cpu_weight *pws[1] = {&pw};
+    float *ys[1] = {y};
+    plume_cpu_matmul_multi_with(k, pool, pws, 1, x, n_tok, ys);
+    float *deq = malloc(sizeof(float) * K);
+    for (int64_t r = 0; r < N; r++) {
+        plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+        for (int tk = 0; tk < n_tok; tk++) {
+            const float *xt = x + tk * K;
+            double exact = 0, mag = 0, bound = 0;
+            for (int64_t i = 0; i < K; i++) {
+                exact += (double)deq[i] * xt[i];
+                mag += fabs((double)deq[i] * xt[i]);
+            }
+            for (int64_t b = 0; b < K / 32; b++) {
+                double amax = 0, wsum = 0;
+                for (int i = 0; i < 32; i++) {
+                    amax = fmax(amax, fabs(xt[32 * b + i]));
+                    wsum += fabs(deq[32 * b + i]);
+                }
+                bound += amax / 127.0 / 2.0 * wsum;
+            }
+            const double tol = bound * 1.001 + 1e-5 * mag + 1e-6;
+            const double err = fabs((double)y[tk * N + r] - exact);
+            if (!(err <= tol))
+                fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "
+                         "error %.3g > tolerance %.3g",
+                         plume_dtype_name(type), plume_cpu_level_name(k->level), (long long)K,
+                         (long long)N, n_tok, tk, (long long)r, y[tk * N + r], exact, err, tol);
+        }
+    }
+    plume_cpu_weight_release(&pw);
+    free(w); free(x); free(y); free(deq);
+}
+
+static void test_matmul_w_vs_dequant(void **state)
+{
+    (void)state;
+    plume_pool *pool;
+    assert_int_equal(plume_pool_create(2, &pool, NULL), 0);
+    const int toks[] = {1, 3, 17, 64};
+    for (int l = 0; l < n_levels; l++)
+        for (size_t ti = 0; ti < 3; ti++)
+            for (size_t j = 0; j < sizeof toks / sizeof toks[0]; j++) {
+                check_exact(levels[l], pool, RP_TYPES[ti], 512, 37, toks[j]);
+                check_exact(levels[l], pool, RP_TYPES[ti], 96, 5, toks[j]);
+            }
+    plume_pool_free(pool);
+}
+
+/* The same bits for one (row, token) whatever the batch, threads, chunking
+ * and whether the activations are shared with other matmuls. */
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    enum { NT = 64 };
+    plume_pool *pools[2];
+    assert_int_equal(plume_pool_create(1, &pools[0], NULL), 0);
+    assert_int_equal(plume_pool_create(2, &pools[1], NULL), 0);
+    const int64_t Ks[] = {96, 576};
+    const int64_t Ns[] = {37, 200};
+    for (size_t ki = 0; ki < 2; ki++)
+        for (size_t ti = 0; ti < 3; ti++) {
+            const uint32_t type = RP_TYPES[ti];
+            const int64_t K = Ks[ki], N = Ns[ki];
+            size_t rb, rb2;
+            uint8_t *w = tu_weights(type, K, (int)N, &rb);
+            uint8_t *w2 = tu_weights(type, K, 21, &rb2);
+            plume_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1},
+                              .data = w, .nbytes = rb * (size_t)N};
+            plume_tensor t2 = {.name = "w2", .type = type, .n_dims = 2, .ne = {K, 21, 1, 1},
+                               .data = w2, .nbytes = rb2 * 21};
+            plume_cpu_weight pw, pw2;
+            assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
+            assert_int_equal(plume_cpu_weight_init(&pw2, &t2, NULL), 0);
+            float *x = malloc(sizeof(float) * K * NT);
+            tu_fill(x, (size_t)(K * NT), -2, 2);
+            float *ref = malloc(sizeof(float) * N * NT), *y = malloc(sizeof(float) * N * NT);
+            float *y2 = malloc(sizeof(float) * 21 * NT);
+            for (int l = 0; l < n_levels; l++) {
+                const plume_kernels *k = levels[l];
+                const plume_cpu_weight *one[1] = {&pw};
+                float *yo[1] = {ref};
+                plume_cpu_matmul_multi_with(k, pools[1], one, 1, x, NT, yo);
+                for (int p = 0; p < 2; p++) {
+                    /* every token alone */
+                    for (int tk = 0; tk < NT; tk++) {
+                        yo[0] = y + tk * N;
+                        plume_cpu_matmul_multi_with(k, pools[p], one, 1, x + tk * K, 1, yo);
+                    }
+                    if (memcmp(ref, y, sizeof(float) * N * NT) != 0)
+                        fail_msg("%s level %s K=%lld threads %d: n_tok=1 differs from n_tok=64",
+                                 plume_dtype_name(type), plume_cpu_level_name(k->level),
+                                 (long long)K, p + 1);
+                    /* batches of 5 (and a last one of 4) */
+                    for (int tk = 0; tk < NT; tk += 5) {
+                        yo[0] = y + tk * N;
+                        plume_cpu_matmul_multi_with(k, pools[p], one, 1, x + tk * K,
+                                                    NT - tk < 5 ? NT - tk : 5, yo);
+                    }
+                    if (memcmp(ref, y, sizeof(float) * N * NT) != 0)
+                        fail_msg("%s level %s K=%lld threads %d: n_tok=5 differs from n_tok=64",
+                                 plume_dtype_name(type), plume_cpu_level_name(k->level),
+                                 (long long)K, p + 1);
+                    /* all 64, sharing the activations with a second weight */
+                    const plume_cpu_weight *two[2] = {&pw2, &pw};
+                    float *yt[2] = {y2, y};
+                    plume_cpu_matmul_multi_with(k, pools[p], two, 2, x, NT, yt);
+                    if (memcmp(ref, y, sizeof(float) * N * NT) != 0)
+                        fail_msg("%s level %s K=%lld threads %d: multi differs from single",
+                                 plume_dtype_name(type), plume_cpu_level_name(k->level),
+                                 (long long)K, p + 1);
+                }
+            }
+            plume_cpu_weight_release(&pw);
+            plume_cpu_weight_release(&pw2);
+            free(w); free(w2); free(x); free(ref); free(y); free(y2);
+        }
+    plume_pool_free(pools[0]);
+    plume_pool_free(pools[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mm_r_vs_scalar),
+        cmocka_unit_test(test_weight_fallback),
+        cmocka_unit_test(test_matmul_w_vs_dequant),
+        cmocka_unit_test(test_batch_invariance),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
