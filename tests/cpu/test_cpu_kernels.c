@@ -291,6 +291,82 @@ static void test_attn_step(void **state)
         }
 }
 
+/* attn_paged of every level over an f32 and an f16 cache whose blocks are
+ * shuffled, against a double reference (from the cache's own values); the
+ * last query alone gives the same bits. */
+static void test_attn_paged(void **state)
+{
+    (void)state;
+    enum { NQ = 3, NBLK = 40 };
+    const int bss[] = {1, 5, 16, 70};
+    const int nposs[] = {1, 9, 63, 64, 65, 130, 200};
+    const int hds[] = {17, 64, 128};
+    for (int f16 = 0; f16 < 2; f16++)
+    for (size_t bi = 0; bi < sizeof bss / sizeof bss[0]; bi++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++) {
+            const int bs = bss[bi], hd = hds[hi], stride = 2 * hd + 3; /* 2 kv heads per slot */
+            const int nslot = NBLK * bs;
+            const size_t nv = (size_t)nslot * stride;
+            float *kc = malloc(sizeof(float) * nv), *vc = malloc(sizeof(float) * nv);
+            uint16_t *kh = malloc(2 * nv), *vh = malloc(2 * nv);
+            tu_fill(kc, nv, -2, 2);
+            tu_fill(vc, nv, -1, 1);
+            for (size_t i = 0; i < nv; i++) { /* the f16 cache; kc/vc hold its exact values */
+                kh[i] = plume_fp32_to_fp16(kc[i]);
+                vh[i] = plume_fp32_to_fp16(vc[i]);
+                if (f16) {
+                    kc[i] = plume_fp16_to_fp32(kh[i]);
+                    vc[i] = plume_fp16_to_fp32(vh[i]);
+                }
+            }
+            int32_t table[NBLK];
+            for (int b = 0; b < NBLK; b++)
+                table[b] = (b * 17 + 3) % NBLK; /* a permutation: 17 is prime to 40 */
+            float q[NQ * 128], o[NQ * 128], o1[128];
+            tu_fill(q, NQ * 128, -2, 2);
+            const float scale = 1.0f / sqrtf((float)hd);
+            const float *kb = kc + hd, *vb = vc + hd; /* the second kv head */
+            const void *kx = f16 ? (const void *)(kh + hd) : (const void *)kb;
+            const void *vx = f16 ? (const void *)(vh + hd) : (const void *)vb;
+            for (size_t pi = 0; pi < sizeof nposs / sizeof nposs[0]; pi++) {
+                const int n_pos = nposs[pi];
+                if (n_pos > NBLK * bs)
+                    continue;
+                for (int l = -1; l < n_levels; l++) {
+                    const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
+                    kt->attn_paged(q, NQ, kx, vx, stride, f16, table, bs, n_pos, hd, scale, o);
+                    for (int qi = 0; qi < NQ; qi++) {
+                        double mx = -INFINITY, sum = 0, want[128] = {0};
+                        double *sc = malloc(sizeof(double) * n_pos);
+                        for (int p = 0; p < n_pos; p++) {
+                            const size_t slot = (size_t)table[p / bs] * bs + p % bs;
+                            double d = 0;
+                            for (int c = 0; c < hd; c++)
+                                d += (double)q[qi * hd + c] * kb[slot * stride + c];
+                            sc[p] = d * scale;
+                            mx = fmax(mx, sc[p]);
+                        }
+                        for (int p = 0; p < n_pos; p++) {
+                            const size_t slot = (size_t)table[p / bs] * bs + p % bs;
+                            const double e = exp(sc[p] - mx);
+                            sum += e;
+                            for (int c = 0; c < hd; c++)
+                                want[c] += e * vb[slot * stride + c];
+                        }
+                        for (int c = 0; c < hd; c++)
+                            check_close(o[qi * hd + c], (float)(want[c] / sum), 2e-5f,
+                                        f16 ? "attn_paged f16" : "attn_paged f32", kt->level, c);
+                        free(sc);
+                    }
+                    kt->attn_paged(q + (NQ - 1) * hd, 1, kx, vx, stride, f16, table, bs, n_pos,
+                                   hd, scale, o1);
+                    assert_memory_equal(o1, o + (NQ - 1) * hd, sizeof(float) * hd);
+                }
+            }
+            free(kc); free(vc); free(kh); free(vh);
+        }
+}
+
 static void test_microbenchmarks_run(void **state)
 {
     (void)state;
@@ -336,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_vector_kernels),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attn_step),
+        cmocka_unit_test(test_attn_paged),
         cmocka_unit_test(test_microbenchmarks_run),
         cmocka_unit_test(test_level_parse),
     };

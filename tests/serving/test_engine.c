@@ -312,6 +312,31 @@ static void test_abort_random_order(void **state)
     plume_engine_free(e); /* frees unreleased requests; ASan checks for leaks */
 }
 
+/* A request that finishes in the step its prompt completes still leaves its
+ * prompt in the prefix cache. */
+static void test_prefix_cached_when_finishing_at_once(void **state)
+{
+    fixture *f = *state;
+    plume_error err = {0};
+    plume_engine *e;
+    plume_engine_params ep = plume_engine_defaults();
+    ep.n_threads = 1;
+    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    int32_t prompt[64];
+    for (int i = 0; i < 64; i++)
+        prompt[i] = 40 + i % 90;
+    plume_request_params rp = greedy(1);
+    for (int run = 0; run < 2; run++) {
+        int64_t id = plume_engine_add_tokens(e, prompt, 64, &rp, &err);
+        run_all(e);
+        plume_request_result r;
+        assert_int_equal(plume_engine_result(e, id, &r), 0);
+        assert_int_equal(r.n_cached_prompt, run == 0 ? 0 : 48); /* 3 full blocks; the last
+                                                                   position is recomputed */
+    }
+    plume_engine_free(e);
+}
+
 static void test_rejects_what_cannot_fit(void **state)
 {
     fixture *f = *state;
@@ -398,6 +423,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_prefix_cache_saves_prefill),
         cmocka_unit_test(test_f16_kv),
         cmocka_unit_test(test_abort_random_order),
+        cmocka_unit_test(test_prefix_cached_when_finishing_at_once),
         cmocka_unit_test(test_rejects_what_cannot_fit),
         cmocka_unit_test(test_stop_strings),
     };

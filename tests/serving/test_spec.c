@@ -5,6 +5,7 @@
  * speculation on; the proposer is swapped on a live engine. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -228,6 +229,53 @@ static void test_swap_on_live_engine(void **state)
     plume_engine_free(e);
 }
 
+/* on_token may abort its own request mid-verification: nothing is appended
+ * or reported after the final callback, and the proposer is told. */
+typedef struct abort_ctx {
+    plume_engine *e;
+    int calls, after_final;
+    bool finished;
+} abort_ctx;
+
+static void abort_on_third(void *user, int64_t id, int32_t token, const char *text, size_t len,
+                           plume_finish_reason reason)
+{
+    (void)text;
+    (void)len;
+    abort_ctx *a = user;
+    if (a->finished)
+        a->after_final++;
+    if (token < 0) {
+        a->finished = true;
+        assert_int_equal(reason, PLUME_FINISH_ABORT);
+        return;
+    }
+    if (++a->calls == 3)
+        plume_engine_abort(a->e, id);
+}
+
+static void test_abort_from_callback(void **state)
+{
+    fixture *f = *state;
+    plume_error err = {0};
+    plume_engine *e = engine(f, plume_engine_defaults());
+    assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 5, &err), 0);
+    abort_ctx a = {e, 0, 0, false};
+    plume_request_params rp = req_params(40);
+    rp.on_token = abort_on_third;
+    rp.user = &a;
+    int64_t id = plume_engine_add_tokens(e, f->prompt[0], (size_t)f->n_prompt[0], &rp, &err);
+    while (plume_engine_has_work(e))
+        assert_true(plume_engine_step(e, &err) >= 0);
+    plume_request_result r;
+    assert_int_equal(plume_engine_result(e, id, &r), 0);
+    assert_int_equal(r.finish, PLUME_FINISH_ABORT);
+    assert_int_equal((int)r.n_output, 3);
+    assert_memory_equal(r.output_ids, f->ref[0], sizeof(int32_t) * 3);
+    assert_int_equal(a.after_final, 0);
+    plume_engine_free(e);
+}
+
 static void test_bad_settings(void **state)
 {
     fixture *f = *state;
@@ -262,6 +310,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_garbage_drafts_change_nothing),
         cmocka_unit_test(test_seeded_sampling_reproducible),
         cmocka_unit_test(test_swap_on_live_engine),
+        cmocka_unit_test(test_abort_from_callback),
         cmocka_unit_test(test_bad_settings),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -56,7 +56,9 @@ const char *plume_finish_reason_name(plume_finish_reason r);
 
 /* Called for every generated token (text holds the bytes it completes,
  * possibly empty while a UTF-8 character is split across tokens) and once
- * more when the request finishes (token -1, reason set). */
+ * more when the request finishes (token -1, reason set).  It may call
+ * plume_engine_abort (on any request); it must not call
+ * plume_engine_release, plume_engine_step or plume_engine_free. */
 typedef void (*plume_token_fn)(void *user, int64_t request_id, int32_t token, const char *text,
                                size_t text_len, plume_finish_reason reason);
 

@@ -45,8 +45,10 @@ typedef struct plume_sampler_vtable {
 
     /* Optional: writes the distribution sample() draws from into probs
      * (n_vocab floats summing to 1) and returns the number of nonzero
-     * entries.  Needed for rejection sampling of speculative drafts at
-     * temperature > 0; NULL: the engine verifies drafts greedily. */
+     * entries.  Lets speculative drafts be verified by rejection sampling;
+     * NULL: the engine verifies by drawing from sample() at each drafted
+     * position and keeping drafts while they match the draw (exact, but
+     * fewer drafts are accepted). */
     int32_t (*probs)(plume_sampler_state *st, const float *logits, const int32_t *history,
                      size_t n_history, float *probs);
 } plume_sampler_vtable;

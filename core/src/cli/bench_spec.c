@@ -126,7 +126,7 @@ static int load_prompts(const char *path, const plume_tokenizer *tok, int cap_to
         }
         json_t *jm = json_object_get(o, "max_tokens");
         int mt = json_is_integer(jm) ? (int)json_integer_value(jm) : 128;
-        if (cap_tokens > 0)
+        if (cap_tokens > 0 && cap_tokens < mt)
             mt = cap_tokens;
         ps->text = realloc(ps->text, sizeof *ps->text * (size_t)(ps->n + 1));
         ps->max_tokens = realloc(ps->max_tokens, sizeof *ps->max_tokens * (size_t)(ps->n + 1));

@@ -51,8 +51,9 @@ static const char help[] =
     "\n"
     "engine (defaults: the pipeline's kv_cache, scheduler and threads, else these):\n"
     "  --threads N           worker threads (default: physical cores, or PLUME_THREADS)\n"
-    "  --ctx-size N          KV cache capacity in tokens (default 8192); also bounds the\n"
-    "                        context of one sequence (with the model's trained length)\n"
+    "  --ctx-size N          KV cache capacity in tokens (default 16384, or the pipeline's\n"
+    "                        kv_cache.max_tokens); also bounds one sequence's context\n"
+    "                        (with the model's trained length)\n"
     "  --block-size N        tokens per KV block (default 16)\n"
     "  --kv-dtype f32|f16    KV cache storage (default f32; f16 halves its memory)\n"
     "  --max-num-seqs N      sequences per step (default 64)\n"
@@ -474,6 +475,13 @@ static int64_t add_jsonl_request(const gen_opts *o, const plume_model *m, plume_
         if (!field_num(obj, keys[i], &v[i]))
             return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be a number", path,
                              line, keys[i]);
+    /* ranges first: a double outside an integer type's range is undefined to cast */
+    static const double lo[7] = {1, 0, 0, 1e-6, 0, 1e-3, 0};
+    static const double hi[7] = {1 << 24, 100, 1 << 30, 1, 0.999999, 100, 9.007199254740992e15};
+    for (int i = 0; i < 7; i++)
+        if (!(v[i] >= lo[i] && v[i] <= hi[i]))
+            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be in [%g, %g], got %g",
+                             path, line, keys[i], lo[i], hi[i], v[i]);
     rp.max_tokens = (int32_t)v[0];
     rp.sampling.temperature = (float)v[1];
     rp.sampling.top_k = (int32_t)v[2];

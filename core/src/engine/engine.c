@@ -27,7 +27,8 @@ struct plume_engine {
     int32_t logits_rows;
     plume_engine_stats stats;
     /* speculative decoding (optional) */
-    const plume_proposer_vtable *prop_vt;
+    const plume_proposer_vtable *prop_vt; /* == &prop_copy while speculation is on */
+    plume_proposer_vtable prop_copy;      /* the provider's vtable in this build's layout */
     plume_proposer *prop;
     int32_t spec_k;
     plume_propose_seq *pseqs;   /* max_num_seqs */
@@ -77,9 +78,9 @@ static int validate(const plume_engine_params *p, plume_error *err)
     if (p->block_size < 1 || p->block_size > 1024)
         return plume_err(err, PLUME_ERR_INVALID, "kv_cache.block_size must be in [1, 1024], got %d",
                          p->block_size);
-    if (p->kv_max_tokens < p->block_size || p->kv_max_tokens > ((int64_t)1 << 31))
+    if (p->kv_max_tokens < p->block_size || p->kv_max_tokens > INT32_MAX - p->block_size)
         return plume_err(err, PLUME_ERR_INVALID,
-                         "kv_cache.max_tokens must be in [block_size, 2^31], got %lld",
+                         "kv_cache.max_tokens must be in [block_size, 2^31 - block_size], got %lld",
                          (long long)p->kv_max_tokens);
     if (p->kv_dtype != PLUME_KV_F32 && p->kv_dtype != PLUME_KV_F16)
         return plume_err(err, PLUME_ERR_INVALID, "kv_cache.dtype must be f32 or f16");
@@ -99,6 +100,21 @@ static void on_preempt(void *ctx, plume_seq *seq)
     plume_engine *e = ctx;
     if (e->prop && e->prop_vt->release)
         e->prop_vt->release(e->prop, seq->id);
+}
+
+/* Takes a finished request out of the scheduler, once: its computed prompt
+ * and output go into the prefix cache, the proposer forgets it, its blocks
+ * are released. */
+static void finish_drop(plume_engine *e, plume_seq *s)
+{
+    if (s->dropped)
+        return;
+    s->dropped = true;
+    int32_t committed = s->n_computed < s->n_tokens ? s->n_computed : s->n_tokens;
+    if (s->bt.n > 0)
+        plume_bm_commit(e->sched.bm, &s->bt, s->tokens, committed);
+    on_preempt(e, s);
+    plume_sched_drop(&e->sched, s);
 }
 
 static void free_spec(plume_engine *e)
@@ -151,6 +167,10 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     e->sched.mixed = p->mixed_batches;
     e->sched.on_preempt = on_preempt;
     e->sched.hook_ctx = e;
+    if (plume_queue_reserve(&e->sched.running, p->max_num_seqs)) {
+        plume_engine_free(e);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating the engine");
+    }
     if (plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
         plume_kv_cache_create(m, n_blocks, p->block_size, p->kv_dtype, &e->kv, err) ||
         plume_runner_create(m, e->kv, p->max_batched_tokens, p->n_threads, &e->runner, err)) {
@@ -189,12 +209,17 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
     const int32_t nv = plume_model_n_vocab(e->m);
     if (n == 0)
         return plume_err(err, PLUME_ERR_INVALID, "a request needs at least one prompt token");
-    if (n >= (size_t)e->n_ctx)
+    if (n >= (size_t)e->n_ctx) {
+        int32_t train = plume_model_n_ctx_train(e->m);
+        bool by_model = train > 0 && train == e->n_ctx;
         return plume_err(err, PLUME_ERR_RANGE,
-                         "the prompt has %zu tokens but at most %d fit (the context is %d "
-                         "tokens, leaving room for one generated token); shorten the prompt or "
-                         "raise kv_cache.max_tokens",
-                         n, e->n_ctx - 1, e->n_ctx);
+                         "the prompt has %zu tokens but at most %d fit: the context is %d "
+                         "tokens (%s), leaving room for one generated token; %s",
+                         n, e->n_ctx - 1, e->n_ctx,
+                         by_model ? "the model's trained length" : "the KV cache's capacity",
+                         by_model ? "shorten the prompt"
+                                  : "shorten the prompt or raise kv_cache.max_tokens (--ctx-size)");
+    }
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= nv)
             return plume_err(err, PLUME_ERR_INVALID,
@@ -223,7 +248,10 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
     if (plume_seq_create(e->n_ids, ids, (int32_t)n, (int32_t)total, &rp,
                          plume_model_tokenizer(e->m), nv, &s, err))
         return -1;
-    if (plume_queue_push_back(&e->sched.waiting, s)) {
+    /* room for every live request in waiting (preemption pushes back there) */
+    if (plume_queue_reserve(&e->sched.waiting,
+                            e->sched.waiting.n + e->sched.running.n + 1) ||
+        plume_queue_push_back(&e->sched.waiting, s)) {
         plume_seq_free(s);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
     }
@@ -305,13 +333,17 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory for %d speculative tokens x %d sequences", k, ns);
     }
-    if ((vt->validate && settings && vt->validate(settings, err)) ||
-        vt->create(settings, nv, &e->prop, err)) {
+    /* slots a smaller (older) vtable lacks read as NULL */
+    memset(&e->prop_copy, 0, sizeof e->prop_copy);
+    memcpy(&e->prop_copy, vt,
+           vt->struct_size < sizeof e->prop_copy ? vt->struct_size : sizeof e->prop_copy);
+    if ((e->prop_copy.validate && settings && e->prop_copy.validate(settings, err)) ||
+        e->prop_copy.create(settings, nv, &e->prop, err)) {
         e->prop = NULL;
         free_spec(e);
         return -1;
     }
-    e->prop_vt = vt;
+    e->prop_vt = &e->prop_copy;
     e->spec_k = k;
     e->sched.spec_k = k;
     return 0;
@@ -402,10 +434,8 @@ static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, 
                                      plume_model_n_vocab(e->m), e->verify_out, &n_acc,
                                      e->verify_work);
     e->stats.spec_drafted += d->n;
-    e->stats.spec_accepted += n_acc;
     e->stats.spec_forwards++;
     s->n_drafted += d->n;
-    s->n_accepted += n_acc;
     if (e->prop_vt->accepted)
         e->prop_vt->accepted(e->prop, s->id, d->n, n_acc);
     /* the last token and the accepted drafts now have valid KV */
@@ -413,8 +443,13 @@ static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, 
     for (int32_t i = 0; i < n_out; i++) {
         e->stats.generated_tokens++;
         e->stats.spec_emitted++;
-        if (plume_seq_append(s, e->verify_out[i], tok) != PLUME_FINISH_NONE)
-            return; /* finished: the caller drops it */
+        if (i < n_acc) { /* only drafts that made it into the output count */
+            e->stats.spec_accepted++;
+            s->n_accepted++;
+        }
+        plume_seq_append(s, e->verify_out[i], tok);
+        if (s->status == PLUME_SEQ_FINISHED)
+            return; /* by a stop condition or an abort from on_token: the caller drops it */
     }
     plume_bm_truncate(e->sched.bm, &s->bt, s->n_tokens);
 }
@@ -457,6 +492,12 @@ int plume_engine_step(plume_engine *e, plume_error *err)
     for (int32_t i = 0; i < n; i++) {
         plume_sched_item *it = &e->items[i];
         plume_seq *s = it->seq;
+        if (s->status == PLUME_SEQ_FINISHED) {
+            /* aborted by an on_token callback earlier in this step: already dropped */
+            if (it->sample)
+                row += e->batch[i].n_logits;
+            continue;
+        }
         if (!it->sample) {
             s->n_computed += it->n;
             plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
@@ -476,8 +517,7 @@ int plume_engine_step(plume_engine *e, plume_error *err)
             plume_seq_append(s, tok_id, tok);
         }
         if (s->status == PLUME_SEQ_FINISHED) {
-            on_preempt(e, s); /* the proposer forgets it */
-            plume_sched_drop(&e->sched, s);
+            finish_drop(e, s);
         } else {
             plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
         }
@@ -489,8 +529,8 @@ int plume_engine_abort(plume_engine *e, int64_t id)
 {
     if (id < 0 || id >= e->n_ids || !e->by_id[id] || e->by_id[id]->status == PLUME_SEQ_FINISHED)
         return -1;
-    plume_sched_drop(&e->sched, e->by_id[id]);
     plume_seq_finish(e->by_id[id], PLUME_FINISH_ABORT);
+    finish_drop(e, e->by_id[id]);
     return 0;
 }
 
@@ -521,7 +561,7 @@ void plume_engine_release(plume_engine *e, int64_t id)
 {
     if (id < 0 || id >= e->n_ids || !e->by_id[id])
         return;
-    plume_sched_drop(&e->sched, e->by_id[id]);
+    finish_drop(e, e->by_id[id]);
     plume_seq_free(e->by_id[id]);
     e->by_id[id] = NULL;
 }

@@ -16,6 +16,18 @@ static int grow(plume_seq_queue *q)
     return 0;
 }
 
+int plume_queue_reserve(plume_seq_queue *q, int32_t n)
+{
+    if (n <= q->cap)
+        return 0;
+    plume_seq **it = realloc(q->items, sizeof *it * (size_t)n);
+    if (!it)
+        return -1;
+    q->items = it;
+    q->cap = n;
+    return 0;
+}
+
 int plume_queue_push_back(plume_seq_queue *q, plume_seq *s)
 {
     if (grow(q))
@@ -59,8 +71,10 @@ void plume_queue_free(plume_seq_queue *q)
 void plume_sched_drop(plume_scheduler *s, plume_seq *seq)
 {
     plume_bm_release(s->bm, &seq->bt);
-    plume_queue_remove(&s->running, seq);
-    plume_queue_remove(&s->waiting, seq);
+    /* a finished sequence was running, or waiting if it never ran or was
+     * preempted; only scan the queue it can be in */
+    if (!plume_queue_remove(&s->running, seq))
+        plume_queue_remove(&s->waiting, seq);
 }
 
 /* Sends the newest running sequence back to the front of the waiting queue
@@ -76,7 +90,8 @@ static void preempt_newest(plume_scheduler *s)
     s->preemptions++;
     if (s->on_preempt)
         s->on_preempt(s->hook_ctx, victim);
-    plume_queue_push_front(&s->waiting, victim); /* capacity: it was just in running */
+    plume_queue_push_front(&s->waiting, victim); /* cannot fail: the engine reserves room for
+                                                    every live request in waiting */
 }
 
 /* Schedules running sequences in order (oldest first); only prefill-phase
@@ -151,7 +166,7 @@ static int32_t schedule_waiting(plume_scheduler *s, plume_sched_item *items, int
         }
         plume_queue_remove_at(&s->waiting, 0);
         seq->status = PLUME_SEQ_RUNNING;
-        plume_queue_push_back(&s->running, seq); /* capacity grows as needed */
+        plume_queue_push_back(&s->running, seq); /* cannot fail: reserved for max_num_seqs */
         items[n_items++] = (plume_sched_item){seq, n, seq->n_computed + n == seq->n_tokens, false, 0};
         *budget -= n;
     }

@@ -20,6 +20,8 @@ typedef struct plume_seq_queue {
     int32_t n, cap;
 } plume_seq_queue;
 
+/* Makes room for n items so that pushes up to n cannot fail. */
+int plume_queue_reserve(plume_seq_queue *q, int32_t n);
 int plume_queue_push_back(plume_seq_queue *q, plume_seq *s);
 int plume_queue_push_front(plume_seq_queue *q, plume_seq *s);
 /* Removes the item at index i, keeping order. */

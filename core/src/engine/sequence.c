@@ -138,6 +138,10 @@ static void emit(plume_seq *s, int32_t token, bool final, plume_finish_reason r)
 {
     size_t hold = final || s->max_stop_len == 0 ? 0 : s->max_stop_len - 1;
     size_t upto = s->text_len > hold ? s->text_len - hold : 0;
+    /* never cut a UTF-8 character: back up over continuation bytes */
+    while (!final && upto > s->text_emitted && upto < s->text_len &&
+           ((unsigned char)s->text[upto] & 0xC0) == 0x80)
+        upto--;
     if (upto < s->text_emitted)
         upto = s->text_emitted;
     if (s->params.on_token)
@@ -164,6 +168,8 @@ static bool find_stop(plume_seq *s, size_t added, size_t *at)
 
 plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_tokenizer *tok)
 {
+    if (s->status == PLUME_SEQ_FINISHED) /* e.g. aborted from an on_token callback */
+        return s->finish;
     s->tokens[s->n_tokens++] = token;
     if (!s->params.ignore_eos && plume_tokenizer_is_eog(tok, token)) {
         plume_seq_finish(s, PLUME_FINISH_STOP);

@@ -36,6 +36,7 @@ typedef struct plume_seq {
     size_t text_len, text_cap;
     size_t text_emitted;      /* bytes of text already given to on_token */
     bool stopped_by_string;
+    bool dropped;             /* taken out of the scheduler after finishing */
     plume_finish_reason finish;
     char *error;
     int32_t n_cached_prompt;

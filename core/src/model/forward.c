@@ -35,10 +35,9 @@ int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_
                           plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
-    if (dtype == PLUME_KV_F16 && c->head_dim > 512)
+    if (c->head_dim > 512) /* the attention kernels' row buffers */
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "an f16 KV cache supports head_dim up to 512, the model has %d; use "
-                         "kv_cache.dtype f32",
+                         "plume's attention supports head_dim up to 512, the model has %d",
                          c->head_dim);
     if (n_blocks <= 0 || block_size <= 0)
         return plume_err(err, PLUME_ERR_INVALID,

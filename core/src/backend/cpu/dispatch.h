@@ -78,6 +78,17 @@ typedef struct plume_kernels {
      * depend on nq. */
     void (*attn_step)(const float *q, int nq, const float *k, const float *v, int64_t stride,
                       int n, int hd, float scale, float *m, float *l, float *o);
+    /* softmax(q·Kᵀ·scale)·V for nq queries q[nq][hd] (one GQA group) over
+     * positions 0 .. n_pos-1 of a paged cache of f32 (kv_f16 = 0) or
+     * IEEE f16 (kv_f16 = 1) values: position p's key starts stride values
+     * after k for each slot, at slot block_table[p / block_size] *
+     * block_size + p % block_size (v likewise); writes the normalized
+     * o[nq][hd].  Online softmax over slices of keys that may span blocks
+     * (f16 rows converted once per slice for the whole group); a query's
+     * result does not depend on nq, nor on anything but its row. */
+    void (*attn_paged)(const float *q, int nq, const void *k, const void *v, int64_t stride,
+                       int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
+                       float scale, float *o);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple

@@ -411,6 +411,7 @@ static const plume_kernels K = {
     .rope = kx_rope,
     .swiglu = kx_swiglu,
     .attn_step = kx_attn_step,
+    .attn_paged = kx_attn_paged,
     .softmax_exp = kx_softmax_exp,
     .read_sum = kx_read_sum,
     .fma_peak = fma_peak,

@@ -239,6 +239,45 @@ static void attn_step(const float *q, int nq, const float *k, const float *v, in
     }
 }
 
+/* Keys and values of a slice copied (f32) or converted (f16) into buffers
+ * of this many floats each, then attn_step. */
+#define ATTN_BUF 4096
+
+static void attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
+                       int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
+                       float scale, float *o)
+{
+    float kb[ATTN_BUF], vb[ATTN_BUF];
+    const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
+    for (int qi = 0; qi < nq; qi++) {
+        const float *qq = q + (size_t)qi * hd;
+        float *oq = o + (size_t)qi * hd;
+        float m = -INFINITY, l = 0.0f;
+        memset(oq, 0, sizeof(float) * (size_t)hd);
+        for (int p0 = 0; p0 < n_pos; p0 += slice) {
+            const int ns = n_pos - p0 < slice ? n_pos - p0 : slice;
+            for (int i = 0; i < ns; i++) {
+                const int p = p0 + i;
+                const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                                    (size_t)(p % block_size)) * (size_t)stride;
+                for (int d = 0; d < hd; d++) {
+                    if (kv_f16) {
+                        kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
+                        vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
+                    } else {
+                        kb[i * hd + d] = ((const float *)k)[off + d];
+                        vb[i * hd + d] = ((const float *)v)[off + d];
+                    }
+                }
+            }
+            attn_step(qq, 1, kb, vb, hd, ns, hd, scale, &m, &l, oq);
+        }
+        const float inv = 1.0f / l;
+        for (int d = 0; d < hd; d++)
+            oq[d] *= inv;
+    }
+}
+
 static float softmax_exp(float *s, int n)
 {
     float mx = -INFINITY;
@@ -300,6 +339,7 @@ static const plume_kernels K = {
     .rope = rope,
     .swiglu = swiglu,
     .attn_step = attn_step,
+    .attn_paged = attn_paged,
     .softmax_exp = softmax_exp,
     .read_sum = read_sum,
     .fma_peak = fma_peak,

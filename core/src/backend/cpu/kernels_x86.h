@@ -475,7 +475,7 @@ static float kx_softmax_exp(float *s, int n)
     return total;
 }
 
-/* Keys per slice of kx_attn_step (scores on the stack). */
+/* Keys per slice of the attention kernels (scores on the stack). */
 #define KX_ATTN_SLICE 64
 
 /* q·k for hd values, 8 at a time with a scalar tail (as kx_dotf, inlined). */
@@ -495,86 +495,105 @@ KX_INLINE float kx_qk(const float *q, const float *k, int hd)
     return sum;
 }
 
-/* One query over keys i0 .. i0+ns-1 (ns <= KX_ATTN_SLICE). */
-KX_INLINE void kx_attn_slice(const float *q, const float *k, const float *v, int64_t stride,
-                             int i0, int ns, int hd, float scale, float *m, float *l, float *o)
+/* One query over the ns (<= KX_ATTN_SLICE) keys/values at kp[i] / vp[i]:
+ * folds them into the running max *m, sum *l and unnormalized o[hd]. */
+KX_INLINE void kx_attn_slice(const float *q, const float *const *kp, const float *const *vp,
+                             int ns, int hd, float scale, float *m, float *l, float *o)
 {
     _Alignas(32) float p[KX_ATTN_SLICE];
-    {
-        float mx = *m;
-        int i = 0;
-        if ((hd & 7) == 0) { /* 8 keys at a time, their sums reduced together */
-            const __m256 sv = _mm256_set1_ps(scale);
-            __m256 mxv = _mm256_set1_ps(mx);
-            for (; i + 8 <= ns; i += 8) {
-                const float *ki = k + (size_t)(i0 + i) * stride;
-                __m256 a[8];
-                for (int r = 0; r < 8; r++)
-                    a[r] = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(ki + (size_t)r * stride));
-                for (int c = 8; c < hd; c += 8) {
-                    const __m256 qc = _mm256_loadu_ps(q + c);
-                    for (int r = 0; r < 8; r++)
-                        a[r] = _mm256_fmadd_ps(qc, _mm256_loadu_ps(ki + (size_t)r * stride + c), a[r]);
-                }
-                const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
-                const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
-                const __m256 sc = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                                                              _mm256_permute2f128_ps(u0, u1, 0x31)),
-                                                sv);
-                _mm256_store_ps(p + i, sc);
-                mxv = _mm256_max_ps(mxv, sc);
-            }
-            __m128 h = _mm_max_ps(_mm256_castps256_ps128(mxv), _mm256_extractf128_ps(mxv, 1));
-            h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-            h = _mm_max_ss(h, _mm_movehdup_ps(h));
-            mx = _mm_cvtss_f32(h);
-        }
-        for (; i < ns; i++) {
-            p[i] = kx_qk(q, k + (size_t)(i0 + i) * stride, hd) * scale;
-            mx = p[i] > mx ? p[i] : mx;
-        }
-        const float c = expf(*m - mx); /* 0 on the first slice */
-        float sum = *l * c;
-        if (c != 1.0f) {
-            const __m256 cv = _mm256_set1_ps(c);
-            int d = 0;
-            for (; d + 8 <= hd; d += 8)
-                _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), cv));
-            for (; d < hd; d++)
-                o[d] *= c;
-        }
-        const __m256 mv = _mm256_set1_ps(mx);
-        __m256 sumv = _mm256_setzero_ps();
-        i = 0;
+    float mx = *m;
+    int i = 0;
+    if ((hd & 7) == 0) { /* 8 keys at a time, their sums reduced together */
+        const __m256 sv = _mm256_set1_ps(scale);
+        __m256 mxv = _mm256_set1_ps(mx);
         for (; i + 8 <= ns; i += 8) {
-            const __m256 e = kx_exp(_mm256_sub_ps(_mm256_load_ps(p + i), mv));
-            _mm256_store_ps(p + i, e);
-            sumv = _mm256_add_ps(sumv, e);
-        }
-        sum += kx_hsum(sumv);
-        for (; i < ns; i++) {
-            p[i] = expf(p[i] - mx);
-            sum += p[i];
-        }
-        const float *vi = v + (size_t)i0 * stride;
-        if (hd == 64) { /* the common head size: o in registers */
-            __m256 acc[8];
-            for (int d = 0; d < 8; d++)
-                acc[d] = _mm256_loadu_ps(o + 8 * d);
-            for (i = 0; i < ns; i++, vi += stride) {
-                const __m256 pv = _mm256_set1_ps(p[i]);
-                for (int d = 0; d < 8; d++)
-                    acc[d] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + 8 * d), acc[d]);
+            __m256 a[8], b[8]; /* two chains per key: columns 0-7 and 8-15 mod 16 */
+            const __m256 q0 = _mm256_loadu_ps(q);
+            for (int r = 0; r < 8; r++) {
+                a[r] = _mm256_mul_ps(q0, _mm256_loadu_ps(kp[i + r]));
+                b[r] = _mm256_setzero_ps();
             }
-            for (int d = 0; d < 8; d++)
-                _mm256_storeu_ps(o + 8 * d, acc[d]);
-        } else {
-            for (i = 0; i < ns; i++, vi += stride)
-                kx_axpy(o, p[i], vi, hd);
+            int c = 8;
+            for (; c + 16 <= hd; c += 16) {
+                const __m256 qb = _mm256_loadu_ps(q + c), qa = _mm256_loadu_ps(q + c + 8);
+                for (int r = 0; r < 8; r++) {
+                    b[r] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(kp[i + r] + c), b[r]);
+                    a[r] = _mm256_fmadd_ps(qa, _mm256_loadu_ps(kp[i + r] + c + 8), a[r]);
+                }
+            }
+            if (c < hd) {
+                const __m256 qb = _mm256_loadu_ps(q + c);
+                for (int r = 0; r < 8; r++)
+                    b[r] = _mm256_fmadd_ps(qb, _mm256_loadu_ps(kp[i + r] + c), b[r]);
+            }
+            for (int r = 0; r < 8; r++)
+                a[r] = _mm256_add_ps(a[r], b[r]);
+            const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+            const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+            const __m256 sc = _mm256_mul_ps(_mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                                                          _mm256_permute2f128_ps(u0, u1, 0x31)),
+                                            sv);
+            _mm256_store_ps(p + i, sc);
+            mxv = _mm256_max_ps(mxv, sc);
         }
-        *m = mx;
-        *l = sum;
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(mxv), _mm256_extractf128_ps(mxv, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        mx = _mm_cvtss_f32(h);
     }
+    for (; i < ns; i++) {
+        p[i] = kx_qk(q, kp[i], hd) * scale;
+        mx = p[i] > mx ? p[i] : mx;
+    }
+    const float c = expf(*m - mx); /* 0 on the first slice */
+    float sum = *l * c;
+    if (c != 1.0f) {
+        const __m256 cv = _mm256_set1_ps(c);
+        int d = 0;
+        for (; d + 8 <= hd; d += 8)
+            _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), cv));
+        for (; d < hd; d++)
+            o[d] *= c;
+    }
+    const __m256 mv = _mm256_set1_ps(mx);
+    __m256 sumv = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= ns; i += 8) {
+        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_load_ps(p + i), mv));
+        _mm256_store_ps(p + i, e);
+        sumv = _mm256_add_ps(sumv, e);
+    }
+    sum += kx_hsum(sumv);
+    for (; i < ns; i++) {
+        p[i] = expf(p[i] - mx);
+        sum += p[i];
+    }
+    if (hd == 64) { /* the common head size: o in registers, even and odd keys
+                       * in separate chains (FMA latency) */
+        __m256 acc[8], acc2[8];
+        for (int d = 0; d < 8; d++) {
+            acc[d] = _mm256_loadu_ps(o + 8 * d);
+            acc2[d] = _mm256_setzero_ps();
+        }
+        for (i = 0; i + 2 <= ns; i += 2) {
+            const __m256 pv = _mm256_set1_ps(p[i]), pw = _mm256_set1_ps(p[i + 1]);
+            for (int d = 0; d < 8; d++) {
+                acc[d] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp[i] + 8 * d), acc[d]);
+                acc2[d] = _mm256_fmadd_ps(pw, _mm256_loadu_ps(vp[i + 1] + 8 * d), acc2[d]);
+            }
+        }
+        if (i < ns) {
+            const __m256 pv = _mm256_set1_ps(p[i]);
+            for (int d = 0; d < 8; d++)
+                acc[d] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vp[i] + 8 * d), acc[d]);
+        }
+        for (int d = 0; d < 8; d++)
+            _mm256_storeu_ps(o + 8 * d, _mm256_add_ps(acc[d], acc2[d]));
+    } else {
+        for (i = 0; i < ns; i++)
+            kx_axpy(o, p[i], vp[i], hd);
+    }
+    *m = mx;
+    *l = sum;
 }
 
 /* Slice by slice, every query of the group in turn, so that the slice's
@@ -582,11 +601,82 @@ KX_INLINE void kx_attn_slice(const float *q, const float *k, const float *v, int
 static void kx_attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
                          int n, int hd, float scale, float *m, float *l, float *o)
 {
+    const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     for (int i0 = 0; i0 < n; i0 += KX_ATTN_SLICE) {
         const int ns = n - i0 < KX_ATTN_SLICE ? n - i0 : KX_ATTN_SLICE;
+        for (int i = 0; i < ns; i++) {
+            kp[i] = k + (size_t)(i0 + i) * stride;
+            vp[i] = v + (size_t)(i0 + i) * stride;
+        }
         for (int qi = 0; qi < nq; qi++)
-            kx_attn_slice(q + (size_t)qi * hd, k, v, stride, i0, ns, hd, scale, m + qi, l + qi,
+            kx_attn_slice(q + (size_t)qi * hd, kp, vp, ns, hd, scale, m + qi, l + qi,
                           o + (size_t)qi * hd);
+    }
+}
+
+/* f16 rows are converted a slice at a time into this many floats (K and V
+ * each), so a slice holds min(KX_ATTN_SLICE, KX_ATTN_F16_BUF / hd) keys. */
+#define KX_ATTN_F16_BUF 4096
+
+/* Whole rows over a paged cache (dispatch.h: attn_paged). */
+static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
+                          int kv_f16, const int32_t *block_table, int block_size, int n_pos,
+                          int hd, float scale, float *o)
+{
+    const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
+    _Alignas(32) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
+    int slice = KX_ATTN_SLICE;
+    if (kv_f16 && slice > KX_ATTN_F16_BUF / hd)
+        slice = KX_ATTN_F16_BUF / hd > 0 ? KX_ATTN_F16_BUF / hd : 1;
+    float m[8], l[8];
+    for (int q0 = 0; q0 < nq; q0 += 8) {
+        const int nqs = nq - q0 < 8 ? nq - q0 : 8;
+        for (int qi = 0; qi < nqs; qi++) {
+            m[qi] = -INFINITY;
+            l[qi] = 0.0f;
+        }
+        memset(o + (size_t)q0 * hd, 0, sizeof(float) * (size_t)nqs * (size_t)hd);
+        for (int p0 = 0; p0 < n_pos; p0 += slice) {
+            const int ns = n_pos - p0 < slice ? n_pos - p0 : slice;
+            for (int i = 0; i < ns;) { /* block by block */
+                const int p = p0 + i, in = p % block_size;
+                int cnt = block_size - in;
+                if (cnt > ns - i)
+                    cnt = ns - i;
+                const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
+                                    (size_t)in;
+                for (int e = 0; e < cnt; e++, i++) {
+                    const size_t off = (slot + (size_t)e) * (size_t)stride;
+                    if (!kv_f16) {
+                        kp[i] = (const float *)k + off;
+                        vp[i] = (const float *)v + off;
+                        continue;
+                    }
+                    const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
+                    float *kd = kbuf + (size_t)i * hd, *vd = vbuf + (size_t)i * hd;
+                    int d = 0;
+                    for (; d + 8 <= hd; d += 8) {
+                        _mm256_storeu_ps(kd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k16 + d))));
+                        _mm256_storeu_ps(vd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v16 + d))));
+                    }
+                    for (; d < hd; d++) {
+                        kd[d] = _cvtsh_ss(k16[d]);
+                        vd[d] = _cvtsh_ss(v16[d]);
+                    }
+                    kp[i] = kd;
+                    vp[i] = vd;
+                }
+            }
+            for (int qi = 0; qi < nqs; qi++)
+                kx_attn_slice(q + (size_t)(q0 + qi) * hd, kp, vp, ns, hd, scale, m + qi, l + qi,
+                              o + (size_t)(q0 + qi) * hd);
+        }
+        for (int qi = 0; qi < nqs; qi++) {
+            const float inv = 1.0f / l[qi];
+            float *oq = o + (size_t)(q0 + qi) * hd;
+            for (int d = 0; d < hd; d++)
+                oq[d] *= inv;
+        }
     }
 }
 

@@ -26,6 +26,14 @@ void plume_cpu_attn_step(const float *q, int nq, const float *k, const float *v,
     plume_kernels_active()->attn_step(q, nq, k, v, stride, n, hd, scale, m, l, o);
 }
 
+void plume_cpu_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
+                          int kv_f16, const int32_t *block_table, int block_size, int n_pos,
+                          int hd, float scale, float *o)
+{
+    plume_kernels_active()->attn_paged(q, nq, k, v, stride, kv_f16, block_table, block_size,
+                                       n_pos, hd, scale, o);
+}
+
 void plume_cpu_rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 {
     plume_kernels_active()->rmsnorm(out, x, weight, n, eps);
