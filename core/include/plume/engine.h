@@ -36,7 +36,9 @@ typedef struct plume_engine_params {
     bool prefix_caching;         /* default true */
     bool mixed_batches;          /* prefill chunks and decode tokens share a step
                                     (vLLM v1); false = nano-vllm's separate steps.
-                                    Default true: measured faster here, see docs */
+                                    Default true: decode never waits behind a long
+                                    prefill; throughput is within noise of separate
+                                    steps (docs/engine.md has the measurements) */
     int n_threads;               /* 0 = default */
 } plume_engine_params;
 

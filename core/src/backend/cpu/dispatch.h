@@ -89,6 +89,16 @@ typedef struct plume_kernels {
     void (*attn_paged)(const float *q, int nq, const void *k, const void *v, int64_t stride,
                        int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
                        float scale, float *o);
+    /* attn_paged for nr consecutive query rows of one sequence: row r
+     * (0 <= r < nr) has its nq queries at q + r*q_stride, attends to
+     * positions 0 .. n_pos0+r-1 and writes o + r*o_stride.  Each slice of
+     * keys is gathered (f16: converted) once for the whole tile.  Every
+     * row's result is bit-identical to attn_paged's for that row alone: it
+     * does not depend on nr, on where the tile starts, nor on other rows. */
+    void (*attn_paged_tile)(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                            const void *v, int64_t stride, int kv_f16,
+                            const int32_t *block_table, int block_size, int n_pos0, int hd,
+                            float scale, float *o, int64_t o_stride);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple

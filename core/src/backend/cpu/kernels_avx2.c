@@ -196,6 +196,7 @@ static const plume_kernels K = {
     .swiglu = kx_swiglu,
     .attn_step = kx_attn_step,
     .attn_paged = kx_attn_paged,
+    .attn_paged_tile = kx_attn_paged_tile,
     .softmax_exp = kx_softmax_exp,
     .read_sum = kx_read_sum,
     .fma_peak = fma_peak,

@@ -278,6 +278,71 @@ static void attn_paged(const float *q, int nq, const void *k, const void *v, int
     }
 }
 
+/* attn_paged for a tile of consecutive rows (dispatch.h): each slice is
+ * copied/converted once and folded into every row that sees any of it, with
+ * attn_paged's slice boundaries and arithmetic. */
+#define ATTN_TILE_Q 64
+static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                            const void *v, int64_t stride, int kv_f16,
+                            const int32_t *block_table, int block_size, int n_pos0, int hd,
+                            float scale, float *o, int64_t o_stride)
+{
+    float kb[ATTN_BUF], vb[ATTN_BUF];
+    const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
+    float m[ATTN_TILE_Q], l[ATTN_TILE_Q];
+    const int qc = nq < ATTN_TILE_Q ? nq : ATTN_TILE_Q;
+    const int rc = ATTN_TILE_Q / qc;
+    for (int q0 = 0; q0 < nq; q0 += qc) {
+        const int nqs = nq - q0 < qc ? nq - q0 : qc;
+        for (int r0 = 0; r0 < nr; r0 += rc) {
+            const int nrs = nr - r0 < rc ? nr - r0 : rc;
+            for (int r = 0; r < nrs; r++) {
+                memset(o + (size_t)(r0 + r) * o_stride + (size_t)q0 * hd, 0,
+                       sizeof(float) * (size_t)nqs * (size_t)hd);
+                for (int qi = 0; qi < nqs; qi++) {
+                    m[r * nqs + qi] = -INFINITY;
+                    l[r * nqs + qi] = 0.0f;
+                }
+            }
+            const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
+            for (int p0 = 0; p0 < n_max; p0 += slice) {
+                const int ns = n_max - p0 < slice ? n_max - p0 : slice;
+                for (int i = 0; i < ns; i++) {
+                    const int p = p0 + i;
+                    const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                                        (size_t)(p % block_size)) * (size_t)stride;
+                    for (int d = 0; d < hd; d++) {
+                        if (kv_f16) {
+                            kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
+                            vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
+                        } else {
+                            kb[i * hd + d] = ((const float *)k)[off + d];
+                            vb[i * hd + d] = ((const float *)v)[off + d];
+                        }
+                    }
+                }
+                for (int r = 0; r < nrs; r++) {
+                    const int n_pos = n_pos0 + r0 + r;
+                    if (n_pos <= p0)
+                        continue;
+                    const int nsr = n_pos - p0 < ns ? n_pos - p0 : ns;
+                    for (int qi = 0; qi < nqs; qi++)
+                        attn_step(q + (size_t)(r0 + r) * q_stride + (size_t)(q0 + qi) * hd, 1, kb,
+                                  vb, hd, nsr, hd, scale, m + r * nqs + qi, l + r * nqs + qi,
+                                  o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd);
+                }
+            }
+            for (int r = 0; r < nrs; r++)
+                for (int qi = 0; qi < nqs; qi++) {
+                    const float inv = 1.0f / l[r * nqs + qi];
+                    float *oq = o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd;
+                    for (int d = 0; d < hd; d++)
+                        oq[d] *= inv;
+                }
+        }
+    }
+}
+
 static float softmax_exp(float *s, int n)
 {
     float mx = -INFINITY;
@@ -340,6 +405,7 @@ static const plume_kernels K = {
     .swiglu = swiglu,
     .attn_step = attn_step,
     .attn_paged = attn_paged,
+    .attn_paged_tile = attn_paged_tile,
     .softmax_exp = softmax_exp,
     .read_sum = read_sum,
     .fma_peak = fma_peak,

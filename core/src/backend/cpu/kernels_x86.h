@@ -680,6 +680,94 @@ static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, 
     }
 }
 
+/* A tile of nr consecutive query rows of one sequence (dispatch.h:
+ * attn_paged_tile): each slice of keys is gathered (f16: converted) once
+ * for the whole tile, then folded into every row that sees any of it, with
+ * the same slice boundaries (by absolute key position) and the same
+ * arithmetic as kx_attn_paged, so each row's result is that of
+ * kx_attn_paged for it alone. */
+#define KX_TILE_Q 64
+static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                               const void *v, int64_t stride, int kv_f16,
+                               const int32_t *block_table, int block_size, int n_pos0, int hd,
+                               float scale, float *o, int64_t o_stride)
+{
+    const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
+    _Alignas(32) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
+    int slice = KX_ATTN_SLICE;
+    if (kv_f16 && slice > KX_ATTN_F16_BUF / hd)
+        slice = KX_ATTN_F16_BUF / hd > 0 ? KX_ATTN_F16_BUF / hd : 1;
+    float m[KX_TILE_Q], l[KX_TILE_Q];
+    const int qc = nq < KX_TILE_Q ? nq : KX_TILE_Q; /* queries per row per pass */
+    const int rc = KX_TILE_Q / qc;                  /* rows per pass */
+    for (int q0 = 0; q0 < nq; q0 += qc) {
+        const int nqs = nq - q0 < qc ? nq - q0 : qc;
+        for (int r0 = 0; r0 < nr; r0 += rc) {
+            const int nrs = nr - r0 < rc ? nr - r0 : rc;
+            for (int r = 0; r < nrs; r++) {
+                memset(o + (size_t)(r0 + r) * o_stride + (size_t)q0 * hd, 0,
+                       sizeof(float) * (size_t)nqs * (size_t)hd);
+                for (int qi = 0; qi < nqs; qi++) {
+                    m[r * nqs + qi] = -INFINITY;
+                    l[r * nqs + qi] = 0.0f;
+                }
+            }
+            const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
+            for (int p0 = 0; p0 < n_max; p0 += slice) {
+                const int ns = n_max - p0 < slice ? n_max - p0 : slice;
+                for (int i = 0; i < ns;) { /* block by block */
+                    const int p = p0 + i, in = p % block_size;
+                    int cnt = block_size - in;
+                    if (cnt > ns - i)
+                        cnt = ns - i;
+                    const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
+                                        (size_t)in;
+                    for (int e = 0; e < cnt; e++, i++) {
+                        const size_t off = (slot + (size_t)e) * (size_t)stride;
+                        if (!kv_f16) {
+                            kp[i] = (const float *)k + off;
+                            vp[i] = (const float *)v + off;
+                            continue;
+                        }
+                        const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
+                        float *kd = kbuf + (size_t)i * hd, *vd = vbuf + (size_t)i * hd;
+                        int d = 0;
+                        for (; d + 8 <= hd; d += 8) {
+                            _mm256_storeu_ps(kd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k16 + d))));
+                            _mm256_storeu_ps(vd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v16 + d))));
+                        }
+                        for (; d < hd; d++) {
+                            kd[d] = _cvtsh_ss(k16[d]);
+                            vd[d] = _cvtsh_ss(v16[d]);
+                        }
+                        kp[i] = kd;
+                        vp[i] = vd;
+                    }
+                }
+                for (int r = 0; r < nrs; r++) {
+                    const int n_pos = n_pos0 + r0 + r;
+                    if (n_pos <= p0)
+                        continue;
+                    const int nsr = n_pos - p0 < ns ? n_pos - p0 : ns;
+                    const float *qr = q + (size_t)(r0 + r) * q_stride;
+                    float *orow = o + (size_t)(r0 + r) * o_stride;
+                    for (int qi = 0; qi < nqs; qi++)
+                        kx_attn_slice(qr + (size_t)(q0 + qi) * hd, kp, vp, nsr, hd, scale,
+                                      m + r * nqs + qi, l + r * nqs + qi,
+                                      orow + (size_t)(q0 + qi) * hd);
+                }
+            }
+            for (int r = 0; r < nrs; r++)
+                for (int qi = 0; qi < nqs; qi++) {
+                    const float inv = 1.0f / l[r * nqs + qi];
+                    float *oq = o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd;
+                    for (int d = 0; d < hd; d++)
+                        oq[d] *= inv;
+                }
+        }
+    }
+}
+
 static float kx_read_sum(const void *buf, size_t bytes)
 {
     const __m256i *p = buf;
