@@ -25,12 +25,6 @@ struct plume_runner {
     int32_t *logit_rows;     /* positions whose logits are wanted */
 };
 
-int64_t plume_kv_bytes_per_token(const plume_model *m)
-{
-    const plume_model_config *c = &m->cfg;
-    return 2 * (int64_t)c->n_layer * c->n_head_kv * c->head_dim * (int64_t)sizeof(float);
-}
-
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
                           plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err)
 {

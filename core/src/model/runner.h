@@ -23,8 +23,6 @@ typedef struct plume_kv_cache {
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
                           plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err);
 void plume_kv_cache_free(plume_kv_cache *kv);
-/* Bytes of K+V per cached position, for sizing a cache from a budget. */
-int64_t plume_kv_bytes_per_token(const plume_model *m);
 
 /* One sequence's share of a step. */
 typedef struct plume_batch_seq {
