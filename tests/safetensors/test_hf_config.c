@@ -332,6 +332,11 @@ static void test_missing_and_bad_fields(void **state)
                       PLUME_ERR_UNSUPPORTED, "hidden_act gelu is not supported");
     expect_edit_fails(d, s, "\"attention_bias\": false", "\"mlp_bias\": true",
                       PLUME_ERR_UNSUPPORTED, "mlp_bias true is not supported yet");
+    expect_edit_fails(d, s, "\"attention_bias\": false",
+                      "\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}",
+                      PLUME_ERR_UNSUPPORTED,
+                      "quantized checkpoints (quantization_config, quant_method gptq) cannot be "
+                      "loaded yet");
     /* validation failures carry the path too */
     expect_edit_fails(d, s, "\"num_key_value_heads\": 3", "\"num_key_value_heads\": 2",
                       PLUME_ERR_RANGE, "n_head_kv (num_key_value_heads) 2 does not divide n_head");

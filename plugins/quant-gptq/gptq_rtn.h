@@ -1,0 +1,51 @@
+/* quant-gptq: round-to-nearest (RTN) quantization of an f32 weight into the
+ * GPTQ tensors, with the quantizer of formats.md §1.3 (find_params /
+ * quantize of [gptq-ref] quant.py) and the act-order bookkeeping of §1.4.
+ * It is the baseline for `plume quantize --method rtn` (not wired yet) and
+ * the source of test weights; it is not the GPTQ algorithm (§1.7). */
+#ifndef PLUME_GPTQ_RTN_H
+#define PLUME_GPTQ_RTN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gptq_pack.h"
+#include "plume/error.h"
+
+typedef struct gptq_qconfig {
+    int bits;               /* 2, 3, 4 or 8 */
+    int64_t group_size;     /* -1 (or 0): one group over all K inputs */
+    bool sym;
+    gptq_zero_format fmt;   /* how qzeros are stored */
+} gptq_qconfig;
+
+/* The tensors of one quantized Linear, in checkpoint layout (formats.md
+ * §1.1), all malloc'd.  scales are f32 here (checkpoints usually hold F16). */
+typedef struct gptq_tensors {
+    int64_t K, N, G;
+    int bits;
+    int32_t *qweight; /* [K·bits/32][N] */
+    int32_t *qzeros;  /* [G][N·bits/32] */
+    float *scales;    /* [G][N] */
+    int32_t *g_idx;   /* [K] */
+} gptq_tensors;
+
+void gptq_tensors_free(gptq_tensors *t);
+
+/* Quantizes W ([N][K], nn.Linear.weight order) group by group.  perm (NULL:
+ * identity) is an act-order: perm[i] is the input channel processed i-th;
+ * groups are consecutive blocks of group_size channels in that order and
+ * g_idx[k] = invperm[k] / group_size (§1.4), while qweight rows stay in the
+ * original input order.  Scale and zero per output row and group as §1.3's
+ * find_params (range always includes 0; sym: zero = 2^(b−1); asym: zero =
+ * round(−xmin/scale)); code = clamp(round(w/scale) + zero, 0, maxq).
+ *
+ * With fmt = GPTQ_ZERO_V1 and asym, a zero of 0 is not storable (§1.3); for
+ * such a group this quantizer uses zero = 1 and scale = xmax/(maxq − 1)
+ * (the range [−scale, xmax] still covers the group) — a deliberate
+ * deviation so that every checkpoint it writes reads back exactly.
+ * Requires K and N multiples of gptq_pack_align(bits) (32/bits; 32 for 3). */
+int gptq_rtn_quantize(const float *W, int64_t N, int64_t K, const gptq_qconfig *cfg,
+                      const int32_t *perm, gptq_tensors *out, plume_error *err);
+
+#endif
