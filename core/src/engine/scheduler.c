@@ -121,6 +121,11 @@ static int32_t schedule_running(plume_scheduler *s, plume_sched_item *items, int
         spec = spec && n > 1;
         bool victim_self = false;
         while (plume_bm_ensure(s->bm, &seq->bt, (int64_t)seq->n_computed + n) != 0) {
+            if (spec) { /* drop the draft room before evicting anyone for it */
+                spec = false;
+                n = 1;
+                continue;
+            }
             if (s->running.items[s->running.n - 1] == seq) {
                 preempt_newest(s); /* nothing newer to free: wait ourselves */
                 victim_self = true;
