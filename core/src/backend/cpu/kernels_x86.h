@@ -618,6 +618,44 @@ static void kx_attn_step(const float *q, int nq, const float *k, const float *v,
  * each), so a slice holds min(KX_ATTN_SLICE, KX_ATTN_F16_BUF / hd) keys. */
 #define KX_ATTN_F16_BUF 4096
 
+/* Points kp[i] / vp[i] (i < ns) at the K/V rows of positions p0 .. p0+ns-1
+ * of a paged cache, walking the block table block by block; f16 rows are
+ * converted into kbuf / vbuf (ns * hd floats each) first. */
+KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv_f16,
+                            const int32_t *block_table, int block_size, int p0, int ns, int hd,
+                            float *kbuf, float *vbuf, const float **kp, const float **vp)
+{
+    for (int i = 0; i < ns;) { /* block by block */
+        const int p = p0 + i, in = p % block_size;
+        int cnt = block_size - in;
+        if (cnt > ns - i)
+            cnt = ns - i;
+        const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
+                            (size_t)in;
+        for (int e = 0; e < cnt; e++, i++) {
+            const size_t off = (slot + (size_t)e) * (size_t)stride;
+            if (!kv_f16) {
+                kp[i] = (const float *)k + off;
+                vp[i] = (const float *)v + off;
+                continue;
+            }
+            const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
+            float *kd = kbuf + (size_t)i * hd, *vd = vbuf + (size_t)i * hd;
+            int d = 0;
+            for (; d + 8 <= hd; d += 8) {
+                _mm256_storeu_ps(kd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k16 + d))));
+                _mm256_storeu_ps(vd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v16 + d))));
+            }
+            for (; d < hd; d++) {
+                kd[d] = _cvtsh_ss(k16[d]);
+                vd[d] = _cvtsh_ss(v16[d]);
+            }
+            kp[i] = kd;
+            vp[i] = vd;
+        }
+    }
+}
+
 /* Whole rows over a paged cache (dispatch.h: attn_paged). */
 static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
                           int kv_f16, const int32_t *block_table, int block_size, int n_pos,
@@ -638,35 +676,7 @@ static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, 
         memset(o + (size_t)q0 * hd, 0, sizeof(float) * (size_t)nqs * (size_t)hd);
         for (int p0 = 0; p0 < n_pos; p0 += slice) {
             const int ns = n_pos - p0 < slice ? n_pos - p0 : slice;
-            for (int i = 0; i < ns;) { /* block by block */
-                const int p = p0 + i, in = p % block_size;
-                int cnt = block_size - in;
-                if (cnt > ns - i)
-                    cnt = ns - i;
-                const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
-                                    (size_t)in;
-                for (int e = 0; e < cnt; e++, i++) {
-                    const size_t off = (slot + (size_t)e) * (size_t)stride;
-                    if (!kv_f16) {
-                        kp[i] = (const float *)k + off;
-                        vp[i] = (const float *)v + off;
-                        continue;
-                    }
-                    const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
-                    float *kd = kbuf + (size_t)i * hd, *vd = vbuf + (size_t)i * hd;
-                    int d = 0;
-                    for (; d + 8 <= hd; d += 8) {
-                        _mm256_storeu_ps(kd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k16 + d))));
-                        _mm256_storeu_ps(vd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v16 + d))));
-                    }
-                    for (; d < hd; d++) {
-                        kd[d] = _cvtsh_ss(k16[d]);
-                        vd[d] = _cvtsh_ss(v16[d]);
-                    }
-                    kp[i] = kd;
-                    vp[i] = vd;
-                }
-            }
+            kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, p0, ns, hd, kbuf, vbuf, kp, vp);
             for (int qi = 0; qi < nqs; qi++)
                 kx_attn_slice(q + (size_t)(q0 + qi) * hd, kp, vp, ns, hd, scale, m + qi, l + qi,
                               o + (size_t)(q0 + qi) * hd);
@@ -715,35 +725,7 @@ static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq,
             const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
             for (int p0 = 0; p0 < n_max; p0 += slice) {
                 const int ns = n_max - p0 < slice ? n_max - p0 : slice;
-                for (int i = 0; i < ns;) { /* block by block */
-                    const int p = p0 + i, in = p % block_size;
-                    int cnt = block_size - in;
-                    if (cnt > ns - i)
-                        cnt = ns - i;
-                    const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
-                                        (size_t)in;
-                    for (int e = 0; e < cnt; e++, i++) {
-                        const size_t off = (slot + (size_t)e) * (size_t)stride;
-                        if (!kv_f16) {
-                            kp[i] = (const float *)k + off;
-                            vp[i] = (const float *)v + off;
-                            continue;
-                        }
-                        const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
-                        float *kd = kbuf + (size_t)i * hd, *vd = vbuf + (size_t)i * hd;
-                        int d = 0;
-                        for (; d + 8 <= hd; d += 8) {
-                            _mm256_storeu_ps(kd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k16 + d))));
-                            _mm256_storeu_ps(vd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v16 + d))));
-                        }
-                        for (; d < hd; d++) {
-                            kd[d] = _cvtsh_ss(k16[d]);
-                            vd[d] = _cvtsh_ss(v16[d]);
-                        }
-                        kp[i] = kd;
-                        vp[i] = vd;
-                    }
-                }
+                kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, p0, ns, hd, kbuf, vbuf, kp, vp);
                 for (int r = 0; r < nrs; r++) {
                     const int n_pos = n_pos0 + r0 + r;
                     if (n_pos <= p0)
