@@ -59,6 +59,14 @@ typedef struct plume_backend_vtable {
 
     /* Optional: waits for queued work (NULL: work is synchronous). */
     int (*synchronize)(plume_backend *b, plume_error *err);
+
+    /* Optional: runs fn(ctx, ith, nth) exactly once for every ith < nth on
+     * the backend's host worker threads (nth = its thread count, the
+     * caller's thread included) and returns when all are done, everything
+     * written visible to the caller.  For plugin kernels that compute on the
+     * host: split work by ith, never wait for another ith inside fn.  NULL
+     * (or b NULL): call fn(ctx, 0, 1) yourself. */
+    void (*parallel_for)(plume_backend *b, void (*fn)(void *ctx, int ith, int nth), void *ctx);
 } plume_backend_vtable;
 
 #ifdef __cplusplus

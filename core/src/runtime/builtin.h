@@ -12,6 +12,12 @@ extern const plume_linear_vtable plume_builtin_native_linear;
 extern const plume_sampler_vtable plume_builtin_standard_sampler;
 extern const plume_scheduler_vtable plume_builtin_continuous;
 
+typedef struct plume_pool plume_pool;
+/* A "cpu" backend instance over a pool the caller owns (destroy leaves the
+ * pool alone): the forward pass hands it to plugin linears so that their
+ * parallel_for runs on the runner's threads.  NULL when out of memory. */
+plume_backend *plume_cpu_backend_wrap(plume_pool *pool, plume_error *err);
+
 #define PLUME_BUILTIN_SAMPLER "standard"
 #define PLUME_BUILTIN_SCHEDULER "continuous"
 

@@ -11,6 +11,7 @@
 
 typedef struct cpu_backend {
     plume_pool *pool;
+    bool borrowed; /* plume_cpu_backend_wrap: the pool is the caller's */
 } cpu_backend;
 
 static int cpu_create(const plume_settings *s, int n_threads, plume_backend **out,
@@ -34,7 +35,8 @@ static void cpu_destroy(plume_backend *be)
     cpu_backend *b = (cpu_backend *)be;
     if (!b)
         return;
-    plume_pool_free(b->pool);
+    if (!b->borrowed)
+        plume_pool_free(b->pool);
     free(b);
 }
 
@@ -79,6 +81,29 @@ static int cpu_matmul(plume_backend *be, const plume_tensor *w, const float *x, 
     return 0;
 }
 
+static void cpu_parallel_for(plume_backend *be, void (*fn)(void *ctx, int ith, int nth),
+                             void *ctx)
+{
+    cpu_backend *b = (cpu_backend *)be;
+    if (!b || !b->pool) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    plume_pool_run(b->pool, fn, ctx);
+}
+
+plume_backend *plume_cpu_backend_wrap(plume_pool *pool, plume_error *err)
+{
+    cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    b->pool = pool;
+    b->borrowed = true;
+    return (plume_backend *)b;
+}
+
 const plume_backend_vtable plume_builtin_cpu = {
     .struct_size = sizeof(plume_backend_vtable),
     .interface_version = PLUME_BACKEND_INTERFACE_VERSION,
@@ -90,6 +115,7 @@ const plume_backend_vtable plume_builtin_cpu = {
     .upload = cpu_copy,
     .download = cpu_copy,
     .matmul = cpu_matmul,
+    .parallel_for = cpu_parallel_for,
 };
 
 /* ---- native linear ---- */

@@ -58,3 +58,28 @@ const plume_kernels *plume_kernels_active(void)
     pthread_once(&g_once, choose);
     return g_active;
 }
+
+/* ---- the public face (plume/cpu.h) ---- */
+
+#include "plume/cpu.h"
+
+int plume_cpu_active_level(void) { return (int)plume_kernels_active()->level; }
+
+bool plume_cpu_can_run(int level)
+{
+    return level >= 0 && level < PLUME_CPU_LEVEL_COUNT &&
+           plume_cpu_level_supported((plume_cpu_level)level, NULL, 0);
+}
+
+const char *plume_cpu_level_str(int level)
+{
+    return level >= 0 && level < PLUME_CPU_LEVEL_COUNT ? plume_cpu_level_name((plume_cpu_level)level)
+                                                       : "?";
+}
+
+bool plume_cpu_float_activations(void) { return plume_cpu_f32_activations(); }
+
+void plume_cpu_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
+{
+    plume_kernels_active()->quantize_q8(x, K, q, d, s);
+}

@@ -1,0 +1,50 @@
+/* plume — the CPU facts a plugin's host kernels need to match the core's:
+ * which dispatch level the core runs at, and the core's per-token int8
+ * activation quantizer.
+ *
+ * Levels are cumulative, as in the core's kernels (docs/cpu-backend.md):
+ * PLUME_CPU_LEVEL_SCALAR runs anywhere; _AVX2 needs AVX2 + FMA + F16C;
+ * _AVX512 needs AVX-512 F/BW/DQ/VL and AVX-512 VNNI on top.  A plugin
+ * compiles its AVX2 / AVX-512 kernels with function-level target
+ * attributes and picks the table for plume_cpu_active_level(), so the
+ * PLUME_CPU_FEATURES override reaches its kernels too. */
+#ifndef PLUME_CPU_H
+#define PLUME_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLUME_CPU_LEVEL_SCALAR 0
+#define PLUME_CPU_LEVEL_AVX2 1
+#define PLUME_CPU_LEVEL_AVX512 2
+
+/* The level the core's kernels run at in this process: the CPU's best, or
+ * the one PLUME_CPU_FEATURES names (scalar, avx2, avx512) when set and
+ * supported.  Chosen once; thread-safe. */
+int plume_cpu_active_level(void);
+
+/* True when this CPU (and OS) can run kernels of the given level. */
+bool plume_cpu_can_run(int level);
+
+/* "scalar", "avx2", "avx512" ("?" for anything else). */
+const char *plume_cpu_level_str(int level);
+
+/* True when PLUME_CPU_ACTIVATIONS=f32 asked for float activations (the
+ * core's reference mode); kernels that quantize activations should then
+ * compute in float too. */
+bool plume_cpu_float_activations(void);
+
+/* The core's activation quantizer: one token's K values (K % 32 == 0) in
+ * blocks of 32, each with its own scale from that block's values only:
+ * x[i] ≈ d[i/32] · q[i], q in [−127, 127], and s[b] = d[b] · Σ q over
+ * block b.  Bit-identical at every level. */
+void plume_cpu_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
