@@ -10,6 +10,7 @@
 #ifndef PLUME_LINEAR_H
 #define PLUME_LINEAR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,8 @@ extern "C" {
 #define PLUME_LINEAR_INTERFACE_VERSION 1
 
 typedef struct plume_linear plume_linear; /* one loaded linear layer */
+struct plume_quant_job;
+struct plume_quant_result;
 
 /* The checkpoint a layer is read from: its format's vtable and the open
  * checkpoint. */
@@ -57,11 +60,66 @@ typedef struct plume_linear_vtable {
     /* Input and output features. */
     void (*shape)(const plume_linear *l, int64_t *in_features, int64_t *out_features);
 
-    /* y[t] = x[t]·Wᵀ for t < n_tok; x is n_tok x in, y n_tok x out, both in
-     * the backend's memory. */
+    /* y[t] = x[t]·Wᵀ (+ the layer's bias, prefix.bias, when the checkpoint
+     * has one: a method that loads a layer owns its bias) for t < n_tok; x
+     * is n_tok x in, y n_tok x out, both in the backend's memory.  b is the
+     * backend instance of the forward pass (for the CPU backend, its
+     * parallel_for runs on the forward pass's threads). */
     int (*forward)(plume_linear *l, const plume_backend_vtable *bvt, plume_backend *b,
                    const float *x, int32_t n_tok, float *y, plume_error *err);
+
+    /* ---- optional: making checkpoints (`plume quantize`) ---- */
+
+    /* Checks the quantizer's options s (bits, group_size, ... as the method
+     * names them; "method" selects among a provider's algorithms, e.g. gptq
+     * or rtn), says whether quantize() needs the calibration Hessian, and
+     * writes the checkpoint's quantization_config (a JSON object, the text
+     * config.json will carry) into config_json (cap bytes). */
+    int (*quant_begin)(const plume_settings *s, bool *needs_hessian, char *config_json,
+                       size_t cap, plume_error *err);
+
+    /* Quantizes one float Linear: fills out->tensors (the layer's tensors
+     * in the method's checkpoint layout, data malloc'd, owned by the caller
+     * afterwards), out->w_deq (what the layer now computes, [out][in],
+     * caller-allocated) and out->loss. */
+    int (*quantize)(const plume_settings *s, const struct plume_quant_job *job,
+                    struct plume_quant_result *out, plume_error *err);
 } plume_linear_vtable;
+
+/* One float Linear handed to quantize(). */
+typedef struct plume_quant_job {
+    const char *prefix;          /* "model.layers.3.mlp.down_proj" */
+    int64_t in_features, out_features;
+    const float *w;              /* [out][in], nn.Linear.weight order */
+    /* [in][in] = (2/n) Σ x xᵀ over the n calibration tokens that reached
+     * this layer (through the already quantized layers before it), or NULL
+     * without calibration data; the method may overwrite it. */
+    double *hessian;
+    int64_t n_tokens;
+} plume_quant_job;
+
+/* A tensor a method writes for one layer. */
+typedef struct plume_quant_tensor {
+    char suffix[32];             /* "qweight" is written as "<prefix>.qweight" */
+    const char *dtype;           /* on disk: "I32", "F16", "BF16" or "F32" */
+    int n_dims;
+    int64_t shape[4];            /* PyTorch order */
+    /* int32_t values for "I32", float values for the float dtypes (the
+     * writer rounds them to dtype); malloc'd, freed by the caller */
+    void *data;
+} plume_quant_tensor;
+
+#define PLUME_QUANT_MAX_TENSORS 8
+
+typedef struct plume_quant_result {
+    plume_quant_tensor tensors[PLUME_QUANT_MAX_TENSORS];
+    int n_tensors;
+    float *w_deq;                /* [out][in], allocated by the caller */
+    /* Σ over output rows of (w − w_deq) H (w − w_deq)ᵀ: the squared error
+     * of the layer's outputs summed over the calibration tokens, times 2/n;
+     * -1 without a Hessian. */
+    double loss;
+} plume_quant_result;
 
 #ifdef __cplusplus
 }

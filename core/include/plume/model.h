@@ -21,6 +21,18 @@ typedef struct plume_context plume_context;
  * memory-mapped.  Errors name the file and what was missing or wrong. */
 int plume_model_load(const char *path, plume_model **out, plume_error *err);
 
+typedef struct plume_registry plume_registry;
+/* plume_model_load with the linear methods of reg: each linear layer is
+ * loaded by the registered method whose probe of the checkpoint scores
+ * highest (the core's "native" for float and GGUF block types).  A
+ * checkpoint whose config names a quant_method with no provider in reg gets
+ * the plugin "quant-<method>" loaded into reg from its search path.  reg
+ * NULL: a registry of the model's own with the default search path. */
+int plume_model_load_with(const char *path, plume_registry *reg, plume_model **out,
+                          plume_error *err);
+/* The quantization method of a quantized checkpoint ("gptq"), or NULL. */
+const char *plume_model_quant_method(const plume_model *m);
+
 void plume_model_free(plume_model *m);
 
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m);

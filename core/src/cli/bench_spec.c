@@ -281,7 +281,7 @@ int bench_spec(int argc, char **argv)
                 goto done;
         }
     }
-    if (plume_model_load(plume_pipeline_model(pipe), &m, &err))
+    if (plume_model_load_with(plume_pipeline_model(pipe), reg, &m, &err))
         goto done;
     int model_loads = 1;
     plume_engine_params ep;

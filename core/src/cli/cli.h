@@ -18,6 +18,7 @@ int cmd_plugins(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* Option parsing: matches argv[*i] against `--name` or `--name=value`; on a
  * match stores the value (the next argument, or after '=') in *val, advances
@@ -34,6 +35,11 @@ double cli_float(const char *opt, const char *s, double lo, double hi);
 
 /* Prints "plume <cmd>: unknown option X (see plume <cmd> --help)" and exits 2. */
 void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
+
+/* Makes dir an output directory: 0 when it exists and is empty, 2 when it
+ * was created, 1 when it exists with entries, -1 on error (printed as
+ * "plume <cmd>: ..."). */
+int cli_prepare_out_dir(const char *cmd, const char *dir);
 
 /* Monotonic seconds. */
 double cli_now(void);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -65,4 +67,34 @@ double cli_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 0: dir exists and is empty; 2: it was created; 1: exists with entries;
+ * -1: error (printed). */
+int cli_prepare_out_dir(const char *cmd, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (mkdir(dir, 0777) != 0) {
+            fprintf(stderr, "plume %s: cannot create %s: %s\n", cmd, dir, strerror(errno));
+            return -1;
+        }
+        return 2;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "plume %s: %s exists and is not a directory\n", cmd, dir);
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "plume %s: cannot read %s: %s\n", cmd, dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            rc = 1;
+    closedir(d);
+    return rc;
 }

@@ -45,36 +45,6 @@ static void log_line(void *user, const char *line)
     fprintf(stderr, "%s\n", line);
 }
 
-/* 0: dir exists and is empty; 2: it was created; 1: exists with entries;
- * -1: error (printed). */
-static int prepare_dir(const char *dir)
-{
-    struct stat sb;
-    if (stat(dir, &sb) != 0) {
-        if (mkdir(dir, 0777) != 0) {
-            fprintf(stderr, "plume convert: cannot create %s: %s\n", dir, strerror(errno));
-            return -1;
-        }
-        return 2;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "plume convert: %s exists and is not a directory\n", dir);
-        return -1;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "plume convert: cannot read %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rc = 1;
-    closedir(d);
-    return rc;
-}
-
 int cmd_convert(int argc, char **argv)
 {
     const char *pos[2] = {0}, *to = NULL, *dtype = "f32", *v;
@@ -117,7 +87,7 @@ int cmd_convert(int argc, char **argv)
         fprintf(stderr, "plume convert: --dtype must be f32 or f16, got '%s'\n", dtype);
         return 2;
     }
-    int st = prepare_dir(pos[1]);
+    int st = cli_prepare_out_dir("convert", pos[1]);
     if (st < 0)
         return 1;
     if (st == 1 && !force) {

@@ -618,7 +618,7 @@ int cmd_generate(int argc, char **argv)
                   (long long)o.ep.kv_max_tokens, o.ep.block_size);
         goto done;
     }
-    if (plume_model_load(plume_pipeline_model(pipe), &m, &err) ||
+    if (plume_model_load_with(plume_pipeline_model(pipe), reg, &m, &err) ||
         plume_engine_create(m, &o.ep, &e, &err))
         goto done;
     plume_sampling_params unused;

@@ -237,8 +237,8 @@ int cmd_perplexity(int argc, char **argv)
         }
         o.base_path = plume_pipeline_model(bpipe);
     }
-    if (plume_model_load(o.model_path, &m, &err) ||
-        (o.base && plume_model_load(o.base_path, &base, &err))) {
+    if (plume_model_load_with(o.model_path, reg, &m, &err) ||
+        (o.base && plume_model_load_with(o.base_path, reg, &base, &err))) {
         fprintf(stderr, "plume perplexity: %s\n", err.msg);
         goto out;
     }

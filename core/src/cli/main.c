@@ -17,6 +17,8 @@ static const char usage[] =
     "  check      validate a pipeline file and print it resolved (plume check PIPELINE.yaml)\n"
     "  convert    write a GGUF model as a Hugging Face directory\n"
     "             (plume convert MODEL.gguf --to hf OUT_DIR)\n"
+    "  quantize   make a GPTQ checkpoint from a float HF directory\n"
+    "             (plume quantize MODEL_DIR OUT_DIR --method gptq --calib TEXT)\n"
     "  perplexity perplexity of a model over a text, and KL divergence against a\n"
     "             base model (plume perplexity --model PATH --text FILE)\n"
     "\n"
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
         return cmd_check(argc - 1, argv + 1);
     if (strcmp(cmd, "convert") == 0)
         return cmd_convert(argc - 1, argv + 1);
+    if (strcmp(cmd, "quantize") == 0)
+        return cmd_quantize(argc - 1, argv + 1);
     if (strcmp(cmd, "perplexity") == 0)
         return cmd_perplexity(argc - 1, argv + 1);
     fprintf(stderr, "plume: unknown command '%s'\n\n%s", cmd, usage);

@@ -129,7 +129,8 @@ static int hf_check_rope(const char *path, json_t *root, const char *key, plume_
 
 /* Rejects settings that would change the computation in ways plume does not
  * implement: RoPE scaling, a non-SiLU activation, llama's mlp_bias and
- * Qwen2's sliding-window attention. */
+ * Qwen2's sliding-window attention.  (quantization_config is read by
+ * hf_quant_config.c.) */
 static int hf_check_unsupported(const char *path, json_t *root, plume_error *err)
 {
     json_t *rp = hf_get(root, "rope_parameters");
@@ -138,15 +139,6 @@ static int hf_check_unsupported(const char *path, json_t *root, plume_error *err
             return -1;
     if (hf_check_rope(path, root, "rope_scaling", err))
         return -1;
-    json_t *qc = hf_get(root, "quantization_config");
-    if (qc && !json_is_null(qc)) {
-        json_t *qm = json_is_object(qc) ? json_object_get(qc, "quant_method") : NULL;
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: quantized checkpoints (quantization_config, quant_method %s) "
-                         "cannot be loaded yet: the quant-gptq plugin's linear layers are not "
-                         "wired into the model loader; use an unquantized checkpoint or a GGUF",
-                         path, json_is_string(qm) ? json_string_value(qm) : "?");
-    }
     json_t *act = hf_get(root, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,

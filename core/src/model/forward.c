@@ -10,6 +10,7 @@
 #include "model/model_internal.h"
 #include "model/paged_attention.h"
 #include "model/runner.h"
+#include "runtime/builtin.h"
 
 struct plume_runner {
     const plume_model *m;
@@ -23,6 +24,7 @@ struct plume_runner {
     int32_t *slots;          /* per position: cache slot */
     int32_t *tokens;         /* per position: token id */
     int32_t *logit_rows;     /* positions whose logits are wanted */
+    plume_backend *backend;  /* the cpu backend over pool, for plugin linears */
 };
 
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
@@ -109,7 +111,8 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory allocating activations for %d batched tokens", max_tokens);
     }
-    if (plume_pool_create(n_threads, &r->pool, err)) {
+    if (plume_pool_create(n_threads, &r->pool, err) ||
+        !(r->backend = plume_cpu_backend_wrap(r->pool, err))) {
         plume_runner_free(r);
         return -1;
     }
@@ -121,6 +124,7 @@ void plume_runner_free(plume_runner *r)
 {
     if (!r)
         return;
+    plume_builtin_cpu.destroy(r->backend);
     plume_pool_free(r->pool);
     free(r->x);
     free(r->xn);
@@ -161,6 +165,38 @@ static void add_bias(float *y, const float *b, int n_tok, int n)
     for (int t = 0; t < n_tok; t++)
         for (int i = 0; i < n; i++)
             y[(size_t)t * n + i] += b[i];
+}
+
+/* y = x·Wᵀ for n rows through the layer's method. */
+static int lin_forward(plume_runner *r, const plume_lin *L, const float *x, int n, float *y,
+                       plume_error *err)
+{
+    if (!L->vt) {
+        plume_cpu_matmul_w(r->pool, &L->cw, x, n, y);
+        return 0;
+    }
+    return L->vt->forward(L->pl, &plume_builtin_cpu, r->backend, x, n, y, err);
+}
+
+/* Several layers on the same input: one shared activation quantization and
+ * pool pass when all are native, else one after another. */
+static int lin_forward_multi(plume_runner *r, const plume_lin *const *L, int n_lin,
+                             const float *x, int n, float *const *y, plume_error *err)
+{
+    bool native = true;
+    for (int i = 0; i < n_lin; i++)
+        native = native && !L[i]->vt;
+    if (native) {
+        const plume_cpu_weight *w[4];
+        for (int i = 0; i < n_lin; i++)
+            w[i] = &L[i]->cw;
+        plume_cpu_matmul_multi(r->pool, w, n_lin, x, n, y);
+        return 0;
+    }
+    for (int i = 0; i < n_lin; i++)
+        if (lin_forward(r, L[i], x, n, y[i], err))
+            return -1;
+    return 0;
 }
 
 /* Flattens the batch into per-position token, slot and attention context,
@@ -229,9 +265,10 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
             plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->attn_norm, E,
                               cfg->rms_eps);
         {   /* Q, K, V share one quantization of xn and one pool pass */
-            const plume_cpu_weight *qkv_w[3] = {&Ly->cq, &Ly->ck, &Ly->cv};
+            const plume_lin *const qkv[3] = {&Ly->q, &Ly->k, &Ly->v};
             float *const qkv_y[3] = {r->q, r->k, r->v};
-            plume_cpu_matmul_multi(pool, qkv_w, 3, r->xn, n, qkv_y);
+            if (lin_forward_multi(r, qkv, 3, r->xn, n, qkv_y, err))
+                return -1;
         }
         add_bias(r->q, Ly->bq, n, Q);
         add_bias(r->k, Ly->bk, n, KV);
@@ -246,7 +283,8 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
         plume_paged_attention(pool, r->q, kc, vc, r->kv->dtype == PLUME_KV_F16, r->rows, n,
                               r->kv->block_size, H, HKV, hd,
                               r->attn);
-        plume_cpu_matmul_w(pool, &Ly->co, r->attn, n, r->xn);
+        if (lin_forward(r, &Ly->o, r->attn, n, r->xn, err))
+            return -1;
         add_bias(r->xn, Ly->bo, n, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
             r->x[i] += r->xn[i];
@@ -255,12 +293,14 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
             plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->ffn_norm, E,
                               cfg->rms_eps);
         {   /* gate and up share one quantization of xn and one pool pass */
-            const plume_cpu_weight *gu_w[2] = {&Ly->cgate, &Ly->cup};
+            const plume_lin *const gu[2] = {&Ly->gate, &Ly->up};
             float *const gu_y[2] = {r->gate, r->up};
-            plume_cpu_matmul_multi(pool, gu_w, 2, r->xn, n, gu_y);
+            if (lin_forward_multi(r, gu, 2, r->xn, n, gu_y, err))
+                return -1;
         }
         plume_cpu_swiglu(r->gate, r->up, n * F);
-        plume_cpu_matmul_w(pool, &Ly->cdown, r->gate, n, r->xn);
+        if (lin_forward(r, &Ly->down, r->gate, n, r->xn, err))
+            return -1;
         for (size_t i = 0; i < (size_t)n * E; i++)
             r->x[i] += r->xn[i];
     }
@@ -269,7 +309,8 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
         for (int i = 0; i < L; i++)
             plume_cpu_rmsnorm(r->xn + (size_t)i * E, r->x + (size_t)r->logit_rows[i] * E,
                               m->out_norm, E, cfg->rms_eps);
-        plume_cpu_matmul_w(pool, &m->coutput, r->xn, L, logits);
+        if (lin_forward(r, &m->output, r->xn, L, logits, err))
+            return -1;
     }
     return 0;
 }

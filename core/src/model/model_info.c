@@ -65,6 +65,19 @@ void plume_model_describe(const plume_model *m, void *stream)
     fprintf(f, "rms norm eps:   %g\n", c->rms_eps);
     fprintf(f, "output head:    %s\n", c->tied_embeddings ? "tied to embeddings" : "separate");
     fprintf(f, "q/k/v bias:     %s\n", c->qkv_bias ? "yes" : "no");
+    if (m->quant_method[0]) {
+        fprintf(f, "quantization:   %s, %d linear layers run by that method", m->quant_method,
+                m->n_plugin_linears);
+        static const char *const keys[] = {"bits", "group_size", "sym", "desc_act",
+                                           "checkpoint_format"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            const char *v = NULL;
+            if (plume_settings_has(m->quant, keys[i]) &&
+                plume_settings_string(m->quant, keys[i], NULL, &v, NULL) == 0 && v)
+                fprintf(f, ", %s %s", keys[i], v);
+        }
+        fputc('\n', f);
+    }
     describe_types(m, f);
     const plume_tokenizer *t = m->tok;
     const char *tmpl = plume_chat_template_name(t);

@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include "backend/cpu/ops.h"
+#include "formats/hf_quant_config.h"
 #include "model/model_internal.h"
+#include "runtime/builtin.h"
 
 /* Where a tensor lives under each naming scheme (formats.md §3.4). */
 typedef struct tensor_name {
@@ -15,23 +17,25 @@ typedef struct tensor_name {
     const char *hf;
 } tensor_name;
 
-enum { T_ATTN_NORM, T_WQ, T_WK, T_WV, T_WO, T_BQ, T_BK, T_BV, T_BO, T_FFN_NORM, T_GATE, T_UP, T_DOWN,
-       T_COUNT };
+enum { T_ATTN_NORM, T_FFN_NORM, T_COUNT };
 
 static const tensor_name layer_names[T_COUNT] = {
     [T_ATTN_NORM] = {"blk.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
-    [T_WQ] = {"blk.%d.attn_q.weight", "model.layers.%d.self_attn.q_proj.weight"},
-    [T_WK] = {"blk.%d.attn_k.weight", "model.layers.%d.self_attn.k_proj.weight"},
-    [T_WV] = {"blk.%d.attn_v.weight", "model.layers.%d.self_attn.v_proj.weight"},
-    [T_WO] = {"blk.%d.attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
-    [T_BQ] = {"blk.%d.attn_q.bias", "model.layers.%d.self_attn.q_proj.bias"},
-    [T_BK] = {"blk.%d.attn_k.bias", "model.layers.%d.self_attn.k_proj.bias"},
-    [T_BV] = {"blk.%d.attn_v.bias", "model.layers.%d.self_attn.v_proj.bias"},
-    [T_BO] = {"blk.%d.attn_output.bias", "model.layers.%d.self_attn.o_proj.bias"},
     [T_FFN_NORM] = {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
-    [T_GATE] = {"blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
-    [T_UP] = {"blk.%d.ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
-    [T_DOWN] = {"blk.%d.ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"},
+};
+
+/* The linear layers of a decoder layer by name prefix: the matrix is
+ * "<prefix>.weight" (or a quant method's tensors), the bias "<prefix>.bias". */
+enum { L_Q, L_K, L_V, L_O, L_GATE, L_UP, L_DOWN, L_COUNT };
+
+static const tensor_name linear_names[L_COUNT] = {
+    [L_Q] = {"blk.%d.attn_q", "model.layers.%d.self_attn.q_proj"},
+    [L_K] = {"blk.%d.attn_k", "model.layers.%d.self_attn.k_proj"},
+    [L_V] = {"blk.%d.attn_v", "model.layers.%d.self_attn.v_proj"},
+    [L_O] = {"blk.%d.attn_output", "model.layers.%d.self_attn.o_proj"},
+    [L_GATE] = {"blk.%d.ffn_gate", "model.layers.%d.mlp.gate_proj"},
+    [L_UP] = {"blk.%d.ffn_up", "model.layers.%d.mlp.up_proj"},
+    [L_DOWN] = {"blk.%d.ffn_down", "model.layers.%d.mlp.down_proj"},
 };
 
 static const plume_tensor *find(const plume_model *m, const char *name)
@@ -102,52 +106,168 @@ static int get_vector(plume_model *m, const char *name, int64_t n, bool required
     return 0;
 }
 
-static int load_layers(plume_model *m, plume_error *err)
+/* The open checkpoint as the weight-format interface sees it. */
+static plume_weights weights_of(const plume_model *m)
+{
+    if (m->gguf)
+        return (plume_weights){&plume_builtin_gguf, (plume_checkpoint *)m->gguf};
+    return (plume_weights){&plume_builtin_safetensors, (plume_checkpoint *)m->st};
+}
+
+/* Bytes of every tensor named "<prefix>.*" (a plugin layer's storage). */
+static int64_t prefix_bytes(const plume_model *m, const char *prefix)
+{
+    plume_weights w = weights_of(m);
+    size_t n = strlen(prefix);
+    int64_t total = 0;
+    for (size_t i = 0, c = w.fmt->n_tensors(w.ck); i < c; i++) {
+        const plume_tensor *t = w.fmt->tensor(w.ck, i);
+        if (strncmp(t->name, prefix, n) == 0 && t->name[n] == '.')
+            total += (int64_t)t->nbytes;
+    }
+    return total;
+}
+
+/* The non-native linear method whose probe of prefix scores highest (and
+ * above the native method's 1 when "<prefix>.weight" is a plain matrix),
+ * or NULL for native. */
+static const plume_linear_vtable *pick_method(const plume_model *m, const plume_registry *reg,
+                                              const char *prefix)
+{
+    plume_weights w = weights_of(m);
+    const plume_linear_vtable *best = NULL;
+    int best_score = 0;
+    char name[512];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    const plume_tensor *t = find(m, name);
+    if (t && t->n_dims == 2 && plume_dtype_supported(t->type))
+        best_score = 1; /* the native method's score */
+    for (size_t i = 0, n = plume_registry_n_providers(reg); i < n; i++) {
+        plume_provider_info info;
+        if (plume_registry_provider(reg, i, &info) || info.kind != PLUME_KIND_LINEAR ||
+            strcmp(info.plugin, "core") == 0)
+            continue;
+        const plume_linear_vtable *vt = info.vtable;
+        int score = vt->probe(&w, prefix);
+        if (score > best_score) {
+            best = vt;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+/* Loads the linear layer at prefix with in -> out features into L: a
+ * plugin's method when one claims it, else the native matrix (whose
+ * errors name the missing or malformed tensor). */
+static int get_linear(plume_model *m, const plume_registry *reg, const char *prefix, int64_t in,
+                      int64_t out, plume_lin *L, plume_error *err)
+{
+    const plume_linear_vtable *vt = pick_method(m, reg, prefix);
+    char name[512];
+    if (!vt) {
+        snprintf(name, sizeof name, "%s.weight", prefix);
+        if (!find(m, name)) {
+            snprintf(name, sizeof name, "%s.qweight", prefix);
+            if (find(m, name))
+                return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                                 "%s: layer %s is quantized (it has %s) but no loaded linear "
+                                 "method claims it; the checkpoint's config names no method "
+                                 "plume has, or the method's plugin is not loaded",
+                                 source_path(m), prefix, name);
+            snprintf(name, sizeof name, "%s.weight", prefix);
+        }
+        return get_matrix(m, name, in, out, &L->w, err);
+    }
+    plume_weights w = weights_of(m);
+    if (vt->load(&w, prefix, m->quant, &plume_builtin_cpu, NULL, &L->pl, err))
+        return plume_err_prefix(err, "%s: linear method %s", source_path(m), vt->name);
+    L->vt = vt;
+    int64_t li, lo;
+    vt->shape(L->pl, &li, &lo);
+    if (li != in || lo != out)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: layer %s has %lld inputs and %lld outputs (by its %s tensors); the "
+                         "config needs %lld and %lld",
+                         source_path(m), prefix, (long long)li, (long long)lo, vt->name,
+                         (long long)in, (long long)out);
+    m->n_params += in * out;
+    m->weight_bytes += prefix_bytes(m, prefix);
+    m->n_plugin_linears++;
+    return 0;
+}
+
+static int load_layers(plume_model *m, const plume_registry *reg, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
     const int64_t E = c->n_embd, Q = (int64_t)c->n_head * c->head_dim,
                   KV = (int64_t)c->n_head_kv * c->head_dim, F = c->n_ff;
+    const int64_t dims[L_COUNT][2] = {
+        [L_Q] = {E, Q}, [L_K] = {E, KV}, [L_V] = {E, KV}, [L_O] = {Q, E},
+        [L_GATE] = {E, F}, [L_UP] = {E, F}, [L_DOWN] = {F, E},
+    };
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory allocating %d layers", c->n_layer);
     for (int l = 0; l < c->n_layer; l++) {
         plume_layer *L = &m->layers[l];
-        char n[T_COUNT][160];
+        plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        char n[T_COUNT][160], p[L_COUNT][160], b[160];
         for (int i = 0; i < T_COUNT; i++)
             snprintf(n[i], sizeof n[i], m->gguf ? layer_names[i].gguf : layer_names[i].hf, l);
         if (get_vector(m, n[T_ATTN_NORM], E, true, &L->attn_norm, err) ||
-            get_vector(m, n[T_FFN_NORM], E, true, &L->ffn_norm, err) ||
-            get_matrix(m, n[T_WQ], E, Q, &L->wq, err) ||
-            get_matrix(m, n[T_WK], E, KV, &L->wk, err) ||
-            get_matrix(m, n[T_WV], E, KV, &L->wv, err) ||
-            get_matrix(m, n[T_WO], Q, E, &L->wo, err) ||
-            get_matrix(m, n[T_GATE], E, F, &L->w_gate, err) ||
-            get_matrix(m, n[T_UP], E, F, &L->w_up, err) ||
-            get_matrix(m, n[T_DOWN], F, E, &L->w_down, err))
+            get_vector(m, n[T_FFN_NORM], E, true, &L->ffn_norm, err))
             return -1;
-        bool need_bias = c->qkv_bias;
-        if (get_vector(m, n[T_BQ], Q, need_bias, &L->bq, err) ||
-            get_vector(m, n[T_BK], KV, need_bias, &L->bk, err) ||
-            get_vector(m, n[T_BV], KV, need_bias, &L->bv, err) ||
-            get_vector(m, n[T_BO], E, false, &L->bo, err))
-            return -1;
+        for (int i = 0; i < L_COUNT; i++) {
+            snprintf(p[i], sizeof p[i], m->gguf ? linear_names[i].gguf : linear_names[i].hf, l);
+            if (get_linear(m, reg, p[i], dims[i][0], dims[i][1], lins[i], err))
+                return -1;
+        }
+        /* biases of native q/k/v/o (a plugin's method adds its own) */
+        float **bias[4] = {&L->bq, &L->bk, &L->bv, &L->bo};
+        for (int i = L_Q; i <= L_O; i++) {
+            if (lins[i]->vt)
+                continue;
+            snprintf(b, sizeof b, "%s.bias", p[i]);
+            if (get_vector(m, b, dims[i][1], c->qkv_bias && i != L_O, bias[i], err))
+                return -1;
+        }
     }
     return 0;
 }
 
-/* Load-time preparation of every matrix for the CPU matmul (repack.h). */
+/* Load-time preparation of every native matrix for the CPU matmul
+ * (repack.h). */
 static int prepare_weights(plume_model *m, plume_error *err)
 {
     for (int l = 0; l < m->cfg.n_layer; l++) {
         plume_layer *L = &m->layers[l];
-        if (plume_cpu_weight_init(&L->cq, L->wq, err) || plume_cpu_weight_init(&L->ck, L->wk, err) ||
-            plume_cpu_weight_init(&L->cv, L->wv, err) || plume_cpu_weight_init(&L->co, L->wo, err) ||
-            plume_cpu_weight_init(&L->cgate, L->w_gate, err) ||
-            plume_cpu_weight_init(&L->cup, L->w_up, err) ||
-            plume_cpu_weight_init(&L->cdown, L->w_down, err))
-            return -1;
+        plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int i = 0; i < L_COUNT; i++)
+            if (!lins[i]->vt && plume_cpu_weight_init(&lins[i]->cw, lins[i]->w, err))
+                return -1;
     }
-    return plume_cpu_weight_init(&m->coutput, m->output, err);
+    return m->output.vt ? 0 : plume_cpu_weight_init(&m->output.cw, m->output.w, err);
+}
+
+/* For a quantized checkpoint: makes sure reg has the method its config
+ * names, loading the plugin "quant-<method>" when it does not. */
+static int ensure_method(plume_model *m, plume_registry *reg, plume_error *err)
+{
+    if (!m->quant_method[0] || plume_registry_find_linear(reg, m->quant_method))
+        return 0;
+    char plugin[64];
+    snprintf(plugin, sizeof plugin, "quant-%s", m->quant_method);
+    if (plume_registry_load(reg, plugin, err))
+        return plume_err_prefix(err,
+                                "%s is quantized with quant_method \"%s\", which needs the "
+                                "plugin %s (list it under `plugins:` or install it)",
+                                source_path(m), m->quant_method, plugin);
+    if (!plume_registry_find_linear(reg, m->quant_method))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: plugin %s loaded but registers no linear method \"%s\"",
+                         source_path(m), plugin, m->quant_method);
+    return 0;
 }
 
 static bool is_dir(const char *path)
@@ -164,6 +284,8 @@ static int open_hf(plume_model *m, const char *dir, plume_error *err)
     if (plume_config_from_hf_json(p, &m->cfg, err))
         return -1;
     if (safetensors_open(dir, &m->st, err))
+        return -1;
+    if (plume_hf_quant_config(dir, &m->quant, m->quant_method, sizeof m->quant_method, err))
         return -1;
     snprintf(p, sizeof p, "%s/tokenizer.json", dir);
     snprintf(p2, sizeof p2, "%s/tokenizer_config.json", dir);
@@ -185,7 +307,8 @@ static int open_gguf(plume_model *m, const char *path, plume_error *err)
     return plume_tokenizer_from_gguf(m->gguf, &m->tok, err);
 }
 
-int plume_model_load(const char *path, plume_model **out, plume_error *err)
+int plume_model_load_with(const char *path, plume_registry *reg, plume_model **out,
+                          plume_error *err)
 {
     *out = NULL;
     plume_model *m = calloc(1, sizeof *m);
@@ -206,6 +329,14 @@ int plume_model_load(const char *path, plume_model **out, plume_error *err)
         rc = open_gguf(m, path, err);
     if (rc)
         goto fail;
+    if (!reg) {
+        if (plume_registry_create(&m->own_reg, err) ||
+            plume_registry_add_default_search_path(m->own_reg, err))
+            goto fail;
+        reg = m->own_reg;
+    }
+    if (ensure_method(m, reg, err))
+        goto fail;
     plume_model_config *c = &m->cfg;
     if (plume_config_validate(c, err))
         goto fail;
@@ -218,22 +349,22 @@ int plume_model_load(const char *path, plume_model **out, plume_error *err)
     if (get_matrix(m, m->gguf ? "token_embd.weight" : "model.embed_tokens.weight", c->n_embd,
                    c->n_vocab, &m->tok_embd, err))
         goto fail;
-    const char *out_name = m->gguf ? "output.weight" : "lm_head.weight";
+    const char *out_prefix = m->gguf ? "output" : "lm_head";
     /* GGUF: a separate head exists iff output.weight does; HF: the config's
      * tie_word_embeddings decides (a tied checkpoint may still carry lm_head). */
-    bool separate_head = m->gguf ? find(m, out_name) != NULL : !c->tied_embeddings;
+    bool separate_head = m->gguf ? find(m, "output.weight") != NULL : !c->tied_embeddings;
     if (separate_head) {
-        if (get_matrix(m, out_name, c->n_embd, c->n_vocab, &m->output, err))
+        if (get_linear(m, reg, out_prefix, c->n_embd, c->n_vocab, &m->output, err))
             goto fail;
         c->tied_embeddings = false;
     } else {
-        m->output = m->tok_embd;
+        m->output.w = m->tok_embd;
         c->tied_embeddings = true;
     }
     if (get_vector(m, m->gguf ? "output_norm.weight" : "model.norm.weight", c->n_embd, true,
                    &m->out_norm, err))
         goto fail;
-    if (load_layers(m, err))
+    if (load_layers(m, reg, err))
         goto fail;
     if (prepare_weights(m, err))
         goto fail;
@@ -252,6 +383,25 @@ fail:
     return -1;
 }
 
+int plume_model_load(const char *path, plume_model **out, plume_error *err)
+{
+    return plume_model_load_with(path, NULL, out, err);
+}
+
+const char *plume_model_quant_method(const plume_model *m)
+{
+    return m->quant_method[0] ? m->quant_method : NULL;
+}
+
+/* Releases one linear layer (either kind). */
+static void lin_release(plume_lin *L)
+{
+    if (L->vt)
+        L->vt->destroy(L->pl);
+    else
+        plume_cpu_weight_release(&L->cw);
+}
+
 void plume_model_free(plume_model *m)
 {
     if (!m)
@@ -265,22 +415,20 @@ void plume_model_free(plume_model *m)
             free(L->bk);
             free(L->bv);
             free(L->bo);
-            plume_cpu_weight_release(&L->cq);
-            plume_cpu_weight_release(&L->ck);
-            plume_cpu_weight_release(&L->cv);
-            plume_cpu_weight_release(&L->co);
-            plume_cpu_weight_release(&L->cgate);
-            plume_cpu_weight_release(&L->cup);
-            plume_cpu_weight_release(&L->cdown);
+            plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+            for (int i = 0; i < L_COUNT; i++)
+                lin_release(lins[i]);
         }
         free(m->layers);
     }
     free(m->out_norm);
-    plume_cpu_weight_release(&m->coutput);
+    lin_release(&m->output);
     free(m->rope_inv_freq);
     plume_tokenizer_free(m->tok);
     gguf_close(m->gguf);
     safetensors_close(m->st);
+    plume_settings_free(m->quant);
+    plume_registry_free(m->own_reg); /* after every plugin layer is gone */
     free(m->path);
     free(m);
 }

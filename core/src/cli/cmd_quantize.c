@@ -1,0 +1,242 @@
+/* plume quantize MODEL_DIR OUT_DIR --method gptq|rtn ... */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "plume/registry.h"
+#include "quant/quantize.h"
+
+static const char help[] =
+    "usage: plume quantize MODEL_DIR OUT_DIR [options]\n"
+    "\n"
+    "Quantizes the linear layers of a float Hugging Face checkpoint (F32/F16/BF16;\n"
+    "make one from a GGUF with `plume convert MODEL.gguf --to hf DIR`) and writes\n"
+    "a GPTQ checkpoint that plume, vLLM and transformers load: model.safetensors\n"
+    "(qweight/qzeros/scales/g_idx per layer, everything else float), config.json\n"
+    "with quantization_config, quantize_config.json, and the tokenizer files.\n"
+    "\n"
+    "  --method gptq  the GPTQ algorithm (Frantar et al.) as its reference code does\n"
+    "                 it: each decoder layer in order, Hessians H = 2/n·Σxxᵀ from\n"
+    "                 calibration activations that already went through the\n"
+    "                 quantized layers (and, inside a layer, q/k/v -> o -> gate/up\n"
+    "                 -> down), dampening, Cholesky of H⁻¹, column updates in lazy\n"
+    "                 blocks of 128, optional act-order (--desc-act)\n"
+    "  --method rtn   round-to-nearest with the same quantizer and packing (the\n"
+    "                 baseline); --calib is optional and only reports the error\n"
+    "\n"
+    "options (defaults in brackets):\n"
+    "  --method gptq|rtn     algorithm [gptq]\n"
+    "  --bits N              2, 3, 4 or 8 [4]\n"
+    "  --group-size N        inputs per scale/zero group, -1 = one group per row [128]\n"
+    "  --sym true|false      symmetric (zero point 2^(bits-1)) or asymmetric [true]\n"
+    "  --desc-act            act-order: quantize inputs by descending Hessian diagonal\n"
+    "                        (writes a non-monotone g_idx) [off]\n"
+    "  --damp F              dampening, a fraction of the mean Hessian diagonal [0.01]\n"
+    "  --format gptq|gptq_v2 zero-point storage: gptq stores zero-1 (AutoGPTQ, vLLM),\n"
+    "                        gptq_v2 the zero itself (GPTQModel) [gptq]\n"
+    "  --calib FILE          calibration text (e.g. bench/data/calib.txt); required\n"
+    "                        for gptq\n"
+    "  --samples N           calibration windows, at most [128]\n"
+    "  --seq-len N           tokens per window [512]; the text's tokens are cut into\n"
+    "                        consecutive windows, as many as it has up to --samples\n"
+    "  --dtype f16|f32       storage of the unquantized tensors (embeddings, norms,\n"
+    "                        biases) [f16, as GPTQ checkpoints on the hubs]\n"
+    "  --threads N           threads for the calibration pass [physical cores]\n"
+    "  --plugin-dir DIR      also look for the quant-gptq plugin in DIR\n"
+    "  --force               write into OUT_DIR even if it already holds files\n"
+    "  --quiet               no progress on stderr\n"
+    "  --verbose             a line per linear layer with its loss: the layer's\n"
+    "                        output error on the calibration tokens, 2/n·Σ|x(W-Wq)ᵀ|²\n"
+    "  --json                print a JSON summary on stdout\n";
+
+typedef struct progress_state {
+    bool tty;
+    bool verbose; /* a line per linear with its loss */
+} progress_state;
+
+/* One line per layer; on a terminal, a bar redrawn as each linear finishes. */
+static void on_progress(void *user, const plume_quant_progress *p)
+{
+    progress_state *s = user;
+    enum { W = 30 };
+    int done = p->layer * p->n_linear + p->linear_index;
+    int total = p->n_layer * p->n_linear;
+    int fill = total ? done * W / total : 0;
+    char bar[W + 1];
+    for (int i = 0; i < W; i++)
+        bar[i] = i < fill ? '#' : '-';
+    bar[W] = 0;
+    if (!p->linear) {
+        if (s->tty)
+            fprintf(stderr, "\r\033[Klayer %d/%d [%s] %5.1f s", p->layer + 1, p->n_layer, bar,
+                    p->elapsed_s);
+        return;
+    }
+    if (s->verbose)
+        fprintf(stderr, "%slayer %d %-17s loss %.6g\n", s->tty ? "\r\033[K" : "", p->layer,
+                p->linear, p->loss);
+    else if (s->tty)
+        fprintf(stderr, "\r\033[Klayer %d/%d [%s] %-17s loss %-9.3g %5.1f s", p->layer + 1,
+                p->n_layer, bar, p->linear, p->loss, p->elapsed_s);
+    if (p->linear_index == p->n_linear) {
+        if (s->tty)
+            fputc('\n', stderr);
+        else
+            fprintf(stderr, "layer %d/%d [%s] done, %.1f s\n", p->layer + 1, p->n_layer, bar,
+                    p->elapsed_s);
+    }
+}
+
+static int set(plume_settings *s, const char *key, const char *value)
+{
+    plume_error err = {0};
+    if (plume_settings_set(s, key, value, &err)) {
+        fprintf(stderr, "plume quantize: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    const char *pos[2] = {0}, *v, *method = "gptq", *bits = "4", *group = "128", *sym = "true",
+               *damp = "0.01", *format = "gptq", *calib = NULL, *dtype = "f16";
+    const char *plugin_dirs[16];
+    int n_pos = 0, n_dirs = 0;
+    long long samples = 128, seq_len = 512, threads = 0;
+    bool desc_act = false, force = false, quiet = false, json = false, verbose = false;
+    for (int i = 1; i < argc; i++) {
+        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (cli_opt(argc, argv, &i, "--method", &v)) {
+            method = v;
+        } else if (cli_opt(argc, argv, &i, "--bits", &v)) {
+            bits = v;
+        } else if (cli_opt(argc, argv, &i, "--group-size", &v)) {
+            group = v;
+        } else if (cli_opt(argc, argv, &i, "--sym", &v)) {
+            sym = v;
+        } else if (cli_flag(argv, i, "--desc-act")) {
+            desc_act = true;
+        } else if (cli_opt(argc, argv, &i, "--damp", &v)) {
+            damp = v;
+        } else if (cli_opt(argc, argv, &i, "--format", &v)) {
+            format = v;
+        } else if (cli_opt(argc, argv, &i, "--calib", &v)) {
+            calib = v;
+        } else if (cli_opt(argc, argv, &i, "--samples", &v)) {
+            samples = cli_int("--samples", v, 1, 1 << 20);
+        } else if (cli_opt(argc, argv, &i, "--seq-len", &v)) {
+            seq_len = cli_int("--seq-len", v, 1, 1 << 20);
+        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
+            threads = cli_int("--threads", v, 0, 1024);
+        } else if (cli_opt(argc, argv, &i, "--dtype", &v)) {
+            dtype = v;
+        } else if (cli_opt(argc, argv, &i, "--plugin-dir", &v)) {
+            if (n_dirs == 16) {
+                fprintf(stderr, "plume quantize: at most 16 --plugin-dir options\n");
+                return 2;
+            }
+            plugin_dirs[n_dirs++] = v;
+        } else if (cli_flag(argv, i, "--force")) {
+            force = true;
+        } else if (cli_flag(argv, i, "--quiet")) {
+            quiet = true;
+        } else if (cli_flag(argv, i, "--verbose")) {
+            verbose = true;
+        } else if (cli_flag(argv, i, "--json")) {
+            json = true;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            cli_unknown("quantize", argv[i]);
+        } else if (n_pos < 2) {
+            pos[n_pos++] = argv[i];
+        } else {
+            cli_unknown("quantize", argv[i]);
+        }
+    }
+    if (n_pos != 2) {
+        fprintf(stderr, "plume quantize: give MODEL_DIR and OUT_DIR\n\n%s", help);
+        return 2;
+    }
+    if (strcmp(method, "gptq") != 0 && strcmp(method, "rtn") != 0) {
+        fprintf(stderr, "plume quantize: --method must be gptq or rtn, got '%s'\n", method);
+        return 2;
+    }
+    if (strcmp(dtype, "f16") != 0 && strcmp(dtype, "f32") != 0) {
+        fprintf(stderr, "plume quantize: --dtype must be f16 or f32, got '%s'\n", dtype);
+        return 2;
+    }
+    plume_error err = {0};
+    plume_registry *reg = NULL;
+    plume_settings *s = NULL;
+    int status = 1;
+    if (plume_registry_create(&reg, &err))
+        goto fail;
+    for (int i = 0; i < n_dirs; i++)
+        if (plume_registry_add_search_dir(reg, plugin_dirs[i], &err))
+            goto fail;
+    if (plume_registry_add_default_search_path(reg, &err))
+        goto fail;
+    /* both algorithms write GPTQ checkpoints: the quant-gptq plugin's "gptq" method */
+    if (!plume_registry_find_linear(reg, "gptq") && plume_registry_load(reg, "quant-gptq", &err))
+        goto fail;
+    const plume_linear_vtable *vt = plume_registry_find_linear(reg, "gptq");
+    if (!vt) {
+        plume_err(&err, PLUME_ERR_UNSUPPORTED, "plugin quant-gptq registers no \"gptq\" method");
+        goto fail;
+    }
+    if (plume_settings_new("plume quantize", &s, &err))
+        goto fail;
+    if (set(s, "method", method) || set(s, "bits", bits) || set(s, "group_size", group) ||
+        set(s, "sym", sym) || set(s, "desc_act", desc_act ? "true" : "false") ||
+        set(s, "damp_percent", damp) || set(s, "checkpoint_format", format))
+        goto done;
+    int st = cli_prepare_out_dir("quantize", pos[1]);
+    if (st < 0)
+        goto done;
+    if (st == 1 && !force) {
+        fprintf(stderr,
+                "plume quantize: %s is not empty; use --force to write into it (existing "
+                "model files are replaced)\n",
+                pos[1]);
+        goto done;
+    }
+    progress_state ps = {isatty(2) != 0, verbose};
+    plume_quantize_opts o = {
+        .method = vt, .settings = s, .calib_path = calib, .n_samples = (int32_t)samples,
+        .seq_len = (int32_t)seq_len, .n_threads = (int)threads,
+        .float_f16 = strcmp(dtype, "f16") == 0, .progress = quiet ? NULL : on_progress,
+        .user = &ps};
+    plume_quantize_report rep;
+    if (plume_quantize_model(pos[0], pos[1], reg, &o, &rep, &err)) {
+        if (ps.tty && !quiet)
+            fputc('\n', stderr);
+        if (st == 2)
+            rmdir(pos[1]);
+        goto fail;
+    }
+    if (!quiet)
+        fprintf(stderr,
+                "quantized %d linears (%s, %s bits, group %s) in %.1f s; calibration %d x %d "
+                "tokens; total loss %.6g; %s/model.safetensors %.1f MiB\n",
+                rep.n_linears, method, bits, group, rep.seconds, rep.n_samples, rep.seq_len,
+                rep.total_loss, pos[1], (double)rep.bytes_written / (1 << 20));
+    if (json)
+        printf("{\"method\": \"%s\", \"bits\": %s, \"group_size\": %s, \"sym\": %s, "
+               "\"desc_act\": %s, \"linears\": %d, \"samples\": %d, \"seq_len\": %d, "
+               "\"tokens\": %lld, \"total_loss\": %.9g, \"seconds\": %.3f, \"bytes\": %llu}\n",
+               method, bits, group, sym, desc_act ? "true" : "false", rep.n_linears,
+               rep.n_samples, rep.seq_len, (long long)rep.n_tokens, rep.total_loss, rep.seconds,
+               (unsigned long long)rep.bytes_written);
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "plume quantize: %s\n", err.msg);
+done:
+    plume_settings_free(s);
+    plume_registry_free(reg);
+    return status;
+}

@@ -1,0 +1,398 @@
+/* The quantization driver: calibration windows, the layer-by-layer pass
+ * (formats.md §1.7's driver, true-sequential inside each layer), and the
+ * checkpoint. */
+#include "quant/quantize.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/threadpool.h"
+#include "model/model_internal.h"
+#include "model/paged_attention.h"
+#include "plume/model.h"
+#include "quant/hessian.h"
+#include "quant/quant_output.h"
+#include "runtime/builtin.h"
+
+typedef struct qrun {
+    plume_model *m;
+    const plume_quantize_opts *o;
+    plume_pool *pool;
+    int64_t S, T, n;        /* samples, tokens per sample, n = S·T (0: no calibration) */
+    /* activations [n][dim] */
+    float *x, *xn, *q, *k, *v, *attn, *gate, *up;
+    double *Hbase, *H;      /* [Kmax][Kmax] */
+    float *w, *wdeq;        /* [max out][max in] */
+    int32_t *blocks;        /* [S] = s: sample s is "block" s of T slots */
+    plume_attn_row *rows;   /* [n] */
+    quant_output out;
+    plume_quantize_report *rep;
+    struct timespec t0;
+    int layer;
+} qrun;
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+/* ---- calibration windows ---- */
+
+/* Reads the calibration text and cuts its tokens into at most n_samples
+ * consecutive windows of seq_len tokens; *ids gets them ([S][T]). */
+static int calib_windows(const plume_model *m, const char *path, int32_t n_samples,
+                         int32_t seq_len, int32_t **ids, int64_t *S, plume_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return plume_err(err, PLUME_ERR_IO, "cannot open the calibration text %s", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0, n;
+    char buf[65536];
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *t = realloc(text, cap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading %s", path);
+            }
+            text = t;
+        }
+        memcpy(text + len, buf, n);
+        len += n;
+    }
+    fclose(f);
+    int32_t *tok = NULL;
+    size_t nt = 0;
+    int rc = plume_tokenize(m->tok, text ? text : "", len, false, false, &tok, &nt, err);
+    free(text);
+    if (rc)
+        return plume_err_prefix(err, "tokenizing %s", path);
+    int64_t s = (int64_t)nt / seq_len;
+    if (s > n_samples)
+        s = n_samples;
+    if (s < 1) {
+        free(tok);
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "%s has %zu tokens, fewer than one window of --seq-len %d; give a "
+                         "longer text or a shorter --seq-len",
+                         path, nt, seq_len);
+    }
+    *ids = tok;
+    *S = s;
+    return 0;
+}
+
+/* ---- the layer pass ---- */
+
+/* y = x·wᵀ (+ bias) for the run's n rows, w [out][in] f32. */
+static void linear_f32(qrun *r, const float *w, int64_t in, int64_t out, const float *bias,
+                       const float *x, float *y)
+{
+    plume_tensor t = {.name = "quantized", .type = PLUME_DTYPE_F32, .n_dims = 2,
+                      .ne = {in, out, 1, 1}, .data = w,
+                      .nbytes = sizeof(float) * (size_t)(in * out)};
+    plume_cpu_matmul(r->pool, &t, x, (int)r->n, y, NULL);
+    if (bias)
+        for (int64_t i = 0; i < r->n; i++)
+            for (int64_t j = 0; j < out; j++)
+                y[i * out + j] += bias[j];
+}
+
+static void report(qrun *r, const char *name, int idx, double loss)
+{
+    if (!r->o->progress)
+        return;
+    plume_quant_progress p = {r->layer, r->m->cfg.n_layer, name, idx, 7, loss, since(&r->t0)};
+    r->o->progress(r->o->user, &p);
+}
+
+/* Quantizes one linear of the current layer with Hessian Hbase (NULL
+ * without calibration); with calibration, then y = xin·w_deqᵀ (+ bias).
+ * idx counts the linears done in this layer (for progress). */
+static int do_linear(qrun *r, const char *prefix, const char *short_name, int idx,
+                     const plume_lin *L, const float *bias, const float *xin, float *y,
+                     plume_error *err)
+{
+    const plume_tensor *t = L->w;
+    const int64_t in = t->ne[0], out = t->ne[1];
+    plume_dequantize((plume_dtype)t->type, t->data, r->w, in * out);
+    if (r->n)
+        memcpy(r->H, r->Hbase, sizeof(double) * (size_t)(in * in));
+    plume_quant_job job = {prefix, in, out, r->w, r->n ? r->H : NULL, r->n};
+    plume_quant_result res;
+    memset(&res, 0, sizeof res);
+    res.w_deq = r->wdeq;
+    res.loss = -1;
+    int rc = r->o->method->quantize(r->o->settings, &job, &res, err);
+    for (int i = 0; i < res.n_tensors; i++) {
+        if (!rc && quant_output_take(&r->out, prefix, &res.tensors[i], err))
+            rc = -1;
+        free(res.tensors[i].data);
+    }
+    if (rc)
+        return plume_err_prefix(err, "quantizing %s", prefix);
+    if (r->n)
+        linear_f32(r, r->wdeq, in, out, bias, xin, y);
+    r->rep->n_linears++;
+    if (res.loss >= 0)
+        r->rep->total_loss += res.loss;
+    report(r, short_name, idx, res.loss);
+    return 0;
+}
+
+/* The Hessian of xin ([n][K]) into Hbase (nothing without calibration). */
+static int stage_hessian(qrun *r, const float *xin, int64_t K, plume_error *err)
+{
+    return r->n ? plume_hessian(r->pool, xin, r->n, K, r->Hbase, err) : 0;
+}
+
+static void rmsnorm_rows(qrun *r, const float *w)
+{
+    const int E = r->m->cfg.n_embd;
+    for (int64_t i = 0; i < r->n; i++)
+        plume_cpu_rmsnorm(r->xn + i * E, r->x + i * E, w, E, r->m->cfg.rms_eps);
+}
+
+static void add_rows(float *x, const float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
+
+/* One decoder layer: q/k/v, o, gate/up, down, each quantized on inputs
+ * that went through the already quantized linears before it. */
+static int run_layer(qrun *r, int l, plume_error *err)
+{
+    const plume_model_config *c = &r->m->cfg;
+    const plume_layer *L = &r->m->layers[l];
+    const int E = c->n_embd, hd = c->head_dim, Hn = c->n_head, HKV = c->n_head_kv;
+    const int Q = Hn * hd, KV = HKV * hd, F = c->n_ff;
+    char p[7][160];
+    static const char *const names[7] = {"self_attn.q_proj", "self_attn.k_proj",
+                                         "self_attn.v_proj", "self_attn.o_proj",
+                                         "mlp.gate_proj",    "mlp.up_proj",
+                                         "mlp.down_proj"};
+    for (int i = 0; i < 7; i++)
+        snprintf(p[i], sizeof p[i], "model.layers.%d.%s", l, names[i]);
+    r->layer = l;
+    report(r, NULL, 0, -1);
+
+    if (r->n)
+        rmsnorm_rows(r, L->attn_norm);
+    if (stage_hessian(r, r->xn, E, err) ||
+        do_linear(r, p[0], names[0], 1, &L->q, L->bq, r->xn, r->q, err) ||
+        do_linear(r, p[1], names[1], 2, &L->k, L->bk, r->xn, r->k, err) ||
+        do_linear(r, p[2], names[2], 3, &L->v, L->bv, r->xn, r->v, err))
+        return -1;
+    if (r->n) {
+        const int adjacent = c->rope_style == PLUME_ROPE_ADJACENT;
+        for (int64_t i = 0; i < r->n; i++) {
+            int pos = (int)(i % r->T);
+            plume_cpu_rope_heads(r->q + i * Q, Hn, hd, pos, r->m->rope_inv_freq, adjacent);
+            plume_cpu_rope_heads(r->k + i * KV, HKV, hd, pos, r->m->rope_inv_freq, adjacent);
+        }
+        /* sample s's K/V rows are "block" s of T slots: rows i = s·T + pos */
+        plume_paged_attention(r->pool, r->q, r->k, r->v, 0, r->rows, (int32_t)r->n,
+                              (int32_t)r->T, Hn, HKV, hd, r->attn);
+    }
+    if (stage_hessian(r, r->attn, Q, err) ||
+        do_linear(r, p[3], names[3], 4, &L->o, L->bo, r->attn, r->xn, err))
+        return -1;
+    if (r->n) {
+        add_rows(r->x, r->xn, r->n * E);
+        rmsnorm_rows(r, L->ffn_norm);
+    }
+    if (stage_hessian(r, r->xn, E, err) ||
+        do_linear(r, p[4], names[4], 5, &L->gate, NULL, r->xn, r->gate, err) ||
+        do_linear(r, p[5], names[5], 6, &L->up, NULL, r->xn, r->up, err))
+        return -1;
+    if (r->n)
+        plume_cpu_swiglu(r->gate, r->up, (int)(r->n * F));
+    if (stage_hessian(r, r->gate, F, err) ||
+        do_linear(r, p[6], names[6], 7, &L->down, NULL, r->gate, r->xn, err))
+        return -1;
+    if (r->n)
+        add_rows(r->x, r->xn, r->n * E);
+    return 0;
+}
+
+/* ---- set-up ---- */
+
+/* The model must be a float HF checkpoint: every linear native and float. */
+static int check_input(const plume_model *m, const char *in_dir, plume_error *err)
+{
+    if (!m->st)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s is a GGUF file; plume quantize reads a float HF directory: "
+                         "run `plume convert %s --to hf DIR` first and quantize DIR",
+                         in_dir, in_dir);
+    if (m->quant_method[0])
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s is already quantized (quant_method %s); quantize a float "
+                         "checkpoint",
+                         in_dir, m->quant_method);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const plume_layer *L = &m->layers[l];
+        const plume_lin *lins[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int i = 0; i < 7; i++) {
+            const plume_tensor *t = lins[i]->w;
+            if (lins[i]->vt || (t->type != PLUME_DTYPE_F32 && t->type != PLUME_DTYPE_F16 &&
+                                t->type != PLUME_DTYPE_BF16))
+                return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                                 "%s: layer %d has a linear that is not F32/F16/BF16 (%s); "
+                                 "quantize from a float checkpoint",
+                                 in_dir, l, t ? t->name : "a plugin's method");
+        }
+    }
+    return 0;
+}
+
+static int alloc_run(qrun *r, plume_error *err)
+{
+    const plume_model_config *c = &r->m->cfg;
+    const size_t n = (size_t)r->n, E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim,
+                 KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
+    size_t kmax = E > Q ? E : Q;
+    kmax = kmax > F ? kmax : F;
+    size_t wmax = (E * (Q > F ? Q : F)) > (Q * E) ? E * (Q > F ? Q : F) : Q * E;
+    r->w = malloc(sizeof(float) * wmax);
+    r->wdeq = malloc(sizeof(float) * wmax);
+    bool ok = r->w && r->wdeq;
+    if (n) {
+        r->x = malloc(sizeof(float) * n * E);
+        r->xn = malloc(sizeof(float) * n * (E > Q ? E : Q));
+        r->q = malloc(sizeof(float) * n * Q);
+        r->k = malloc(sizeof(float) * n * KV);
+        r->v = malloc(sizeof(float) * n * KV);
+        r->attn = malloc(sizeof(float) * n * Q);
+        r->gate = malloc(sizeof(float) * n * F);
+        r->up = malloc(sizeof(float) * n * F);
+        r->Hbase = malloc(sizeof(double) * kmax * kmax);
+        r->H = malloc(sizeof(double) * kmax * kmax);
+        r->blocks = malloc(sizeof(int32_t) * (size_t)r->S);
+        r->rows = malloc(sizeof *r->rows * n);
+        ok = ok && r->x && r->xn && r->q && r->k && r->v && r->attn && r->gate && r->up &&
+             r->Hbase && r->H && r->blocks && r->rows;
+    }
+    if (!ok)
+        return plume_err(err, PLUME_ERR_NOMEM,
+                         "out of memory for %lld calibration tokens; lower --samples or "
+                         "--seq-len",
+                         (long long)n);
+    for (int64_t s = 0; s < r->S; s++)
+        r->blocks[s] = (int32_t)s;
+    for (int64_t i = 0; i < r->n; i++)
+        r->rows[i] = (plume_attn_row){(int32_t)(i % r->T), &r->blocks[i / r->T]};
+    return 0;
+}
+
+static void free_run(qrun *r)
+{
+    free(r->w);
+    free(r->wdeq);
+    free(r->x);
+    free(r->xn);
+    free(r->q);
+    free(r->k);
+    free(r->v);
+    free(r->attn);
+    free(r->gate);
+    free(r->up);
+    free(r->Hbase);
+    free(r->H);
+    free(r->blocks);
+    free(r->rows);
+    quant_output_free(&r->out);
+    plume_pool_free(r->pool);
+}
+
+/* Every input tensor except the quantized linears' weights, as float. */
+static int copy_float_tensors(qrun *r, plume_error *err)
+{
+    const plume_model *m = r->m;
+    const plume_weight_format_vtable *fmt = &plume_builtin_safetensors;
+    const plume_checkpoint *ck = (const plume_checkpoint *)m->st;
+    for (size_t i = 0, n = fmt->n_tensors(ck); i < n; i++) {
+        const plume_tensor *t = fmt->tensor(ck, i);
+        bool quantized = false;
+        for (int l = 0; l < m->cfg.n_layer && !quantized; l++) {
+            const plume_layer *L = &m->layers[l];
+            const plume_lin *lins[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+            for (int j = 0; j < 7; j++)
+                quantized = quantized || lins[j]->w == t;
+        }
+        if (!quantized && quant_output_copy(&r->out, t, err))
+            return -1;
+    }
+    return 0;
+}
+
+int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry *reg,
+                         const plume_quantize_opts *o, plume_quantize_report *rep,
+                         plume_error *err)
+{
+    memset(rep, 0, sizeof *rep);
+    if (!o->method || !o->method->quant_begin || !o->method->quantize)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "linear method %s cannot make checkpoints (it has no quantizer)",
+                         o->method ? o->method->name : "(none)");
+    bool needs_h = false;
+    char qconfig[4096];
+    if (o->method->quant_begin(o->settings, &needs_h, qconfig, sizeof qconfig, err))
+        return -1;
+    if (needs_h && !o->calib_path)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "this method needs calibration data: give --calib FILE (a plain "
+                         "text, e.g. bench/data/calib.txt)");
+    if (o->seq_len <= 0 || o->n_samples <= 0)
+        return plume_err(err, PLUME_ERR_INVALID, "--samples and --seq-len must be positive");
+    qrun r = {0};
+    r.o = o;
+    r.rep = rep;
+    r.out.float_f16 = o->float_f16;
+    clock_gettime(CLOCK_MONOTONIC, &r.t0);
+    int32_t *ids = NULL;
+    int rc = -1;
+    if (plume_model_load_with(in_dir, reg, &r.m, err) || check_input(r.m, in_dir, err))
+        goto done;
+    if (o->calib_path) {
+        if (calib_windows(r.m, o->calib_path, o->n_samples, o->seq_len, &ids, &r.S, err))
+            goto done;
+        r.T = o->seq_len;
+        r.n = r.S * r.T;
+    }
+    rep->n_samples = (int32_t)r.S;
+    rep->seq_len = (int32_t)r.T;
+    rep->n_tokens = r.n;
+    rep->total_loss = r.n ? 0 : -1;
+    int nth = o->n_threads > 0 ? o->n_threads : plume_cpu_count();
+    if (plume_pool_create(nth, &r.pool, err) || alloc_run(&r, err))
+        goto done;
+    const int E = r.m->cfg.n_embd;
+    for (int64_t i = 0; i < r.n; i++)
+        plume_cpu_get_row(r.m->tok_embd, ids[i], r.x + i * E);
+    if (copy_float_tensors(&r, err))
+        goto done;
+    for (int l = 0; l < r.m->cfg.n_layer; l++)
+        if (run_layer(&r, l, err))
+            goto done;
+    if (quant_output_write(&r.out, out_dir, &rep->bytes_written, err) ||
+        quant_output_configs(in_dir, out_dir, qconfig, o->float_f16, err))
+        goto done;
+    rep->seconds = since(&r.t0);
+    rc = 0;
+done:
+    free(ids);
+    free_run(&r);
+    plume_model_free(r.m);
+    return rc;
+}
