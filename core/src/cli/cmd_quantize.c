@@ -114,8 +114,17 @@ int cmd_quantize(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--method", &v)) {
             method = v;
         } else if (cli_opt(argc, argv, &i, "--bits", &v)) {
+            long long b = cli_int("--bits", v, 2, 8);
+            if (b != 2 && b != 3 && b != 4 && b != 8) {
+                fprintf(stderr, "plume quantize: --bits must be 2, 3, 4 or 8, got %s\n", v);
+                return 2;
+            }
             bits = v;
         } else if (cli_opt(argc, argv, &i, "--group-size", &v)) {
+            if (cli_int("--group-size", v, -1, 1 << 30) == 0) {
+                fprintf(stderr, "plume quantize: --group-size must be -1 or positive, got 0\n");
+                return 2;
+            }
             group = v;
         } else if (cli_opt(argc, argv, &i, "--sym", &v)) {
             sym = v;

@@ -349,10 +349,6 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     char qconfig[4096];
     if (o->method->quant_begin(o->settings, &needs_h, qconfig, sizeof qconfig, err))
         return -1;
-    if (needs_h && !o->calib_path)
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "this method needs calibration data: give --calib FILE (a plain "
-                         "text, e.g. bench/data/calib.txt)");
     if (o->seq_len <= 0 || o->n_samples <= 0)
         return plume_err(err, PLUME_ERR_INVALID, "--samples and --seq-len must be positive");
     qrun r = {0};
@@ -364,6 +360,12 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     int rc = -1;
     if (plume_model_load_with(in_dir, reg, &r.m, err) || check_input(r.m, in_dir, err))
         goto done;
+    if (needs_h && !o->calib_path) {
+        plume_err(err, PLUME_ERR_INVALID,
+                  "this method needs calibration data: give --calib FILE (a plain text, e.g. "
+                  "bench/data/calib.txt)");
+        goto done;
+    }
     if (o->calib_path) {
         if (calib_windows(r.m, o->calib_path, o->n_samples, o->seq_len, &ids, &r.S, err))
             goto done;
