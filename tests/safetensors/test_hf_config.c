@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "formats/hf_quant_config.h"
 #include "model/config.h"
 #include "st_test_util.h"
 
@@ -332,11 +333,12 @@ static void test_missing_and_bad_fields(void **state)
                       PLUME_ERR_UNSUPPORTED, "hidden_act gelu is not supported");
     expect_edit_fails(d, s, "\"attention_bias\": false", "\"mlp_bias\": true",
                       PLUME_ERR_UNSUPPORTED, "mlp_bias true is not supported yet");
-    expect_edit_fails(d, s, "\"attention_bias\": false",
-                      "\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}",
-                      PLUME_ERR_UNSUPPORTED,
-                      "quantized checkpoints (quantization_config, quant_method gptq) cannot be "
-                      "loaded yet");
+    /* a quantized config parses: quantization_config is read by hf_quant_config.c */
+    char *q = edit(s, "\"attention_bias\": false",
+                   "\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}");
+    plume_model_config qc = parse_ok(d, q);
+    assert_int_equal(qc.n_layer, 30);
+    free(q);
     /* validation failures carry the path too */
     expect_edit_fails(d, s, "\"num_key_value_heads\": 3", "\"num_key_value_heads\": 2",
                       PLUME_ERR_RANGE, "n_head_kv (num_key_value_heads) 2 does not divide n_head");
@@ -344,6 +346,80 @@ static void test_missing_and_bad_fields(void **state)
                       "n_vocab (vocab_size) must be positive, got 0");
     expect_edit_fails(d, s, "\"hidden_size\": 576", "\"hidden_size\": 9", PLUME_ERR_RANGE,
                       "head_dim 1 must be even");
+}
+
+/* Writes config.json (and, when qfile is non-NULL, quantize_config.json)
+ * and reads the quantization config. */
+static int read_qc(tu_dir *d, const char *config, const char *qfile, plume_settings **s,
+                   char *method, plume_error *err)
+{
+    assert_int_equal(tu_write_text(tu_path(d, "config.json"), config), 0);
+    unlink(tu_path(d, "quantize_config.json"));
+    if (qfile)
+        assert_int_equal(tu_write_text(tu_path(d, "quantize_config.json"), qfile), 0);
+    memset(err, 0, sizeof *err);
+    return plume_hf_quant_config(d->root, s, method, 32, err);
+}
+
+static void test_quant_config(void **state)
+{
+    tu_dir *d = *state;
+    plume_settings *s;
+    plume_error err;
+    char method[32];
+    const char *v;
+    /* not quantized */
+    assert_int_equal(read_qc(d, smollm2_json, NULL, &s, method, &err), 0);
+    assert_null(s);
+    assert_string_equal(method, "");
+    /* config.json's quantization_config, GPTQModel's synonyms mapped */
+    char *c = edit(smollm2_json, "\"attention_bias\": false",
+                   "\"quantization_config\": {\"method\": \"GPTQ\", \"format\": \"gptq_v2\", "
+                   "\"bits\": 4, \"group_size\": 128, \"sym\": false, \"desc_act\": true, "
+                   "\"damp_percent\": 0.05, \"meta\": {\"quantizer\": [\"x\"]}, \"dynamic\": {}}");
+    assert_int_equal(read_qc(d, c, NULL, &s, method, &err), 0);
+    assert_non_null(s);
+    assert_string_equal(method, "gptq");
+    assert_int_equal(plume_settings_string(s, "checkpoint_format", NULL, &v, &err), 0);
+    assert_string_equal(v, "gptq_v2");
+    int64_t bits;
+    bool sym, desc;
+    assert_int_equal(plume_settings_int(s, "bits", 0, 0, 64, &bits, &err), 0);
+    assert_int_equal(bits, 4);
+    assert_int_equal(plume_settings_bool(s, "sym", true, &sym, &err), 0);
+    assert_false(sym);
+    assert_int_equal(plume_settings_bool(s, "desc_act", false, &desc, &err), 0);
+    assert_true(desc);
+    assert_false(plume_settings_has(s, "meta")); /* objects are left out */
+    plume_settings_free(s);
+    /* AutoGPTQ: no quantization_config, a quantize_config.json next to it */
+    assert_int_equal(read_qc(d, smollm2_json,
+                             "{\"bits\": 8, \"group_size\": -1, \"quant_method\": \"gptq\"}", &s,
+                             method, &err),
+                     0);
+    assert_non_null(s);
+    assert_int_equal(plume_settings_int(s, "group_size", 0, -1, 1024, &bits, &err), 0);
+    assert_int_equal(bits, -1);
+    plume_settings_free(s);
+    /* refusals name the field */
+    char *e1 = edit(smollm2_json, "\"attention_bias\": false",
+                    "\"quantization_config\": {\"quant_method\": \"gptq\", \"dynamic\": "
+                    "{\"-:.*down\": {}}}");
+    assert_int_equal(read_qc(d, e1, NULL, &s, method, &err), -1);
+    assert_true(tu_err_is(&err, PLUME_ERR_UNSUPPORTED, "dynamic (per-module quantization overrides)"));
+    char *e2 = edit(smollm2_json, "\"attention_bias\": false",
+                    "\"quantization_config\": {\"quant_method\": \"gptq\", "
+                    "\"checkpoint_format\": \"marlin\"}");
+    assert_int_equal(read_qc(d, e2, NULL, &s, method, &err), -1);
+    assert_true(tu_err_is(&err, PLUME_ERR_UNSUPPORTED, "checkpoint_format \"marlin\""));
+    char *e3 = edit(smollm2_json, "\"attention_bias\": false",
+                    "\"quantization_config\": {\"bits\": 4}");
+    assert_int_equal(read_qc(d, e3, NULL, &s, method, &err), -1);
+    assert_true(tu_err_is(&err, PLUME_ERR_FORMAT, "no quant_method"));
+    free(c);
+    free(e1);
+    free(e2);
+    free(e3);
 }
 
 static void test_unreadable_files(void **state)
@@ -425,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_defaults_and_architectures_only),
         cmocka_unit_test(test_unsupported_arch_exact),
         cmocka_unit_test(test_missing_and_bad_fields),
+        cmocka_unit_test(test_quant_config),
         cmocka_unit_test(test_unreadable_files),
         cmocka_unit_test(test_validate),
     };

@@ -17,7 +17,10 @@ tiny:    RTN and GPTQ on the same calibration windows: GPTQ's output error
          its logits on a float checkpoint made here by dequantizing the
          tensors with numpy from the layout facts (§1.2, §1.3, §1.5) — with
          float activations to 1e-4, with the default int8 activations to a
-         loose bound.  Bad input gets the documented errors.
+         loose bound.  A qwen2 fixture (q/k/v biases, tied head) quantized the
+         same way, and a checkpoint split into two shards with an index, give
+         the same logits as their float / single-file counterparts.  Bad input
+         gets the documented errors.
 smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf -> plume convert (f32) ->
          plume quantize --method gptq 4-bit g128 (a short calibration) ->
          the chat answer names Paris and the KL divergence against the f32
@@ -49,6 +52,8 @@ try:
 except ImportError as e:
     print("SKIP: missing Python package: %s" % e)
     sys.exit(77)
+
+import make_tiny_model  # noqa: E402
 
 SOURCE_ROOT = os.environ.get("PLUME_SOURCE_ROOT", os.path.normpath(os.path.join(HERE, "..", "..", "..")))
 BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
@@ -206,7 +211,41 @@ def test_tiny(tiny_hf, tmp):
         drift = float(np.abs(a - base).max())
         print("     %s: logit drift from the float model %.3g" % (name, drift))
 
+    bias_and_shards(tmp, ids, f32, calib)
     errors(tiny_hf, tmp)
+
+
+def bias_and_shards(tmp, ids, f32, calib):
+    """GPTQ layers with a bias (qwen2's q/k/v, tied head) and a checkpoint
+    split into shards with an index, both against the dequantized copy."""
+    fx = make_tiny_model.make(os.path.join(tmp, "fx-qwen2"), arch="qwen2", seed=11, tied=True, quant=False)
+    q = os.path.join(tmp, "qwen2-gptq")
+    quantize(fx["hf"], q, "--method", "gptq", "--group-size", "32", *calib)
+    t, _ = dequantized_copy(q, q + "-deq", 4, "gptq")
+    check("model.layers.0.self_attn.q_proj.bias" in t and "lm_head.weight" not in t,
+          "qwen2: q/k/v biases kept next to the GPTQ tensors, no lm_head (tied)")
+    a, b = plume_logits(q, ids, tmp, env=f32), plume_logits(q + "-deq", ids, tmp, env=f32)
+    d = float(np.abs(a - b).max())
+    check(d < 1e-4 * max(1.0, float(np.abs(b).max())),
+          "qwen2 with biases: logits = dequantized float checkpoint's, max |diff| %.2e" % d)
+    # the same checkpoint in two shards with an index (formats.md §4)
+    src = os.path.join(tmp, "gptq-4b-g32-sym")
+    sh = os.path.join(tmp, "sharded")
+    shutil.rmtree(sh, ignore_errors=True)
+    shutil.copytree(src, sh)
+    os.remove(os.path.join(sh, "model.safetensors"))
+    t = load_file(os.path.join(src, "model.safetensors"))
+    names = sorted(t)
+    half = len(names) // 2
+    weight_map = {}
+    for i, part in enumerate((names[:half], names[half:])):
+        fn = "model-%05d-of-00002.safetensors" % (i + 1)
+        save_file({k: t[k] for k in part}, os.path.join(sh, fn))
+        weight_map.update({k: fn for k in part})
+    json.dump({"metadata": {}, "weight_map": weight_map},
+              open(os.path.join(sh, "model.safetensors.index.json"), "w"))
+    a, b = plume_logits(sh, ids, tmp, env=f32), plume_logits(src, ids, tmp, env=f32)
+    check(bool(np.array_equal(a, b)), "sharded GPTQ checkpoint gives the same logits as the single file")
 
 
 def expect_error(args, pattern, label, env=None):
