@@ -314,48 +314,6 @@ double gptq_output_error(const float *W, const float *Wq, int64_t N, int64_t K, 
 /* The quantizer (formats.md §1.3)                                         */
 /* ---------------------------------------------------------------------- */
 
-/* find_params for one output row over v[0..n): the same arithmetic as
- * gptq_rtn.c's find_params (kept identical on purpose — the H = identity
- * test checks GPTQ against RTN bit for bit), including the v1 asym case:
- * a zero of 0 is not storable in v1, so zero = 1, scale = xmax/(maxq − 1). */
-static void find_params(const float *v, int64_t n, int maxq, bool sym, bool v1, float *scale,
-                        int32_t *zero)
-{
-    float xmin = 0.0f, xmax = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        if (v[i] < xmin)
-            xmin = v[i];
-        if (v[i] > xmax)
-            xmax = v[i];
-    }
-    if (sym) {
-        xmax = fmaxf(fabsf(xmin), xmax);
-        if (xmin < 0)
-            xmin = -xmax;
-    }
-    if (xmin == 0.0f && xmax == 0.0f) {
-        xmin = -1.0f;
-        xmax = 1.0f;
-    }
-    float s = (xmax - xmin) / (float)maxq;
-    int32_t z;
-    if (sym) {
-        z = (maxq + 1) / 2;
-    } else {
-        z = (int32_t)rintf(-xmin / s);
-        if (z < 0)
-            z = 0;
-        if (z > maxq)
-            z = maxq;
-        if (v1 && z == 0) {
-            z = 1;
-            s = xmax / (float)(maxq - 1);
-        }
-    }
-    *scale = s;
-    *zero = z;
-}
-
 /* The code of x: clamp(round(x/s) + z, 0, maxq), as gptq_rtn.c. */
 static inline int32_t quant_code(float x, float s, int32_t z, int maxq)
 {
@@ -489,7 +447,7 @@ static void params_rows(const double *Wd, const float *Wf, int64_t N, int64_t K,
     for (int64_t n = 0; n < N; n++) {
         for (int64_t c = c0; c < c1; c++)
             row[c - c0] = Wd ? (float)Wd[n * K + c] : Wf[n * K + c];
-        find_params(row, c1 - c0, maxq, sym, v1, &s[n], &z[n]);
+        gptq_find_params(row, c1 - c0, maxq, sym, v1, &s[n], &z[n]);
     }
 }
 
@@ -612,7 +570,7 @@ int gptq_quantize(const float *W, int64_t N, int64_t K, const double *H,
             for (int64_t n = 0; n < N; n++) {
                 for (int64_t k = g * gs; k < c1; k++)
                     w.row[k - g * gs] = H[k * K + k] == 0 ? 0.0f : W[n * K + k];
-                find_params(w.row, c1 - g * gs, maxq, p->sym, v1, &w.s_stat[g * N + n],
+                gptq_find_params(w.row, c1 - g * gs, maxq, p->sym, v1, &w.s_stat[g * N + n],
                             &w.z_stat[g * N + n]);
             }
         }

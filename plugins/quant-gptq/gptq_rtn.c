@@ -17,8 +17,7 @@ void gptq_tensors_free(gptq_tensors *t)
     memset(t, 0, sizeof *t);
 }
 
-/* find_params for one output row over the values v[0..n) (§1.3). */
-static void find_params(const float *v, int64_t n, int maxq, bool sym, bool v1, float *scale,
+void gptq_find_params(const float *v, int64_t n, int maxq, bool sym, bool v1, float *scale,
                         int32_t *zero)
 {
     float xmin = 0.0f, xmax = 0.0f; /* range always contains 0 */
@@ -116,7 +115,7 @@ int gptq_rtn_quantize(const float *W, int64_t N, int64_t K, const gptq_qconfig *
                 row[i - i0] = W[n * K + (perm ? perm[i] : i)];
             float s;
             int32_t z;
-            find_params(row, i1 - i0, maxq, cfg->sym, cfg->fmt == GPTQ_ZERO_V1, &s, &z);
+            gptq_find_params(row, i1 - i0, maxq, cfg->sym, cfg->fmt == GPTQ_ZERO_V1, &s, &z);
             out->scales[g * N + n] = s;
             zeros[g * N + n] = z;
             for (int64_t i = i0; i < i1; i++) {

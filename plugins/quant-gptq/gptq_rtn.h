@@ -1,7 +1,7 @@
 /* quant-gptq: round-to-nearest (RTN) quantization of an f32 weight into the
  * GPTQ tensors, with the quantizer of formats.md §1.3 (find_params /
  * quantize of [gptq-ref] quant.py) and the act-order bookkeeping of §1.4.
- * It is the baseline for `plume quantize --method rtn` (not wired yet) and
+ * It is the baseline for `plume quantize --method rtn` and
  * the source of test weights; it is not the GPTQ algorithm (§1.7). */
 #ifndef PLUME_GPTQ_RTN_H
 #define PLUME_GPTQ_RTN_H
@@ -31,6 +31,17 @@ typedef struct gptq_tensors {
 } gptq_tensors;
 
 void gptq_tensors_free(gptq_tensors *t);
+
+/* The quantizer's find_params (§1.3, [gptq-ref] quant.py) over the values
+ * v[0..n) of one output row and group: the range always includes 0; sym:
+ * zero = (maxq + 1) / 2 and the range made symmetric, [−m, m] with
+ * m = max|v|, when it holds negatives; scale = range / maxq; asym: scale = (max −
+ * min) / maxq, zero = round(−min / scale) (half to even, as torch.round).
+ * An all-zero range becomes [−1, 1].  With v1 an asym zero of 0 is not
+ * storable (§1.3), so zero = 1 and scale = max / (maxq − 1).  Shared by RTN
+ * and GPTQ so that they agree bit for bit where they should. */
+void gptq_find_params(const float *v, int64_t n, int maxq, bool sym, bool v1, float *scale,
+                      int32_t *zero);
 
 /* Quantizes W ([N][K], nn.Linear.weight order) group by group.  perm (NULL:
  * identity) is an act-order: perm[i] is the input channel processed i-th;

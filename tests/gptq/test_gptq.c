@@ -22,30 +22,10 @@
 #include "gptq_rtn.h"
 #include "plume/plugin.h"
 #include "plume/registry.h"
+#include "gptq_test_rng.h"
 
 const plume_plugin_desc *plume_plugin_entry_quant_gptq_init(void);
 
-/* ---- a tiny deterministic RNG ---- */
-static uint64_t rng_state = 88172645463325252ull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float rndf(void) { return (float)((rnd() & 0xffffff) / 16777216.0 * 2.0 - 1.0); }
-static void shuffle(int32_t *p, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        p[i] = (int32_t)i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = rnd() % (uint32_t)(i + 1);
-        int32_t t = p[i];
-        p[i] = p[j];
-        p[j] = t;
-    }
-}
 
 /* The test's own reading of the layout (§1.2): field j of a word is bits
  * [b·j, b·j+b−1]. */
@@ -780,6 +760,7 @@ static void test_errors(void **st)
 
 int main(void)
 {
+    rng_seed(88172645463325252ull);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qweight_vectors),
         cmocka_unit_test(test_3bit_vectors),

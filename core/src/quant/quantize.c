@@ -263,7 +263,7 @@ static int alloc_run(qrun *r, plume_error *err)
                  KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
     size_t kmax = E > Q ? E : Q;
     kmax = kmax > F ? kmax : F;
-    size_t wmax = (E * (Q > F ? Q : F)) > (Q * E) ? E * (Q > F ? Q : F) : Q * E;
+    size_t wmax = E * (Q > F ? Q : F); /* the largest matrix: [F][E], [E][F] or [Q][E] */
     r->w = malloc(sizeof(float) * wmax);
     r->wdeq = malloc(sizeof(float) * wmax);
     bool ok = r->w && r->wdeq;

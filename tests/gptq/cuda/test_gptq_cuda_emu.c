@@ -60,6 +60,7 @@ static inline __half __float2half_rn(float v) { return (__half)v; } /* RN-even, 
 #include "gptq_linear.h"
 #include "gptq_pack.h"
 #include "gptq_rtn.h"
+#include "../gptq_test_rng.h"
 
 /* ---- emulated launches (geometry as in the launchers) ---- */
 
@@ -171,15 +172,6 @@ static void colmajor_gemm(int m, int n, int k, const void *A, int a16, int lda, 
 
 /* ---- the test ---- */
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float rndf(void) { return (float)((rnd() & 0xffffff) / 16777216.0 * 2.0 - 1.0); }
 
 static int failures = 0;
 
@@ -369,6 +361,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
 
 int main(void)
 {
+    rng_seed(0x2545F4914F6CDD1Dull);
     int n = 0;
     static const int bitss[] = {2, 3, 4, 8};
     for (size_t bi = 0; bi < 4; bi++)

@@ -41,28 +41,8 @@
 #include "gptq_rtn.h"
 #include "plume/cpu.h"
 #include "plume/registry.h"
+#include "../gptq_test_rng.h"
 
-/* ---- a tiny deterministic RNG ---- */
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
-static float rndf(void) { return (float)((rnd() & 0xffffff) / 16777216.0 * 2.0 - 1.0); }
-static void shuffle(int32_t *p, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        p[i] = (int32_t)i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = rnd() % (uint32_t)(i + 1);
-        int32_t t = p[i];
-        p[i] = p[j];
-        p[j] = t;
-    }
-}
 
 static const int k_levels[] = {PLUME_CPU_LEVEL_SCALAR, PLUME_CPU_LEVEL_AVX2,
                                PLUME_CPU_LEVEL_AVX512};
