@@ -2,6 +2,7 @@
 #include "gptq_quantizer.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,14 @@ int gptq_quant_begin(const plume_settings *s, bool *needs_hessian, char *config_
 }
 
 /* The act-order of RTN with desc_act: inputs by descending diag(H) (stable),
- * as GPTQ's step 4 (formats.md §1.7). */
+ * dead inputs (diag 0) counted as 1, as GPTQ's steps 2 and 4 (formats.md
+ * §1.7). */
+static double diag_key(const double *H, int64_t K, int32_t k)
+{
+    double d = H[(int64_t)k * K + k];
+    return d == 0.0 ? 1.0 : d;
+}
+
 static int32_t *diag_order(const double *H, int64_t K)
 {
     int32_t *perm = malloc(sizeof *perm * (size_t)K);
@@ -83,10 +91,10 @@ static int32_t *diag_order(const double *H, int64_t K)
         return NULL;
     for (int64_t i = 0; i < K; i++)
         perm[i] = (int32_t)i;
-    for (int64_t i = 1; i < K; i++) { /* insertion sort: stable, K is small */
+    for (int64_t i = 1; i < K; i++) { /* insertion sort: stable; once per layer */
         int32_t p = perm[i];
         int64_t j = i;
-        while (j > 0 && H[(int64_t)perm[j - 1] * K + perm[j - 1]] < H[(int64_t)p * K + p]) {
+        while (j > 0 && diag_key(H, K, perm[j - 1]) < diag_key(H, K, p)) {
             perm[j] = perm[j - 1];
             j--;
         }
@@ -121,6 +129,12 @@ int gptq_quantize_job(const plume_settings *s, const plume_quant_job *job,
                          "gptq: %s is %" PRId64 " x %" PRId64 "; %d-bit packing needs both "
                          "dimensions to be multiples of %d",
                          job->prefix, N, K, o.p.bits, align);
+    for (int64_t i = 0; i < N * K; i++)
+        if (!isfinite(job->w[i]))
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "gptq: %s has a weight that is not finite (row %" PRId64
+                             ", input %" PRId64 "); the checkpoint is damaged",
+                             job->prefix, i / K, i % K);
     if ((o.gptq || o.p.desc_act) && !job->hessian)
         return plume_err(err, PLUME_ERR_INVALID,
                          "gptq: %s needs calibration data (a Hessian) for %s", job->prefix,
@@ -150,9 +164,12 @@ int gptq_quantize_job(const plume_settings *s, const plume_quant_job *job,
     }
     /* the loss of the weights the checkpoint holds (F16 scales) */
     out->loss = job->hessian ? gptq_output_error(job->w, out->w_deq, N, K, job->hessian) : -1;
-    if (out->loss != out->loss) { /* NaN: out of memory */
+    if (!isfinite(out->loss) && job->hessian) { /* NaN also means out of memory */
         gptq_tensors_free(&t);
-        return plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory computing the loss");
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "gptq: %s: the output error is not finite (a scale overflowed F16, a "
+                         "non-finite calibration Hessian, or out of memory)",
+                         job->prefix);
     }
     out->n_tensors = 0;
     put(out, "qweight", "I32", K * o.p.bits / 32, N, 2, t.qweight);

@@ -101,7 +101,7 @@ typedef struct plume_quant_job {
 /* A tensor a method writes for one layer. */
 typedef struct plume_quant_tensor {
     char suffix[32];             /* "qweight" is written as "<prefix>.qweight" */
-    const char *dtype;           /* on disk: "I32", "F16", "BF16" or "F32" */
+    const char *dtype;           /* on disk: "I32", "F16" or "F32" */
     int n_dims;
     int64_t shape[4];            /* PyTorch order */
     /* int32_t values for "I32", float values for the float dtypes (the

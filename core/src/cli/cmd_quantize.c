@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "plume/registry.h"
@@ -89,6 +90,29 @@ static void on_progress(void *user, const plume_quant_progress *p)
     }
 }
 
+/* The output must not be the input, nor hold a sharded checkpoint's index
+ * (the loader would read it instead of the new model.safetensors). */
+static int check_dirs(const char *in, const char *out)
+{
+    struct stat a, b;
+    if (stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        fprintf(stderr, "plume quantize: OUT_DIR is MODEL_DIR; write the quantized checkpoint to "
+                        "another directory\n");
+        return -1;
+    }
+    char p[4096];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", out);
+    if (stat(p, &b) == 0) {
+        fprintf(stderr,
+                "plume quantize: %s holds a sharded checkpoint's index, which loaders would read "
+                "instead of the new model.safetensors; remove it and its "
+                "model-*-of-*.safetensors files, or use another directory\n",
+                p);
+        return -1;
+    }
+    return 0;
+}
+
 static int set(plume_settings *s, const char *key, const char *value)
 {
     plume_error err = {0};
@@ -101,8 +125,10 @@ static int set(plume_settings *s, const char *key, const char *value)
 
 int cmd_quantize(int argc, char **argv)
 {
-    const char *pos[2] = {0}, *v, *method = "gptq", *bits = "4", *group = "128", *sym = "true",
-               *damp = "0.01", *format = "gptq", *calib = NULL, *dtype = "f16";
+    const char *pos[2] = {0}, *v, *method = "gptq", *sym = "true", *format = "gptq",
+               *calib = NULL, *dtype = "f16";
+    long long bits = 4, group = 128;
+    double damp = 0.01;
     const char *plugin_dirs[16];
     int n_pos = 0, n_dirs = 0;
     long long samples = 128, seq_len = 512, threads = 0;
@@ -114,25 +140,36 @@ int cmd_quantize(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--method", &v)) {
             method = v;
         } else if (cli_opt(argc, argv, &i, "--bits", &v)) {
-            long long b = cli_int("--bits", v, 2, 8);
-            if (b != 2 && b != 3 && b != 4 && b != 8) {
+            bits = cli_int("--bits", v, 2, 8);
+            if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
                 fprintf(stderr, "plume quantize: --bits must be 2, 3, 4 or 8, got %s\n", v);
                 return 2;
             }
-            bits = v;
         } else if (cli_opt(argc, argv, &i, "--group-size", &v)) {
-            if (cli_int("--group-size", v, -1, 1 << 30) == 0) {
+            group = cli_int("--group-size", v, -1, 1 << 30);
+            if (group == 0) {
                 fprintf(stderr, "plume quantize: --group-size must be -1 or positive, got 0\n");
                 return 2;
             }
-            group = v;
         } else if (cli_opt(argc, argv, &i, "--sym", &v)) {
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+                fprintf(stderr, "plume quantize: --sym must be true or false, got '%s'\n", v);
+                return 2;
+            }
             sym = v;
         } else if (cli_flag(argv, i, "--desc-act")) {
             desc_act = true;
         } else if (cli_opt(argc, argv, &i, "--damp", &v)) {
-            damp = v;
+            damp = cli_float("--damp", v, 0.0, 1.0);
+            if (damp <= 0.0) {
+                fprintf(stderr, "plume quantize: --damp must be in (0, 1], got %s\n", v);
+                return 2;
+            }
         } else if (cli_opt(argc, argv, &i, "--format", &v)) {
+            if (strcmp(v, "gptq") != 0 && strcmp(v, "gptq_v2") != 0) {
+                fprintf(stderr, "plume quantize: --format must be gptq or gptq_v2, got '%s'\n", v);
+                return 2;
+            }
             format = v;
         } else if (cli_opt(argc, argv, &i, "--calib", &v)) {
             calib = v;
@@ -199,9 +236,13 @@ int cmd_quantize(int argc, char **argv)
     }
     if (plume_settings_new("plume quantize", &s, &err))
         goto fail;
-    if (set(s, "method", method) || set(s, "bits", bits) || set(s, "group_size", group) ||
+    char bits_s[16], group_s[16], damp_s[32];
+    snprintf(bits_s, sizeof bits_s, "%lld", bits);
+    snprintf(group_s, sizeof group_s, "%lld", group);
+    snprintf(damp_s, sizeof damp_s, "%.17g", damp);
+    if (set(s, "method", method) || set(s, "bits", bits_s) || set(s, "group_size", group_s) ||
         set(s, "sym", sym) || set(s, "desc_act", desc_act ? "true" : "false") ||
-        set(s, "damp_percent", damp) || set(s, "checkpoint_format", format))
+        set(s, "damp_percent", damp_s) || set(s, "checkpoint_format", format))
         goto done;
     int st = cli_prepare_out_dir("quantize", pos[1]);
     if (st < 0)
@@ -213,6 +254,8 @@ int cmd_quantize(int argc, char **argv)
                 pos[1]);
         goto done;
     }
+    if (check_dirs(pos[0], pos[1]))
+        goto done;
     progress_state ps = {isatty(2) != 0, verbose};
     plume_quantize_opts o = {
         .method = vt, .settings = s, .calib_path = calib, .n_samples = (int32_t)samples,
@@ -229,12 +272,12 @@ int cmd_quantize(int argc, char **argv)
     }
     if (!quiet)
         fprintf(stderr,
-                "quantized %d linears (%s, %s bits, group %s) in %.1f s; calibration %d x %d "
+                "quantized %d linears (%s, %lld bits, group %lld) in %.1f s; calibration %d x %d "
                 "tokens; total loss %.6g; %s/model.safetensors %.1f MiB\n",
                 rep.n_linears, method, bits, group, rep.seconds, rep.n_samples, rep.seq_len,
                 rep.total_loss, pos[1], (double)rep.bytes_written / (1 << 20));
     if (json)
-        printf("{\"method\": \"%s\", \"bits\": %s, \"group_size\": %s, \"sym\": %s, "
+        printf("{\"method\": \"%s\", \"bits\": %lld, \"group_size\": %lld, \"sym\": %s, "
                "\"desc_act\": %s, \"linears\": %d, \"samples\": %d, \"seq_len\": %d, "
                "\"tokens\": %lld, \"total_loss\": %.9g, \"seconds\": %.3f, \"bytes\": %llu}\n",
                method, bits, group, sym, desc_act ? "true" : "false", rep.n_linears,

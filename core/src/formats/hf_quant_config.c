@@ -111,8 +111,9 @@ int plume_hf_quant_config(const char *dir, plume_settings **out, char *method, s
                           plume_error *err)
 {
     *out = NULL;
-    if (cap)
-        method[0] = 0;
+    if (cap == 0)
+        return plume_err(err, PLUME_ERR_INVALID, "plume_hf_quant_config: no room for the method");
+    method[0] = 0;
     json_t *root, *qc;
     char where[4200];
     if (find_config(dir, &root, &qc, where, sizeof where, err))

@@ -148,6 +148,10 @@ static const plume_linear_vtable *pick_method(const plume_model *m, const plume_
             strcmp(info.plugin, "core") == 0)
             continue;
         const plume_linear_vtable *vt = info.vtable;
+        /* a quantized checkpoint's layers belong to the method its config
+         * names (GPTQ and AWQ tensors share names) */
+        if (m->quant_method[0] && strcmp(vt->name, m->quant_method) != 0)
+            continue;
         int score = vt->probe(&w, prefix);
         if (score > best_score) {
             best = vt;
@@ -169,16 +173,28 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
         snprintf(name, sizeof name, "%s.weight", prefix);
         if (!find(m, name)) {
             snprintf(name, sizeof name, "%s.qweight", prefix);
+            if (find(m, name) && !m->quant)
+                return plume_err(err, PLUME_ERR_FORMAT,
+                                 "%s: layer %s is quantized (it has %s) but the checkpoint has "
+                                 "no quantization_config (config.json) or quantize_config.json "
+                                 "naming its method and settings",
+                                 source_path(m), prefix, name);
             if (find(m, name))
                 return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                                 "%s: layer %s is quantized (it has %s) but no loaded linear "
-                                 "method claims it; the checkpoint's config names no method "
-                                 "plume has, or the method's plugin is not loaded",
-                                 source_path(m), prefix, name);
+                                 "%s: layer %s is quantized (it has %s) but the linear method "
+                                 "\"%s\" does not claim it (its tensors are not what that "
+                                 "method reads)",
+                                 source_path(m), prefix, name, m->quant_method);
             snprintf(name, sizeof name, "%s.weight", prefix);
         }
         return get_matrix(m, name, in, out, &L->w, err);
     }
+    if (!m->quant)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: layer %s has %s-style tensors but the checkpoint has no "
+                         "quantization_config (config.json) or quantize_config.json giving its "
+                         "bits, group_size, sym and format",
+                         source_path(m), prefix, vt->name);
     plume_weights w = weights_of(m);
     if (vt->load(&w, prefix, m->quant, &plume_builtin_cpu, NULL, &L->pl, err))
         return plume_err_prefix(err, "%s: linear method %s", source_path(m), vt->name);
@@ -212,7 +228,7 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
     for (int l = 0; l < c->n_layer; l++) {
         plume_layer *L = &m->layers[l];
         plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        char n[T_COUNT][160], p[L_COUNT][160], b[160];
+        char n[T_COUNT][160], p[L_COUNT][160], b[176];
         for (int i = 0; i < T_COUNT; i++)
             snprintf(n[i], sizeof n[i], m->gguf ? layer_names[i].gguf : layer_names[i].hf, l);
         if (get_vector(m, n[T_ATTN_NORM], E, true, &L->attn_norm, err) ||
@@ -226,9 +242,14 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
         /* biases of native q/k/v/o (a plugin's method adds its own) */
         float **bias[4] = {&L->bq, &L->bk, &L->bv, &L->bo};
         for (int i = L_Q; i <= L_O; i++) {
-            if (lins[i]->vt)
+            snprintf(b, sizeof b, "%.159s.bias", p[i]);
+            if (lins[i]->vt) {
+                if (c->qkv_bias && i != L_O && !find(m, b))
+                    return plume_err(err, PLUME_ERR_FORMAT,
+                                     "%s: tensor '%s' is missing (the config has q/k/v biases)",
+                                     source_path(m), b);
                 continue;
-            snprintf(b, sizeof b, "%s.bias", p[i]);
+            }
             if (get_vector(m, b, dims[i][1], c->qkv_bias && i != L_O, bias[i], err))
                 return -1;
         }

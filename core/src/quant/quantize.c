@@ -4,10 +4,12 @@
 #include "quant/quantize.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
@@ -49,6 +51,10 @@ static double since(const struct timespec *t0)
 static int calib_windows(const plume_model *m, const char *path, int32_t n_samples,
                          int32_t seq_len, int32_t **ids, int64_t *S, plume_error *err)
 {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return plume_err(err, PLUME_ERR_IO, "the calibration text %s is not a readable file",
+                         path);
     FILE *f = fopen(path, "rb");
     if (!f)
         return plume_err(err, PLUME_ERR_IO, "cannot open the calibration text %s", path);
@@ -69,7 +75,12 @@ static int calib_windows(const plume_model *m, const char *path, int32_t n_sampl
         memcpy(text + len, buf, n);
         len += n;
     }
+    bool bad = ferror(f) != 0;
     fclose(f);
+    if (bad) {
+        free(text);
+        return plume_err(err, PLUME_ERR_IO, "error reading the calibration text %s", path);
+    }
     int32_t *tok = NULL;
     size_t nt = 0;
     int rc = plume_tokenize(m->tok, text ? text : "", len, false, false, &tok, &nt, err);
@@ -100,7 +111,11 @@ static void linear_f32(qrun *r, const float *w, int64_t in, int64_t out, const f
     plume_tensor t = {.name = "quantized", .type = PLUME_DTYPE_F32, .n_dims = 2,
                       .ne = {in, out, 1, 1}, .data = w,
                       .nbytes = sizeof(float) * (size_t)(in * out)};
-    plume_cpu_matmul(r->pool, &t, x, (int)r->n, y, NULL);
+    enum { ROWS = 4096 }; /* rows per product */
+    for (int64_t i = 0; i < r->n; i += ROWS) {
+        int64_t c = r->n - i < ROWS ? r->n - i : ROWS;
+        plume_cpu_matmul(r->pool, &t, x + i * in, (int)c, y + i * out, NULL);
+    }
     if (bias)
         for (int64_t i = 0; i < r->n; i++)
             for (int64_t j = 0; j < out; j++)
@@ -216,7 +231,8 @@ static int run_layer(qrun *r, int l, plume_error *err)
         do_linear(r, p[5], names[5], 6, &L->up, NULL, r->xn, r->up, err))
         return -1;
     if (r->n)
-        plume_cpu_swiglu(r->gate, r->up, (int)(r->n * F));
+        for (int64_t i = 0; i < r->n; i++) /* per row: n·F may exceed an int */
+            plume_cpu_swiglu(r->gate + i * F, r->up + i * F, F);
     if (stage_hessian(r, r->gate, F, err) ||
         do_linear(r, p[6], names[6], 7, &L->down, NULL, r->gate, r->xn, err))
         return -1;
@@ -371,6 +387,13 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
             goto done;
         r.T = o->seq_len;
         r.n = r.S * r.T;
+        if (r.n > INT32_MAX) {
+            plume_err(err, PLUME_ERR_RANGE,
+                      "%lld calibration tokens are more than the pass can index; lower "
+                      "--samples or --seq-len",
+                      (long long)r.n);
+            goto done;
+        }
     }
     rep->n_samples = (int32_t)r.S;
     rep->seq_len = (int32_t)r.T;

@@ -76,6 +76,9 @@ static int cpu_matmul(plume_backend *be, const plume_tensor *w, const float *x, 
         return plume_err(err, PLUME_ERR_INVALID,
                          "cpu backend: matmul needs a 2-D weight and n_tok >= 0 (%s has %d dims)",
                          w->name ? w->name : "?", w->n_dims);
+    if (!b || !b->pool)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "cpu backend: matmul needs a backend instance (create one first)");
     if (n_tok > 0)
         plume_cpu_matmul(b->pool, w, x, n_tok, y, NULL);
     return 0;

@@ -261,6 +261,20 @@ def errors(tiny_hf, tmp):
                  r"--calib", "gptq without --calib asks for it")
     expect_error(["quantize", tiny_hf, os.path.join(tmp, "e3"), "--method", "rtn", "--bits", "5"],
                  r"--bits must be 2, 3, 4 or 8", "--bits 5 is refused naming --bits")
+    expect_error(["quantize", tiny_hf, tiny_hf, "--method", "rtn", "--force"],
+                 r"OUT_DIR is MODEL_DIR", "quantizing into the input directory is refused")
+    expect_error(["quantize", tiny_hf, os.path.join(tmp, "e5"), "--method", "rtn", "--damp", "0"],
+                 r"--damp must be in \(0, 1\]", "--damp 0 is refused naming --damp")
+    expect_error(["quantize", tiny_hf, os.path.join(tmp, "e6"), "--method", "gptq", "--calib", tmp],
+                 r"is not a readable file", "a directory as --calib is refused")
+    nocfg = os.path.join(tmp, "nocfg")
+    shutil.rmtree(nocfg, ignore_errors=True)
+    shutil.copytree(os.path.join(tmp, "gptq"), nocfg)
+    cfg = json.load(open(os.path.join(nocfg, "config.json")))
+    del cfg["quantization_config"]
+    json.dump(cfg, open(os.path.join(nocfg, "config.json"), "w"))
+    os.remove(os.path.join(nocfg, "quantize_config.json"))
+    expect_error(["info", nocfg], r"no quantization_config", "GPTQ tensors without any quantization config")
     # a checkpoint whose config asks for what plume does not do
     src = os.path.join(tmp, "gptq")
     for label, patch, pattern in [
