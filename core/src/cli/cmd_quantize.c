@@ -37,11 +37,14 @@ static const char help[] =
     "  --damp F              dampening, a fraction of the mean Hessian diagonal [0.01]\n"
     "  --format gptq|gptq_v2 zero-point storage: gptq stores zero-1 (AutoGPTQ, vLLM),\n"
     "                        gptq_v2 the zero itself (GPTQModel) [gptq]\n"
-    "  --calib FILE          calibration text (e.g. bench/data/calib.txt); required\n"
-    "                        for gptq\n"
+    "  --calib FILE          calibration text; required for gptq; repeat it to mix\n"
+    "                        texts (bench/data/calib.txt: legal English;\n"
+    "                        bench/data/calib-chat.txt: SmolLM2 chat transcripts).\n"
+    "                        Special-token texts (<|im_start|>) count as those tokens\n"
     "  --samples N           calibration windows, at most [128]\n"
-    "  --seq-len N           tokens per window [512]; the text's tokens are cut into\n"
-    "                        consecutive windows, as many as it has up to --samples\n"
+    "  --seq-len N           tokens per window [512]; each text's tokens are cut into\n"
+    "                        consecutive windows; with more than --samples of them,\n"
+    "                        --samples evenly spread ones are used\n"
     "  --dtype f16|f32       storage of the unquantized tensors (embeddings, norms,\n"
     "                        biases) [f16, as GPTQ checkpoints on the hubs]\n"
     "  --threads N           threads for the calibration pass [physical cores]\n"
@@ -126,7 +129,9 @@ static int set(plume_settings *s, const char *key, const char *value)
 int cmd_quantize(int argc, char **argv)
 {
     const char *pos[2] = {0}, *v, *method = "gptq", *sym = "true", *format = "gptq",
-               *calib = NULL, *dtype = "f16";
+               *dtype = "f16";
+    const char *calib[16];
+    int n_calib = 0;
     long long bits = 4, group = 128;
     double damp = 0.01;
     const char *plugin_dirs[16];
@@ -172,7 +177,11 @@ int cmd_quantize(int argc, char **argv)
             }
             format = v;
         } else if (cli_opt(argc, argv, &i, "--calib", &v)) {
-            calib = v;
+            if (n_calib == 16) {
+                fprintf(stderr, "plume quantize: at most 16 --calib files\n");
+                return 2;
+            }
+            calib[n_calib++] = v;
         } else if (cli_opt(argc, argv, &i, "--samples", &v)) {
             samples = cli_int("--samples", v, 1, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--seq-len", &v)) {
@@ -258,7 +267,7 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     progress_state ps = {isatty(2) != 0, verbose};
     plume_quantize_opts o = {
-        .method = vt, .settings = s, .calib_path = calib, .n_samples = (int32_t)samples,
+        .method = vt, .settings = s, .calib_paths = calib, .n_calib = n_calib, .n_samples = (int32_t)samples,
         .seq_len = (int32_t)seq_len, .n_threads = (int)threads,
         .float_f16 = strcmp(dtype, "f16") == 0, .progress = quiet ? NULL : on_progress,
         .user = &ps};

@@ -46,10 +46,8 @@ static double since(const struct timespec *t0)
 
 /* ---- calibration windows ---- */
 
-/* Reads the calibration text and cuts its tokens into at most n_samples
- * consecutive windows of seq_len tokens; *ids gets them ([S][T]). */
-static int calib_windows(const plume_model *m, const char *path, int32_t n_samples,
-                         int32_t seq_len, int32_t **ids, int64_t *S, plume_error *err)
+/* The whole file at path, NUL-terminated, in *text (*len bytes). */
+static int read_text(const char *path, char **text, size_t *len, plume_error *err)
 {
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
@@ -58,48 +56,74 @@ static int calib_windows(const plume_model *m, const char *path, int32_t n_sampl
     FILE *f = fopen(path, "rb");
     if (!f)
         return plume_err(err, PLUME_ERR_IO, "cannot open the calibration text %s", path);
-    char *text = NULL;
-    size_t len = 0, cap = 0, n;
-    char buf[65536];
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (len + n + 1 > cap) {
-            cap = (len + n + 1) * 2;
-            char *t = realloc(text, cap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading %s", path);
-            }
-            text = t;
-        }
-        memcpy(text + len, buf, n);
-        len += n;
-    }
-    bool bad = ferror(f) != 0;
+    char *t = malloc((size_t)sb.st_size + 1);
+    size_t n = t ? fread(t, 1, (size_t)sb.st_size, f) : 0;
+    bool bad = !t || ferror(f) != 0;
     fclose(f);
     if (bad) {
-        free(text);
-        return plume_err(err, PLUME_ERR_IO, "error reading the calibration text %s", path);
+        free(t);
+        return plume_err(err, t ? PLUME_ERR_IO : PLUME_ERR_NOMEM,
+                         "error reading the calibration text %s", path);
     }
-    int32_t *tok = NULL;
-    size_t nt = 0;
-    int rc = plume_tokenize(m->tok, text ? text : "", len, false, false, &tok, &nt, err);
-    free(text);
-    if (rc)
-        return plume_err_prefix(err, "tokenizing %s", path);
-    int64_t s = (int64_t)nt / seq_len;
-    if (s > n_samples)
-        s = n_samples;
-    if (s < 1) {
-        free(tok);
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "%s has %zu tokens, fewer than one window of --seq-len %d; give a "
-                         "longer text or a shorter --seq-len",
-                         path, nt, seq_len);
-    }
-    *ids = tok;
-    *S = s;
+    t[n] = 0;
+    *text = t;
+    *len = n;
     return 0;
+}
+
+/* Tokenizes each calibration text (special-token texts such as ChatML's
+ * <|im_start|> become their ids, so chat transcripts calibrate the chat
+ * format too), cuts each into consecutive windows of seq_len tokens (a
+ * window never spans two files), and keeps at most n_samples of them,
+ * evenly spread over all windows in file order; *ids gets them ([S][T]). */
+static int calib_windows(const plume_model *m, const char *const *paths, int n_paths,
+                         int32_t n_samples, int32_t seq_len, int32_t **ids, int64_t *S,
+                         plume_error *err)
+{
+    int32_t *all = NULL; /* every window of every file, back to back */
+    int64_t n_win = 0;
+    for (int f = 0; f < n_paths; f++) {
+        char *text = NULL;
+        size_t len = 0, nt = 0;
+        int32_t *tok = NULL;
+        if (read_text(paths[f], &text, &len, err))
+            goto fail;
+        int rc = plume_tokenize(m->tok, text, len, false, true, &tok, &nt, err);
+        free(text);
+        if (rc) {
+            plume_err_prefix(err, "tokenizing %s", paths[f]);
+            goto fail;
+        }
+        int64_t w = (int64_t)nt / seq_len;
+        int32_t *grown = w ? realloc(all, sizeof *all * (size_t)((n_win + w) * seq_len)) : all;
+        if (!grown) {
+            free(tok);
+            plume_err(err, PLUME_ERR_NOMEM, "out of memory for the calibration tokens");
+            goto fail;
+        }
+        all = grown;
+        memcpy(all + n_win * seq_len, tok, sizeof *all * (size_t)(w * seq_len));
+        n_win += w;
+        free(tok);
+    }
+    if (n_win < 1) {
+        plume_err(err, PLUME_ERR_INVALID,
+                  "the calibration text has no window of --seq-len %d tokens; give a longer "
+                  "text or a shorter --seq-len",
+                  seq_len);
+        goto fail;
+    }
+    int64_t keep = n_win < n_samples ? n_win : n_samples;
+    for (int64_t i = 0; i < keep; i++) { /* evenly spread; in place, i <= src */
+        int64_t src = i * n_win / keep;
+        memmove(all + i * seq_len, all + src * seq_len, sizeof *all * (size_t)seq_len);
+    }
+    *ids = all;
+    *S = keep;
+    return 0;
+fail:
+    free(all);
+    return -1;
 }
 
 /* ---- the layer pass ---- */
@@ -376,14 +400,15 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     int rc = -1;
     if (plume_model_load_with(in_dir, reg, &r.m, err) || check_input(r.m, in_dir, err))
         goto done;
-    if (needs_h && !o->calib_path) {
+    if (needs_h && o->n_calib == 0) {
         plume_err(err, PLUME_ERR_INVALID,
                   "this method needs calibration data: give --calib FILE (a plain text, e.g. "
                   "bench/data/calib.txt)");
         goto done;
     }
-    if (o->calib_path) {
-        if (calib_windows(r.m, o->calib_path, o->n_samples, o->seq_len, &ids, &r.S, err))
+    if (o->n_calib > 0) {
+        if (calib_windows(r.m, o->calib_paths, o->n_calib, o->n_samples, o->seq_len, &ids, &r.S,
+                          err))
             goto done;
         r.T = o->seq_len;
         r.n = r.S * r.T;

@@ -24,7 +24,8 @@ typedef struct plume_quant_progress {
 typedef struct plume_quantize_opts {
     const plume_linear_vtable *method;   /* the provider with quant_begin/quantize */
     const plume_settings *settings;      /* the method's options */
-    const char *calib_path;              /* calibration text, or NULL */
+    const char *const *calib_paths;      /* calibration texts (n_calib of them, 0: none) */
+    int n_calib;
     int32_t n_samples;                   /* windows of seq_len tokens, at most */
     int32_t seq_len;
     int n_threads;                       /* 0: plume_cpu_count() */
@@ -51,7 +52,9 @@ typedef struct plume_quantize_report {
  * n_samples windows of seq_len tokens go through the layers in order; each
  * linear's Hessian comes from inputs that already passed through the
  * quantized linears before it (in its layer too: q/k/v, then o, then
- * gate/up, then down — the reference's true-sequential order). */
+ * gate/up, then down — the reference's true-sequential order).  The texts
+ * are tokenized with special tokens recognised, so chat transcripts
+ * (ChatML markup and all) calibrate the chat format too. */
 int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry *reg,
                          const plume_quantize_opts *o, plume_quantize_report *rep,
                          plume_error *err);

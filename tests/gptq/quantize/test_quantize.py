@@ -60,6 +60,7 @@ BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build
 PLUME = os.environ.get("PLUME_BIN", os.path.join(BUILD_ROOT, "core", "src", "cli", "plume"))
 SMOL = os.path.join(SOURCE_ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 CALIB = os.path.join(SOURCE_ROOT, "bench", "data", "calib.txt")
+CALIB_CHAT = os.path.join(SOURCE_ROOT, "bench", "data", "calib-chat.txt")
 HELDOUT = os.path.join(SOURCE_ROOT, "bench", "data", "eval-heldout.txt")
 
 failures = []
@@ -173,6 +174,12 @@ def test_tiny(tiny_hf, tmp):
           "tiny: GPTQ total output error %.4g < RTN %.4g" % (gq["total_loss"], rtn["total_loss"]))
     check(gq["samples"] == 16 and gq["seq_len"] == 64 and gq["tokens"] == 1024,
           "tiny: calibration of 16 x 64 tokens used")
+    one, _ = quantize(tiny_hf, os.path.join(tmp, "rtn-one"), "--method", "rtn", "--calib", CALIB,
+                      "--samples", "100000", "--seq-len", "64")
+    two, _ = quantize(tiny_hf, os.path.join(tmp, "rtn-two"), "--method", "rtn", "--calib", CALIB,
+                      "--calib", CALIB_CHAT, "--samples", "100000", "--seq-len", "64")
+    check(two["samples"] > one["samples"] > 16,
+          "tiny: two --calib texts give more windows (%d) than one (%d)" % (two["samples"], one["samples"]))
 
     ids = [5, 17, 42, 101, 7, 250, 33, 64, 12, 99, 180, 3]
     f32 = {"PLUME_CPU_ACTIVATIONS": "f32"}
