@@ -1,6 +1,7 @@
 /* quantization_config / quantize_config.json -> settings for a linear
  * method (formats.md §1.6). */
 #include "formats/hf_quant_config.h"
+#include "runtime/settings_internal.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -122,7 +123,10 @@ int plume_hf_quant_config(const char *dir, plume_settings **out, char *method, s
         return 0;
     int rc = -1;
     plume_settings *s = NULL;
-    if (check_fields(qc, where, err) || plume_settings_new("quantization_config", &s, err))
+    char file[4200], *sp = strstr(where, " quantization_config");
+    snprintf(file, sizeof file, "%.*s", sp ? (int)(sp - where) : (int)strlen(where), where);
+    if (check_fields(qc, where, err) ||
+        settings_new_in(file, sp ? "quantization_config" : "", &s, err))
         goto done;
     const char *key;
     json_t *v;

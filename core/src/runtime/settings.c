@@ -68,15 +68,20 @@ int settings_view(const ynode *map, const char *file, const char *base_dir, cons
 
 const ynode *settings_map(const plume_settings *s) { return s ? s->map : NULL; }
 
-int plume_settings_new(const char *path, plume_settings **out, plume_error *err)
+int settings_new_in(const char *file, const char *path, plume_settings **out, plume_error *err)
 {
     ynode *m = ytree_map();
-    if (!m || settings_view(m, "(settings)", ".", path ? path : "", NULL, 0, 0, 0, out, err)) {
+    if (!m || settings_view(m, file, ".", path ? path : "", NULL, 0, 0, 0, out, err)) {
         ytree_free(m);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     }
     (*out)->owned = m;
     return 0;
+}
+
+int plume_settings_new(const char *path, plume_settings **out, plume_error *err)
+{
+    return settings_new_in("(settings)", path, out, err);
 }
 
 int plume_settings_set(plume_settings *s, const char *key, const char *value, plume_error *err)
