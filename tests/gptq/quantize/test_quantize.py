@@ -19,8 +19,12 @@ tiny:    RTN and GPTQ on the same calibration windows: GPTQ's output error
          float activations to 1e-4, with the default int8 activations to a
          loose bound.  A qwen2 fixture (q/k/v biases, tied head) quantized the
          same way, and a checkpoint split into two shards with an index, give
-         the same logits as their float / single-file counterparts.  Bad input
-         gets the documented errors.
+         the same logits as their float / single-file counterparts; two
+         --calib texts give more windows than one.  Bad input gets the
+         documented errors (GGUF input, gptq without --calib, --bits 5,
+         --damp 0, OUT_DIR = MODEL_DIR, a directory as --calib, GPTQ tensors
+         without a config, a missing q/k/v bias, dynamic, awq, marlin, bits
+         disagreeing with the tensors).
 smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf -> plume convert (f32) ->
          plume quantize --method gptq 4-bit g128 (a short calibration) ->
          the chat answer names Paris and the KL divergence against the f32
@@ -235,6 +239,15 @@ def bias_and_shards(tmp, ids, f32, calib):
     d = float(np.abs(a - b).max())
     check(d < 1e-4 * max(1.0, float(np.abs(b).max())),
           "qwen2 with biases: logits = dequantized float checkpoint's, max |diff| %.2e" % d)
+    # a qwen2 GPTQ checkpoint that lost a q/k/v bias is an error, not a silent drop
+    nb = os.path.join(tmp, "qwen2-nobias")
+    shutil.rmtree(nb, ignore_errors=True)
+    shutil.copytree(q, nb)
+    tq = load_file(os.path.join(nb, "model.safetensors"))
+    del tq["model.layers.1.self_attn.k_proj.bias"]
+    save_file(tq, os.path.join(nb, "model.safetensors"))
+    expect_error(["info", nb], r"model.layers.1.self_attn.k_proj.bias' is missing",
+                 "qwen2 GPTQ checkpoint without a k_proj bias")
     # the same checkpoint in two shards with an index (formats.md §4)
     src = os.path.join(tmp, "gptq-4b-g32-sym")
     sh = os.path.join(tmp, "sharded")
