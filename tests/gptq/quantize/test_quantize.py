@@ -23,7 +23,9 @@ tiny:    GPTQ as the reference does it: layer 0's q_proj quantized by plume
          float activations to 1e-4, with the default int8 activations to a
          loose bound.  A qwen2 fixture (q/k/v biases, tied head) quantized the
          same way, and a checkpoint split into two shards with an index, give
-         the same logits as their float / single-file counterparts; two
+         the same logits as their float / single-file counterparts, and so
+         does a checkpoint with lm_head: true whose head the test quantized
+         and packed itself; two
          --calib texts give more windows than one.  Bad input gets the
          documented errors (GGUF input, gptq without --calib, --bits 5,
          --damp 0, OUT_DIR = MODEL_DIR, a directory as --calib, GPTQ tensors
@@ -228,6 +230,7 @@ def test_tiny(tiny_hf, tmp):
 
     bias_and_shards(tmp, ids, f32, calib)
     reference_gptq(tiny_hf, tmp)
+    quantized_lm_head(tmp, ids, f32)
     errors(tiny_hf, tmp)
 
 
@@ -353,6 +356,56 @@ def reference_gptq(tiny_hf, tmp):
               "layer 0 q_proj%s: plume's GPTQ codes = the reference algorithm's on %.2f%% of weights, "
               "scales within %.1e, g_idx %s (float64 reference; plume's Hessian sums f32 products)"
               % (" act-order" if act else "", 100 * agree, sdiff, "equal" if same_g else "DIFFERENT"))
+
+
+def pack_rows(codes, bits):
+    """qweight layout (§1.2): codes [K][N] packed along K, code j of a word
+    at bits [bits*j, bits*j+bits), for 2/4/8 bits."""
+    pf = 32 // bits
+    K, N = codes.shape
+    words = np.zeros((K // pf, N), dtype=np.uint32)
+    for j in range(pf):
+        words |= (codes[j::pf].astype(np.uint32) << np.uint32(bits * j))
+    return words.view(np.int32)
+
+
+def quantized_lm_head(tmp, ids, f32):
+    """A checkpoint whose config says lm_head: true and whose lm_head is GPTQ
+    (RTN-quantized and packed here, 4-bit sym g32; the vocabulary padded to
+    304 rows so that 4-bit packing fits) loads the head through the method."""
+    src = os.path.join(tmp, "gptq-4b-g32-sym")
+    d = os.path.join(tmp, "lmhead")
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(src, d)
+    t = load_file(os.path.join(d, "model.safetensors"))
+    V = 304
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        w = t[name]
+        t[name] = np.concatenate([w, np.zeros((V - w.shape[0], w.shape[1]), dtype=w.dtype)])
+    W = t.pop("lm_head.weight").astype(np.float32)        # [N][K]
+    K, gs = W.shape[1], 32
+    Wg = W.T.reshape(K // gs, gs, V)                      # [G][gs][N]
+    m = np.abs(Wg).max(axis=1)                             # [G][N]
+    scale = np.where(m > 0, 2 * m / 15, 2 / 15).astype(np.float16).astype(np.float32)
+    codes = np.clip(np.round(W.T / np.repeat(scale, gs, axis=0)) + 8, 0, 15).astype(np.int64)
+    t["lm_head.qweight"] = pack_rows(codes, 4)
+    t["lm_head.qzeros"] = pack_rows(np.full((V, K // gs), 7, dtype=np.int64), 4).T.copy()  # v1: zero - 1
+    t["lm_head.scales"] = scale.astype(np.float16)
+    t["lm_head.g_idx"] = (np.arange(K) // gs).astype(np.int32)
+    save_file(t, os.path.join(d, "model.safetensors"))
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["vocab_size"] = V
+    cfg["quantization_config"]["lm_head"] = True
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    json.dump(cfg["quantization_config"], open(os.path.join(d, "quantize_config.json"), "w"))
+    dequantized_copy(d, d + "-deq", 4, "gptq")
+    info = run("info", d).stdout
+    check("15 linear layers" in info, "quantized lm_head: plume info counts it among the method's layers")
+    a = plume_logits(d, ids, tmp, env=f32)
+    b = plume_logits(d + "-deq", ids, tmp, env=f32)
+    diff = float(np.abs(a - b).max())
+    check(a.shape == (V,) and diff < 1e-4 * max(1.0, float(np.abs(b).max())),
+          "quantized lm_head: logits = the dequantized float checkpoint's, max |diff| %.2e" % diff)
 
 
 def expect_error(args, pattern, label, env=None):
