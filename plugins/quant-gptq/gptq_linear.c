@@ -557,21 +557,6 @@ int gptq_forward_level(const gptq_layer *l, int level, const plume_backend_vtabl
 
 /* ---- tensors through the weight-format interface ---- */
 
-static const plume_tensor *find_t(const plume_weights *w, const char *prefix, const char *suffix)
-{
-    char name[512];
-    if ((size_t)snprintf(name, sizeof name, "%s.%s", prefix, suffix) >= sizeof name)
-        return NULL;
-    if (w->fmt->find)
-        return w->fmt->find(w->ck, name);
-    for (size_t i = 0, m = w->fmt->n_tensors(w->ck); i < m; i++) {
-        const plume_tensor *t = w->fmt->tensor(w->ck, i);
-        if (strcmp(t->name, name) == 0)
-            return t;
-    }
-    return NULL;
-}
-
 /* A 32-bit integer tensor: safetensors keeps I32/U32 as raw views (type not
  * a plume dtype) of 4 bytes per element. */
 static bool is_i32(const plume_tensor *t)
@@ -588,9 +573,9 @@ static bool is_float(const plume_tensor *t)
 
 static int gptq_probe(const plume_weights *w, const char *prefix)
 {
-    const plume_tensor *qw = find_t(w, prefix, "qweight");
-    const plume_tensor *qz = find_t(w, prefix, "qzeros");
-    const plume_tensor *sc = find_t(w, prefix, "scales");
+    const plume_tensor *qw = plume_weights_find(w, prefix, "qweight");
+    const plume_tensor *qz = plume_weights_find(w, prefix, "qzeros");
+    const plume_tensor *sc = plume_weights_find(w, prefix, "scales");
     return is_i32(qw) && qw->n_dims == 2 && is_i32(qz) && is_float(sc) ? 10 : 0;
 }
 
@@ -627,9 +612,11 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
     gptq_load_config cfg;
     if (gptq_config_from_settings(s, &cfg, err))
         return -1;
-    const plume_tensor *qw = find_t(w, prefix, "qweight"), *qz = find_t(w, prefix, "qzeros"),
-                       *sc = find_t(w, prefix, "scales"), *gi = find_t(w, prefix, "g_idx"),
-                       *bi = find_t(w, prefix, "bias");
+    const plume_tensor *qw = plume_weights_find(w, prefix, "qweight"),
+                       *qz = plume_weights_find(w, prefix, "qzeros"),
+                       *sc = plume_weights_find(w, prefix, "scales"),
+                       *gi = plume_weights_find(w, prefix, "g_idx"),
+                       *bi = plume_weights_find(w, prefix, "bias");
     if (!qw || !qz || !sc)
         return plume_err(err, PLUME_ERR_FORMAT, "gptq: layer %s lacks %s.%s", prefix, prefix,
                          !qw ? "qweight" : !qz ? "qzeros" : "scales");

@@ -36,6 +36,12 @@ typedef struct plume_weights {
     plume_checkpoint *ck;
 } plume_weights;
 
+/* The tensor "<prefix>.<suffix>" of w ("blk.0.attn_q" + "weight"), through
+ * the format's find (or a scan when it has none); NULL when absent or when
+ * the name would exceed 511 bytes. */
+const plume_tensor *plume_weights_find(const plume_weights *w, const char *prefix,
+                                       const char *suffix);
+
 typedef struct plume_linear_vtable {
     uint32_t struct_size;        /* sizeof(plume_linear_vtable) of the provider's build */
     uint32_t interface_version;  /* PLUME_LINEAR_INTERFACE_VERSION */

@@ -127,27 +127,9 @@ struct plume_linear {
     const plume_tensor *w; /* a view into the open checkpoint */
 };
 
-static const plume_tensor *weight_of(const plume_weights *wt, const char *prefix)
-{
-    char name[512];
-    size_t n = strlen(prefix);
-    if (n + sizeof ".weight" > sizeof name)
-        return NULL;
-    memcpy(name, prefix, n);
-    memcpy(name + n, ".weight", sizeof ".weight");
-    if (wt->fmt->find)
-        return wt->fmt->find(wt->ck, name);
-    for (size_t i = 0, m = wt->fmt->n_tensors(wt->ck); i < m; i++) {
-        const plume_tensor *t = wt->fmt->tensor(wt->ck, i);
-        if (strcmp(t->name, name) == 0)
-            return t;
-    }
-    return NULL;
-}
-
 static int native_probe(const plume_weights *wt, const char *prefix)
 {
-    const plume_tensor *t = weight_of(wt, prefix);
+    const plume_tensor *t = plume_weights_find(wt, prefix, "weight");
     return t && t->n_dims == 2 && plume_dtype_supported(t->type) ? 1 : 0;
 }
 
@@ -158,7 +140,7 @@ static int native_load(const plume_weights *wt, const char *prefix, const plume_
     (void)s;
     (void)bvt;
     (void)b;
-    const plume_tensor *t = weight_of(wt, prefix);
+    const plume_tensor *t = plume_weights_find(wt, prefix, "weight");
     if (!t)
         return plume_err(err, PLUME_ERR_FORMAT, "native linear: no tensor %s.weight", prefix);
     if (t->n_dims != 2 || !plume_dtype_supported(t->type))
