@@ -7,6 +7,7 @@
 
 #include "backend/cpu/fp16.h"
 #include "backend/cpu/ops.h"
+#include "model/activations.h"
 #include "model/model_internal.h"
 #include "model/paged_attention.h"
 #include "model/runner.h"
@@ -17,9 +18,7 @@ struct plume_runner {
     plume_kv_cache *kv;
     plume_pool *pool;
     int32_t max_tokens;
-    /* activations, [max_tokens][...] */
-    float *x, *xn, *q, *k, *v, *attn, *gate, *up;
-    float *scratch;          /* nth * max matmul K */
+    plume_acts a;            /* activations, [max_tokens][...] */
     plume_attn_row *rows;    /* per position */
     int32_t *slots;          /* per position: cache slot */
     int32_t *tokens;         /* per position: token id */
@@ -86,27 +85,13 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
     r->m = m;
     r->kv = kv;
     r->max_tokens = max_tokens;
-    const size_t T = (size_t)max_tokens, E = (size_t)c->n_embd,
-                 Q = (size_t)c->n_head * c->head_dim, KV = (size_t)c->n_head_kv * c->head_dim,
-                 F = (size_t)c->n_ff;
-    size_t kmax = E > Q ? E : Q;
-    if (F > kmax)
-        kmax = F;
-    r->x = malloc(sizeof(float) * T * E);
-    r->xn = malloc(sizeof(float) * T * (E > Q ? E : Q));
-    r->q = malloc(sizeof(float) * T * Q);
-    r->k = malloc(sizeof(float) * T * KV);
-    r->v = malloc(sizeof(float) * T * KV);
-    r->attn = malloc(sizeof(float) * T * Q);
-    r->gate = malloc(sizeof(float) * T * F);
-    r->up = malloc(sizeof(float) * T * F);
-    r->scratch = malloc(sizeof(float) * (size_t)n_threads * kmax);
+    const size_t T = (size_t)max_tokens;
+    int acts = plume_acts_alloc(c, T, &r->a);
     r->rows = malloc(sizeof *r->rows * T);
     r->slots = malloc(sizeof *r->slots * T);
     r->tokens = malloc(sizeof *r->tokens * T);
     r->logit_rows = malloc(sizeof *r->logit_rows * T);
-    if (!r->x || !r->xn || !r->q || !r->k || !r->v || !r->attn || !r->gate || !r->up ||
-        !r->scratch || !r->rows || !r->slots || !r->tokens || !r->logit_rows) {
+    if (acts || !r->rows || !r->slots || !r->tokens || !r->logit_rows) {
         plume_runner_free(r);
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory allocating activations for %d batched tokens", max_tokens);
@@ -126,15 +111,7 @@ void plume_runner_free(plume_runner *r)
         return;
     plume_builtin_cpu.destroy(r->backend);
     plume_pool_free(r->pool);
-    free(r->x);
-    free(r->xn);
-    free(r->q);
-    free(r->k);
-    free(r->v);
-    free(r->attn);
-    free(r->gate);
-    free(r->up);
-    free(r->scratch);
+    plume_acts_free(&r->a);
     free(r->rows);
     free(r->slots);
     free(r->tokens);
@@ -255,61 +232,61 @@ int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n
     plume_pool *pool = r->pool;
 
     for (int t = 0; t < n; t++)
-        plume_cpu_get_row(m->tok_embd, r->tokens[t], r->x + (size_t)t * E);
+        plume_cpu_get_row(m->tok_embd, r->tokens[t], r->a.x + (size_t)t * E);
 
     for (int l = 0; l < cfg->n_layer; l++) {
         const plume_layer *Ly = &m->layers[l];
         uint8_t *kc = (uint8_t *)r->kv->k + (size_t)l * layer_stride * r->kv->elem;
         uint8_t *vc = (uint8_t *)r->kv->v + (size_t)l * layer_stride * r->kv->elem;
         for (int t = 0; t < n; t++)
-            plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->attn_norm, E,
+            plume_cpu_rmsnorm(r->a.xn + (size_t)t * E, r->a.x + (size_t)t * E, Ly->attn_norm, E,
                               cfg->rms_eps);
         {   /* Q, K, V share one quantization of xn and one pool pass */
             const plume_lin *const qkv[3] = {&Ly->q, &Ly->k, &Ly->v};
-            float *const qkv_y[3] = {r->q, r->k, r->v};
-            if (lin_forward_multi(r, qkv, 3, r->xn, n, qkv_y, err))
+            float *const qkv_y[3] = {r->a.q, r->a.k, r->a.v};
+            if (lin_forward_multi(r, qkv, 3, r->a.xn, n, qkv_y, err))
                 return -1;
         }
-        add_bias(r->q, Ly->bq, n, Q);
-        add_bias(r->k, Ly->bk, n, KV);
-        add_bias(r->v, Ly->bv, n, KV);
+        add_bias(r->a.q, Ly->bq, n, Q);
+        add_bias(r->a.k, Ly->bk, n, KV);
+        add_bias(r->a.v, Ly->bv, n, KV);
         for (int t = 0; t < n; t++) {
             const int pos = r->rows[t].pos;
-            plume_cpu_rope_heads(r->q + (size_t)t * Q, H, hd, pos, m->rope_inv_freq, adjacent);
-            plume_cpu_rope_heads(r->k + (size_t)t * KV, HKV, hd, pos, m->rope_inv_freq, adjacent);
-            store_kv(r->kv, kc, r->slots[t], r->k + (size_t)t * KV, KV);
-            store_kv(r->kv, vc, r->slots[t], r->v + (size_t)t * KV, KV);
+            plume_cpu_rope_heads(r->a.q + (size_t)t * Q, H, hd, pos, m->rope_inv_freq, adjacent);
+            plume_cpu_rope_heads(r->a.k + (size_t)t * KV, HKV, hd, pos, m->rope_inv_freq, adjacent);
+            store_kv(r->kv, kc, r->slots[t], r->a.k + (size_t)t * KV, KV);
+            store_kv(r->kv, vc, r->slots[t], r->a.v + (size_t)t * KV, KV);
         }
-        plume_paged_attention(pool, r->q, kc, vc, r->kv->dtype == PLUME_KV_F16, r->rows, n,
+        plume_paged_attention(pool, r->a.q, kc, vc, r->kv->dtype == PLUME_KV_F16, r->rows, n,
                               r->kv->block_size, H, HKV, hd,
-                              r->attn);
-        if (lin_forward(r, &Ly->o, r->attn, n, r->xn, err))
+                              r->a.attn);
+        if (lin_forward(r, &Ly->o, r->a.attn, n, r->a.xn, err))
             return -1;
-        add_bias(r->xn, Ly->bo, n, E);
+        add_bias(r->a.xn, Ly->bo, n, E);
         for (size_t i = 0; i < (size_t)n * E; i++)
-            r->x[i] += r->xn[i];
+            r->a.x[i] += r->a.xn[i];
 
         for (int t = 0; t < n; t++)
-            plume_cpu_rmsnorm(r->xn + (size_t)t * E, r->x + (size_t)t * E, Ly->ffn_norm, E,
+            plume_cpu_rmsnorm(r->a.xn + (size_t)t * E, r->a.x + (size_t)t * E, Ly->ffn_norm, E,
                               cfg->rms_eps);
         {   /* gate and up share one quantization of xn and one pool pass */
             const plume_lin *const gu[2] = {&Ly->gate, &Ly->up};
-            float *const gu_y[2] = {r->gate, r->up};
-            if (lin_forward_multi(r, gu, 2, r->xn, n, gu_y, err))
+            float *const gu_y[2] = {r->a.gate, r->a.up};
+            if (lin_forward_multi(r, gu, 2, r->a.xn, n, gu_y, err))
                 return -1;
         }
-        plume_cpu_swiglu(r->gate, r->up, n * F);
-        if (lin_forward(r, &Ly->down, r->gate, n, r->xn, err))
+        plume_cpu_swiglu(r->a.gate, r->a.up, n * F);
+        if (lin_forward(r, &Ly->down, r->a.gate, n, r->a.xn, err))
             return -1;
         for (size_t i = 0; i < (size_t)n * E; i++)
-            r->x[i] += r->xn[i];
+            r->a.x[i] += r->a.xn[i];
     }
     if (L > 0 && logits) {
         /* final norm of the wanted rows only, gathered, then one head matmul */
         for (int i = 0; i < L; i++)
-            plume_cpu_rmsnorm(r->xn + (size_t)i * E, r->x + (size_t)r->logit_rows[i] * E,
+            plume_cpu_rmsnorm(r->a.xn + (size_t)i * E, r->a.x + (size_t)r->logit_rows[i] * E,
                               m->out_norm, E, cfg->rms_eps);
-        if (lin_forward(r, &m->output, r->xn, L, logits, err))
+        if (lin_forward(r, &m->output, r->a.xn, L, logits, err))
             return -1;
     }
     return 0;

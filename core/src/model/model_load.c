@@ -137,9 +137,7 @@ static const plume_linear_vtable *pick_method(const plume_model *m, const plume_
     plume_weights w = weights_of(m);
     const plume_linear_vtable *best = NULL;
     int best_score = 0;
-    char name[512];
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    const plume_tensor *t = find(m, name);
+    const plume_tensor *t = plume_weights_find(&w, prefix, "weight");
     if (t && t->n_dims == 2 && plume_dtype_supported(t->type))
         best_score = 1; /* the native method's score */
     for (size_t i = 0, n = plume_registry_n_providers(reg); i < n; i++) {
@@ -168,25 +166,23 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
                       int64_t out, plume_lin *L, plume_error *err)
 {
     const plume_linear_vtable *vt = pick_method(m, reg, prefix);
-    char name[512];
+    plume_weights w = weights_of(m);
     if (!vt) {
+        char name[512];
         snprintf(name, sizeof name, "%s.weight", prefix);
-        if (!find(m, name)) {
-            snprintf(name, sizeof name, "%s.qweight", prefix);
-            if (find(m, name) && !m->quant)
-                return plume_err(err, PLUME_ERR_FORMAT,
-                                 "%s: layer %s is quantized (it has %s) but the checkpoint has "
-                                 "no quantization_config (config.json) or quantize_config.json "
-                                 "naming its method and settings",
-                                 source_path(m), prefix, name);
-            if (find(m, name))
-                return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                                 "%s: layer %s is quantized (it has %s) but the linear method "
-                                 "\"%s\" does not claim it (its tensors are not what that "
-                                 "method reads)",
-                                 source_path(m), prefix, name, m->quant_method);
-            snprintf(name, sizeof name, "%s.weight", prefix);
-        }
+        bool quantized = !find(m, name) && plume_weights_find(&w, prefix, "qweight");
+        if (quantized && !m->quant)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: layer %s is quantized (it has %s.qweight) but the checkpoint "
+                             "has no quantization_config (config.json) or quantize_config.json "
+                             "naming its method and settings",
+                             source_path(m), prefix, prefix);
+        if (quantized)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: layer %s is quantized (it has %s.qweight) but the linear method "
+                             "\"%s\" does not claim it (its tensors are not what that method "
+                             "reads)",
+                             source_path(m), prefix, prefix, m->quant_method);
         return get_matrix(m, name, in, out, &L->w, err);
     }
     if (!m->quant)
@@ -195,7 +191,6 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
                          "quantization_config (config.json) or quantize_config.json giving its "
                          "bits, group_size, sym and format",
                          source_path(m), prefix, vt->name);
-    plume_weights w = weights_of(m);
     if (vt->load(&w, prefix, m->quant, &plume_builtin_cpu, NULL, &L->pl, err))
         return plume_err_prefix(err, "%s: linear method %s", source_path(m), vt->name);
     L->vt = vt;

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
+#include "model/activations.h"
 #include "model/model_internal.h"
 #include "model/paged_attention.h"
 #include "plume/model.h"
@@ -25,8 +26,7 @@ typedef struct qrun {
     const plume_quantize_opts *o;
     plume_pool *pool;
     int64_t S, T, n;        /* samples, tokens per sample, n = S·T (0: no calibration) */
-    /* activations [n][dim] */
-    float *x, *xn, *q, *k, *v, *attn, *gate, *up;
+    plume_acts a;           /* activations [n][dim] */
     double *Hbase, *H;      /* [Kmax][Kmax] */
     float *w, *wdeq;        /* [max out][max in] */
     int32_t *blocks;        /* [S] = s: sample s is "block" s of T slots */
@@ -198,7 +198,7 @@ static void rmsnorm_rows(qrun *r, const float *w)
 {
     const int E = r->m->cfg.n_embd;
     for (int64_t i = 0; i < r->n; i++)
-        plume_cpu_rmsnorm(r->xn + i * E, r->x + i * E, w, E, r->m->cfg.rms_eps);
+        plume_cpu_rmsnorm(r->a.xn + i * E, r->a.x + i * E, w, E, r->m->cfg.rms_eps);
 }
 
 static void add_rows(float *x, const float *y, int64_t n)
@@ -227,41 +227,41 @@ static int run_layer(qrun *r, int l, plume_error *err)
 
     if (r->n)
         rmsnorm_rows(r, L->attn_norm);
-    if (stage_hessian(r, r->xn, E, err) ||
-        do_linear(r, p[0], names[0], 1, &L->q, L->bq, r->xn, r->q, err) ||
-        do_linear(r, p[1], names[1], 2, &L->k, L->bk, r->xn, r->k, err) ||
-        do_linear(r, p[2], names[2], 3, &L->v, L->bv, r->xn, r->v, err))
+    if (stage_hessian(r, r->a.xn, E, err) ||
+        do_linear(r, p[0], names[0], 1, &L->q, L->bq, r->a.xn, r->a.q, err) ||
+        do_linear(r, p[1], names[1], 2, &L->k, L->bk, r->a.xn, r->a.k, err) ||
+        do_linear(r, p[2], names[2], 3, &L->v, L->bv, r->a.xn, r->a.v, err))
         return -1;
     if (r->n) {
         const int adjacent = c->rope_style == PLUME_ROPE_ADJACENT;
         for (int64_t i = 0; i < r->n; i++) {
             int pos = (int)(i % r->T);
-            plume_cpu_rope_heads(r->q + i * Q, Hn, hd, pos, r->m->rope_inv_freq, adjacent);
-            plume_cpu_rope_heads(r->k + i * KV, HKV, hd, pos, r->m->rope_inv_freq, adjacent);
+            plume_cpu_rope_heads(r->a.q + i * Q, Hn, hd, pos, r->m->rope_inv_freq, adjacent);
+            plume_cpu_rope_heads(r->a.k + i * KV, HKV, hd, pos, r->m->rope_inv_freq, adjacent);
         }
         /* sample s's K/V rows are "block" s of T slots: rows i = s·T + pos */
-        plume_paged_attention(r->pool, r->q, r->k, r->v, 0, r->rows, (int32_t)r->n,
-                              (int32_t)r->T, Hn, HKV, hd, r->attn);
+        plume_paged_attention(r->pool, r->a.q, r->a.k, r->a.v, 0, r->rows, (int32_t)r->n,
+                              (int32_t)r->T, Hn, HKV, hd, r->a.attn);
     }
-    if (stage_hessian(r, r->attn, Q, err) ||
-        do_linear(r, p[3], names[3], 4, &L->o, L->bo, r->attn, r->xn, err))
+    if (stage_hessian(r, r->a.attn, Q, err) ||
+        do_linear(r, p[3], names[3], 4, &L->o, L->bo, r->a.attn, r->a.xn, err))
         return -1;
     if (r->n) {
-        add_rows(r->x, r->xn, r->n * E);
+        add_rows(r->a.x, r->a.xn, r->n * E);
         rmsnorm_rows(r, L->ffn_norm);
     }
-    if (stage_hessian(r, r->xn, E, err) ||
-        do_linear(r, p[4], names[4], 5, &L->gate, NULL, r->xn, r->gate, err) ||
-        do_linear(r, p[5], names[5], 6, &L->up, NULL, r->xn, r->up, err))
+    if (stage_hessian(r, r->a.xn, E, err) ||
+        do_linear(r, p[4], names[4], 5, &L->gate, NULL, r->a.xn, r->a.gate, err) ||
+        do_linear(r, p[5], names[5], 6, &L->up, NULL, r->a.xn, r->a.up, err))
         return -1;
     if (r->n)
         for (int64_t i = 0; i < r->n; i++) /* per row: n·F may exceed an int */
-            plume_cpu_swiglu(r->gate + i * F, r->up + i * F, F);
-    if (stage_hessian(r, r->gate, F, err) ||
-        do_linear(r, p[6], names[6], 7, &L->down, NULL, r->gate, r->xn, err))
+            plume_cpu_swiglu(r->a.gate + i * F, r->a.up + i * F, F);
+    if (stage_hessian(r, r->a.gate, F, err) ||
+        do_linear(r, p[6], names[6], 7, &L->down, NULL, r->a.gate, r->a.xn, err))
         return -1;
     if (r->n)
-        add_rows(r->x, r->xn, r->n * E);
+        add_rows(r->a.x, r->a.xn, r->n * E);
     return 0;
 }
 
@@ -300,7 +300,7 @@ static int alloc_run(qrun *r, plume_error *err)
 {
     const plume_model_config *c = &r->m->cfg;
     const size_t n = (size_t)r->n, E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim,
-                 KV = (size_t)c->n_head_kv * c->head_dim, F = (size_t)c->n_ff;
+                 F = (size_t)c->n_ff;
     size_t kmax = E > Q ? E : Q;
     kmax = kmax > F ? kmax : F;
     size_t wmax = E * (Q > F ? Q : F); /* the largest matrix: [F][E], [E][F] or [Q][E] */
@@ -308,20 +308,12 @@ static int alloc_run(qrun *r, plume_error *err)
     r->wdeq = malloc(sizeof(float) * wmax);
     bool ok = r->w && r->wdeq;
     if (n) {
-        r->x = malloc(sizeof(float) * n * E);
-        r->xn = malloc(sizeof(float) * n * (E > Q ? E : Q));
-        r->q = malloc(sizeof(float) * n * Q);
-        r->k = malloc(sizeof(float) * n * KV);
-        r->v = malloc(sizeof(float) * n * KV);
-        r->attn = malloc(sizeof(float) * n * Q);
-        r->gate = malloc(sizeof(float) * n * F);
-        r->up = malloc(sizeof(float) * n * F);
         r->Hbase = malloc(sizeof(double) * kmax * kmax);
         r->H = malloc(sizeof(double) * kmax * kmax);
         r->blocks = malloc(sizeof(int32_t) * (size_t)r->S);
         r->rows = malloc(sizeof *r->rows * n);
-        ok = ok && r->x && r->xn && r->q && r->k && r->v && r->attn && r->gate && r->up &&
-             r->Hbase && r->H && r->blocks && r->rows;
+        ok = ok && plume_acts_alloc(c, n, &r->a) == 0 && r->Hbase && r->H && r->blocks &&
+             r->rows;
     }
     if (!ok)
         return plume_err(err, PLUME_ERR_NOMEM,
@@ -339,14 +331,7 @@ static void free_run(qrun *r)
 {
     free(r->w);
     free(r->wdeq);
-    free(r->x);
-    free(r->xn);
-    free(r->q);
-    free(r->k);
-    free(r->v);
-    free(r->attn);
-    free(r->gate);
-    free(r->up);
+    plume_acts_free(&r->a);
     free(r->Hbase);
     free(r->H);
     free(r->blocks);
@@ -429,7 +414,7 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
         goto done;
     const int E = r.m->cfg.n_embd;
     for (int64_t i = 0; i < r.n; i++)
-        plume_cpu_get_row(r.m->tok_embd, ids[i], r.x + i * E);
+        plume_cpu_get_row(r.m->tok_embd, ids[i], r.a.x + i * E);
     if (copy_float_tensors(&r, err))
         goto done;
     for (int l = 0; l < r.m->cfg.n_layer; l++)
