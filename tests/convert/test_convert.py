@@ -28,13 +28,10 @@ smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf to f32: safetensors loads
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
 """
 
-import argparse
 import json
 import os
 import struct
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "..", "reference")
@@ -56,42 +53,20 @@ except ImportError as e:
 import make_tiny_model  # noqa: E402
 import oracle  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("PLUME_SOURCE_ROOT", os.path.normpath(os.path.join(HERE, "..", "..")))
-BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
-PLUME = os.environ.get("PLUME_BIN", os.path.join(BUILD_ROOT, "core", "src", "cli", "plume"))
-SMOL = os.path.join(SOURCE_ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+from harness import SMOL, check, plume_logits, run  # noqa: E402
+import harness  # noqa: E402
+
 TOL = 1e-3
 
 TEXTS = ["Hello world!", "The year 2024 had 366 days.", "  leading spaces\n\nand\ttabs",
          "<|im_start|>user\nhi<|im_end|>", "naïve café — “quotes” 日本語 🙂",
          "x = f(y) + 12345;", "it's we'll THEY'RE", "The quick brown fox jumps over the lazy dog."]
 
-failures = []
-
-
-def check(cond, msg):
-    print(("ok   " if cond else "FAIL ") + msg)
-    if not cond:
-        failures.append(msg)
-
-
-def run(*args):
-    r = subprocess.run([PLUME] + list(args), capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError("plume %s failed (%d): %s" % (" ".join(args[:3]), r.returncode, r.stderr))
-    return r
 
 
 def convert(src, out, dtype="f32"):
     r = run("convert", src, "--to", "hf", out, "--dtype", dtype)
     return r.stderr
-
-
-def plume_logits(model, ids, tmp):
-    path = os.path.join(tmp, "logits.bin")
-    run("generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", "1",
-        "--temperature", "0", "--json", "--logits-out", path)
-    return np.fromfile(path, dtype="<f4")
 
 
 def plume_ids(model, text):
@@ -262,26 +237,5 @@ def test_smollm2(tmp):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tiny_gguf")
-    ap.add_argument("--part", choices=("tiny", "smollm2", "all"), default="all")
-    a = ap.parse_args()
-    if not os.access(PLUME, os.X_OK):
-        print("SKIP: plume binary not built at %s" % PLUME)
-        return 77
-    with tempfile.TemporaryDirectory(prefix="plume-convert-") as tmp:
-        if a.part in ("tiny", "all"):
-            test_tiny(a.tiny_gguf, tmp)
-        ran_smol = a.part in ("smollm2", "all") and test_smollm2(tmp)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    if a.part == "smollm2" and not ran_smol:
-        return 77
-    print("all checks passed")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("plume-convert-", test_tiny, test_smollm2))

@@ -17,7 +17,6 @@ The plume binary is $PLUME_BIN, else $PLUME_BUILD_ROOT/core/src/cli/plume.
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
 """
 
-import argparse
 import json
 import math
 import os
@@ -42,20 +41,12 @@ except ImportError as e:
 
 import oracle  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("PLUME_SOURCE_ROOT", os.path.normpath(os.path.join(HERE, "..", "..")))
-BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
-PLUME = os.environ.get("PLUME_BIN", os.path.join(BUILD_ROOT, "core", "src", "cli", "plume"))
-SMOL = os.path.join(SOURCE_ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-TEXT = os.path.join(SOURCE_ROOT, "bench", "data", "eval-heldout.txt")
+from harness import DATA, PLUME, SMOL, check  # noqa: E402
+import harness  # noqa: E402
+
+TEXT = os.path.join(DATA, "eval-heldout.txt")
 REL = 1e-3
 
-failures = []
-
-
-def check(cond, msg):
-    print(("ok   " if cond else "FAIL ") + msg)
-    if not cond:
-        failures.append(msg)
 
 
 def ppl(model, *args):
@@ -172,28 +163,5 @@ def test_smollm2():
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tiny_gguf")
-    ap.add_argument("--part", choices=("tiny", "smollm2", "all"), default="all")
-    a = ap.parse_args()
-    if not os.access(PLUME, os.X_OK):
-        print("SKIP: plume binary not built at %s" % PLUME)
-        return 77
-    ran_smol = True
-    with tempfile.TemporaryDirectory(prefix="plume-ppl-") as tmp:
-        if a.part in ("tiny", "all"):
-            test_tiny(a.tiny_gguf, tmp)
-        if a.part in ("smollm2", "all"):
-            ran_smol = test_smollm2()
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    if a.part == "smollm2" and not ran_smol:
-        return 77
-    print("all checks passed")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("plume-ppl-", test_tiny, lambda tmp: test_smollm2()))

@@ -39,14 +39,11 @@ smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf -> plume convert (f32) ->
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
 """
 
-import argparse
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REF = os.path.join(HERE, "..", "..", "reference")
@@ -64,31 +61,12 @@ except ImportError as e:
     sys.exit(77)
 
 import make_tiny_model  # noqa: E402
+from harness import BUILD_ROOT, DATA, SMOL, check, plume_logits, run  # noqa: E402
+import harness  # noqa: E402
 
-SOURCE_ROOT = os.environ.get("PLUME_SOURCE_ROOT", os.path.normpath(os.path.join(HERE, "..", "..", "..")))
-BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT", os.path.join(SOURCE_ROOT, "build"))
-PLUME = os.environ.get("PLUME_BIN", os.path.join(BUILD_ROOT, "core", "src", "cli", "plume"))
-SMOL = os.path.join(SOURCE_ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-CALIB = os.path.join(SOURCE_ROOT, "bench", "data", "calib.txt")
-CALIB_CHAT = os.path.join(SOURCE_ROOT, "bench", "data", "calib-chat.txt")
-HELDOUT = os.path.join(SOURCE_ROOT, "bench", "data", "eval-heldout.txt")
-
-failures = []
-
-
-def check(cond, msg):
-    print(("ok   " if cond else "FAIL ") + msg)
-    if not cond:
-        failures.append(msg)
-
-
-def run(*args, env=None, ok=True):
-    e = dict(os.environ)
-    e.update(env or {})
-    r = subprocess.run([PLUME] + list(args), capture_output=True, text=True, env=e)
-    if ok and r.returncode != 0:
-        raise RuntimeError("plume %s failed (%d): %s" % (" ".join(args[:3]), r.returncode, r.stderr))
-    return r
+CALIB = os.path.join(DATA, "calib.txt")
+CALIB_CHAT = os.path.join(DATA, "calib-chat.txt")
+HELDOUT = os.path.join(DATA, "eval-heldout.txt")
 
 
 def quantize(src, out, *opts):
@@ -97,13 +75,6 @@ def quantize(src, out, *opts):
     for m in re.finditer(r"layer (\d+) (\S+)\s+loss (\S+)", r.stderr):
         losses[(int(m.group(1)), m.group(2))] = float(m.group(3))
     return json.loads(r.stdout), losses
-
-
-def plume_logits(model, ids, tmp, env=None):
-    path = os.path.join(tmp, "logits.bin")
-    run("generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", "1",
-        "--temperature", "0", "--json", "--logits-out", path, env=env)
-    return np.fromfile(path, dtype="<f4")
 
 
 # ---- GPTQ layout facts (formats.md §1), written independently of plume ----
@@ -478,27 +449,9 @@ def test_smollm2(tmp):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("tiny_gguf")
-    ap.add_argument("--part", choices=("tiny", "smollm2", "all"), default="all")
-    a = ap.parse_args()
-    if not os.access(PLUME, os.X_OK):
-        print("SKIP: plume binary not built at %s" % PLUME)
-        return 77
-    tiny_hf = os.path.join(os.path.dirname(os.path.abspath(a.tiny_gguf)), "hf")
-    with tempfile.TemporaryDirectory(prefix="plume-quantize-") as tmp:
-        if a.part in ("tiny", "all"):
-            test_tiny(tiny_hf, tmp)
-        ran_smol = a.part in ("smollm2", "all") and test_smollm2(tmp)
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    if a.part == "smollm2" and not ran_smol:
-        return 77
-    print("all checks passed")
-    return 0
+def test_tiny_part(tiny_gguf, tmp):
+    test_tiny(os.path.join(os.path.dirname(os.path.abspath(tiny_gguf)), "hf"), tmp)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main("plume-quantize-", test_tiny_part, test_smollm2))
