@@ -27,7 +27,9 @@ typedef struct plume_registry plume_registry;
  * highest (the core's "native" for float and GGUF block types).  A
  * checkpoint whose config names a quant_method with no provider in reg gets
  * the plugin "quant-<method>" loaded into reg from its search path.  reg
- * NULL: a registry of the model's own with the default search path. */
+ * NULL: the native method only, except for a checkpoint whose config names
+ * a quant_method, which gets a registry of the model's own (default search
+ * path) to load that plugin into. */
 int plume_model_load_with(const char *path, plume_registry *reg, plume_model **out,
                           plume_error *err);
 /* The quantization method of a quantized checkpoint ("gptq"), or NULL. */

@@ -134,6 +134,8 @@ static int64_t prefix_bytes(const plume_model *m, const char *prefix)
 static const plume_linear_vtable *pick_method(const plume_model *m, const plume_registry *reg,
                                               const char *prefix)
 {
+    if (!reg)
+        return NULL; /* no registry: the native method only */
     plume_weights w = weights_of(m);
     const plume_linear_vtable *best = NULL;
     int best_score = 0;
@@ -345,7 +347,7 @@ int plume_model_load_with(const char *path, plume_registry *reg, plume_model **o
         rc = open_gguf(m, path, err);
     if (rc)
         goto fail;
-    if (!reg) {
+    if (!reg && m->quant_method[0]) { /* only a quantized checkpoint needs plugins */
         if (plume_registry_create(&m->own_reg, err) ||
             plume_registry_add_default_search_path(m->own_reg, err))
             goto fail;
