@@ -65,6 +65,16 @@ int plume_registry_add_default_search_path(plume_registry *r, plume_error *err);
 size_t plume_registry_n_search_dirs(const plume_registry *r);
 const char *plume_registry_search_dir(const plume_registry *r, size_t i);
 
+/* Calls fn once for every plugin file on the search path, in the order
+ * plume_registry_load searches (directory by directory; in each, the
+ * plume-<name>.so files then the <name>/plume-<name>.so ones, by name).
+ * shadowed is true when an earlier file has the same name, so loading by
+ * name would never pick this one.  Opens nothing.  Returns how many files
+ * it found. */
+typedef void (*plume_plugin_file_fn)(void *ctx, const char *path, const char *name,
+                                     bool shadowed);
+size_t plume_registry_scan(const plume_registry *r, plume_plugin_file_fn fn, void *ctx);
+
 /* Loads plugin `name` from the search path; loading an already loaded
  * plugin again does nothing and returns 0.  Every failure is one line in
  * err naming the file, the plugin, the plugin's and this plume's versions

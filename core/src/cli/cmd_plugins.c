@@ -1,6 +1,9 @@
 /* plume plugins: list every registered provider; --check FILE.so: what one
  * plugin file would register, or why it is rejected. */
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -10,10 +13,12 @@ static const char help[] =
     "usage: plume plugins [--plugin-dir DIR]... [--plugin NAME]... [--pipeline FILE]\n"
     "       plume plugins --check FILE.so [--plugin-dir DIR]... [--plugin NAME]...\n"
     "\n"
-    "Lists every registered provider: the core's own (file \"built-in\") and those of the\n"
-    "plugins loaded with --plugin or by the pipeline's plugins list, with kind, name,\n"
-    "plugin version, plugin file and the ABI the plugin was built for; then the plugin\n"
-    "search path.\n"
+    "Lists every plugin file on the plugin search path (each one opened to read its name,\n"
+    "version, ABI and providers; \"loaded\" when --plugin or the pipeline loaded it,\n"
+    "\"available\" when loading it by name would pick this file, \"shadowed\" when an\n"
+    "earlier file has its name, \"rejected\" with the reason when it cannot load); then every\n"
+    "registered provider: the core's own (file \"built-in\") and those of the loaded plugins,\n"
+    "with kind, name, plugin version, plugin file and ABI; then the search path.\n"
     "\n"
     "  --check FILE.so       load this one file and report what it would register or why\n"
     "                        it is rejected (exit 1 on rejection)\n"
@@ -33,6 +38,57 @@ static void list(const plume_registry *r, size_t from)
         printf("%-14s %-14s %-10s %-12s %-5s %s\n", plume_kind_name(p.kind), p.name,
                p.plugin_version, p.plugin, abi, p.file);
     }
+}
+
+/* One row of the plugin-file table: the file opened in a registry of its
+ * own, so that what it registers and any rejection are its alone. */
+typedef struct scan_ctx {
+    const plume_registry *loaded; /* the command's registry */
+    int rejected;
+} scan_ctx;
+
+static bool is_loaded(const plume_registry *r, const char *path)
+{
+    char real[PATH_MAX];
+    const char *p = realpath(path, real) ? real : path;
+    for (size_t i = 0; i < plume_registry_n_plugins(r); i++) {
+        plume_plugin_info pi;
+        plume_registry_plugin(r, i, &pi);
+        if (strcmp(pi.file, p) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void scan_row(void *ctx, const char *path, const char *name, bool shadowed)
+{
+    scan_ctx *c = ctx;
+    plume_registry *probe = NULL;
+    plume_error err = {0};
+    if (plume_registry_create(&probe, &err) || plume_registry_load_file(probe, path, &err)) {
+        printf("%-14s %-10s %-5s %-10s %s\n    %s\n", name, "?", "?", "rejected", path, err.msg);
+        c->rejected++;
+        plume_registry_free(probe);
+        return;
+    }
+    plume_plugin_info pi;
+    plume_registry_plugin(probe, plume_registry_n_plugins(probe) - 1, &pi);
+    char abi[24], provs[256] = "";
+    snprintf(abi, sizeof abi, "%u.%u", pi.abi_major, pi.abi_minor);
+    for (size_t i = plume_registry_n_providers(probe) - pi.n_providers;
+         i < plume_registry_n_providers(probe); i++) {
+        plume_provider_info p;
+        plume_registry_provider(probe, i, &p);
+        size_t len = strlen(provs);
+        snprintf(provs + len, sizeof provs - len, "%s%s:%s", len ? ", " : "",
+                 plume_kind_name(p.kind), p.name);
+    }
+    const char *status = is_loaded(c->loaded, path) ? "loaded"
+                         : shadowed                 ? "shadowed"
+                                                    : "available";
+    printf("%-14s %-10s %-5s %-10s %s\n    %s\n", pi.name, pi.version, abi, status, path,
+           provs[0] ? provs : "(registers no provider)");
+    plume_registry_free(probe);
 }
 
 static int check_file(const cli_pipeline_opts *o, const char *file)
@@ -99,6 +155,12 @@ int cmd_plugins(int argc, char **argv)
     plume_pipeline *p = NULL;
     if (o.pipeline ? cli_pipeline_resolve("plugins", &o, &r, &p) : cli_registry("plugins", &o, &r))
         return 1;
+    printf("plugin files on the plugin path:\n%-14s %-10s %-5s %-10s %s\n", "PLUGIN", "VERSION",
+           "ABI", "STATUS", "FILE (then its providers)");
+    scan_ctx ctx = {r, 0};
+    if (plume_registry_scan(r, scan_row, &ctx) == 0)
+        printf("  (none: add a directory with --plugin-dir DIR or PLUME_PLUGIN_PATH)\n");
+    printf("\nregistered providers (built-in, and those of the loaded plugins):\n");
     list(r, 0);
     printf("\nplugin path (searched in order for plume-<name>.so and <name>/plume-<name>.so):\n");
     for (size_t i = 0; i < plume_registry_n_search_dirs(r); i++)

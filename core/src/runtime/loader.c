@@ -1,5 +1,6 @@
 /* The plugin loader: search path, dlopen, descriptor checks, and the
  * one-line rejection messages. */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>
@@ -279,4 +280,87 @@ int plume_registry_load(plume_registry *r, const char *name, plume_error *err)
                      "plugin '%s' not found: no plume-%s.so in the plugin path (%s); add its "
                      "directory with --plugin-dir DIR or PLUME_PLUGIN_PATH, or install it into %s",
                      name, name, tried[0] ? tried : "empty", PLUME_PLUGINSDIR);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The plugin names of one directory's files in one layout, sorted; NULL
+ * when the directory cannot be read.  *n gets the count. */
+static char **dir_plugin_names(const char *dir, int layout, size_t *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    char **names = NULL;
+    size_t cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[PATH_MAX], name[128];
+        if (layout == 0) {
+            name_from_file(e->d_name, name, sizeof name);
+            if (!name[0])
+                continue;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        } else {
+            if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof name)
+                continue;
+            snprintf(name, sizeof name, "%s", e->d_name);
+            snprintf(path, sizeof path, "%s/%s/plume-%s.so", dir, name, name);
+        }
+        if (!is_file(path))
+            continue;
+        if (*n == cap) {
+            char **grown = realloc(names, sizeof *names * (cap = cap ? 2 * cap : 8));
+            if (!grown)
+                break;
+            names = grown;
+        }
+        if (!(names[*n] = strdup(name)))
+            break;
+        (*n)++;
+    }
+    closedir(d);
+    if (*n)
+        qsort(names, *n, sizeof *names, cmp_str);
+    return names;
+}
+
+size_t plume_registry_scan(const plume_registry *r, plume_plugin_file_fn fn, void *ctx)
+{
+    char **seen = NULL;
+    size_t n_seen = 0, found = 0;
+    for (size_t i = 0; i < r->n_dirs; i++)
+        for (int layout = 0; layout < 2; layout++) {
+            size_t n;
+            char **names = dir_plugin_names(r->dirs[i], layout, &n);
+            for (size_t k = 0; k < n; k++) {
+                char path[PATH_MAX];
+                if (layout == 0)
+                    snprintf(path, sizeof path, "%s/plume-%s.so", r->dirs[i], names[k]);
+                else
+                    snprintf(path, sizeof path, "%s/%s/plume-%s.so", r->dirs[i], names[k],
+                             names[k]);
+                bool shadowed = false;
+                for (size_t j = 0; j < n_seen && !shadowed; j++)
+                    shadowed = strcmp(seen[j], names[k]) == 0;
+                fn(ctx, path, names[k], shadowed);
+                found++;
+                char **grown = shadowed ? NULL : realloc(seen, sizeof *seen * (n_seen + 1));
+                if (grown) {
+                    seen = grown;
+                    seen[n_seen++] = names[k];
+                    names[k] = NULL;
+                }
+                free(names[k]);
+            }
+            free(names);
+        }
+    for (size_t j = 0; j < n_seen; j++)
+        free(seen[j]);
+    free(seen);
+    return found;
 }
