@@ -1,6 +1,8 @@
-/* Every kernel of every dispatch level this CPU has against the scalar
- * level, on random data, with sizes that are not multiples of the vector
- * width or the block size where the kernel allows them. */
+/* Every kernel of every dispatch level this CPU has, the scalar level
+ * included, against a double-precision reference computed here, and each
+ * SIMD level against the scalar one; on random data, with sizes that are
+ * not multiples of the vector width or the block size where the kernel
+ * allows them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +27,14 @@ static void check_close(float got, float want, float tol, const char *what, int 
         fail_msg("%s at level %s, index %d: got %.9g, scalar %.9g (tolerance %.3g)", what,
                  plume_cpu_level_name((plume_cpu_level)level), i, got, want, tol);
     }
+}
+
+/* got against a double-precision reference. */
+static void check_ref(float got, double want, double tol, const char *what, int level, int i)
+{
+    if (!(fabs((double)got - want) <= tol))
+        fail_msg("%s at level %s, index %d: got %.9g, double reference %.9g (tolerance %.3g)",
+                 what, plume_cpu_level_name((plume_cpu_level)level), i, got, want, tol);
 }
 
 static void test_quantize_identical(void **state)
@@ -98,33 +108,55 @@ static void test_matmul_kernels(void **state)
                         ref->mm_q[tu_kq(type)](w, rb, nr, &act, nt, ya, ldy);
                     else
                         ref->mm_f[tu_kf(type)](w, rb, K, nr, x, K, nt, ya, ldy);
-                    /* scale of the result for the tolerance: Σ|w x| bound */
+                    /* The double reference: Σ dequant(w)·x, with x the activation
+                     * the kernel sees (its int8 blocks dequantized for mm_q), and
+                     * Σ|w x| to scale the tolerance for float summation. */
                     float *deq = malloc(sizeof(float) * K);
-                    for (int l = 0; l < n_levels; l++) {
-                        memset(yb, 0, sizeof(float) * ldy * nt);
-                        const plume_kernels *k = levels[l];
-                        if (quant)
-                            k->mm_q[tu_kq(type)](w, rb, nr, &act, nt, yb, ldy);
-                        else
-                            k->mm_f[tu_kf(type)](w, rb, K, nr, x, K, nt, yb, ldy);
-                        for (int r = 0; r < nr; r++) {
-                            plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+                    double *want = malloc(sizeof(double) * nr * nt), *mag = malloc(sizeof(double) * nr * nt);
+                    for (int r = 0; r < nr; r++) {
+                        plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+                        for (int t = 0; t < nt; t++) {
+                            double sum = 0, m = 0;
+                            for (int64_t i = 0; i < K; i++) {
+                                const double xi = quant ? (double)ad[t * (K / 32) + i / 32] * aq[t * K + i]
+                                                        : (double)x[t * K + i];
+                                sum += (double)deq[i] * xi;
+                                m += fabs((double)deq[i] * xi);
+                            }
+                            want[r * nt + t] = sum;
+                            mag[r * nt + t] = m;
+                        }
+                    }
+                    for (int l = -1; l < n_levels; l++) {
+                        const plume_kernels *k = l < 0 ? ref : levels[l];
+                        float *yl = l < 0 ? ya : yb;
+                        if (l >= 0) {
+                            memset(yb, 0, sizeof(float) * ldy * nt);
+                            if (quant)
+                                k->mm_q[tu_kq(type)](w, rb, nr, &act, nt, yb, ldy);
+                            else
+                                k->mm_f[tu_kf(type)](w, rb, K, nr, x, K, nt, yb, ldy);
+                        }
+                        for (int r = 0; r < nr; r++)
                             for (int t = 0; t < nt; t++) {
-                                double mag = 0;
-                                for (int64_t i = 0; i < K; i++)
-                                    mag += fabs((double)deq[i] * x[t * K + i]);
-                                char what[96];
+                                char what[112];
                                 snprintf(what, sizeof what, "%s K=%lld rows=%d tokens=%d row %d token %d",
                                          plume_dtype_name(type), (long long)K, nr, nt, r, t);
-                                check_close(yb[t * ldy + r], ya[t * ldy + r], 2e-5f * (float)mag + 1e-6f,
-                                            what, k->level, r);
+                                const float tol = 2e-5f * (float)mag[r * nt + t] + 1e-6f;
+                                if (l >= 0)
+                                    check_close(yl[t * ldy + r], ya[t * ldy + r], tol, what, k->level, r);
+                                if (!(fabs(yl[t * ldy + r] - want[r * nt + t]) <= tol))
+                                    fail_msg("%s at level %s: got %.9g, double reference %.9g "
+                                             "(tolerance %.3g)", what,
+                                             plume_cpu_level_name((plume_cpu_level)k->level),
+                                             yl[t * ldy + r], want[r * nt + t], tol);
                             }
-                        }
                         /* the padding columns of y are not written */
                         for (int t = 0; t < nt; t++)
                             for (int64_t r = nr; r < ldy; r++)
-                                assert_true(yb[t * ldy + r] == 0.0f);
+                                assert_true(yl[t * ldy + r] == 0.0f);
                     }
+                    free(want); free(mag);
                     free(deq); free(ya); free(yb);
                 }
             free(w); free(x); free(aq); free(ad); free(as); free(y0); free(y1);
@@ -140,50 +172,75 @@ static void test_vector_kernels(void **state)
         float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
         float *y0 = malloc(sizeof(float) * n), *y1 = malloc(sizeof(float) * n);
         float *w = malloc(sizeof(float) * n);
+        double *want = malloc(sizeof(double) * n);
         tu_fill(a, n, -4, 4);
         tu_fill(b, n, -4, 4);
         tu_fill(w, n, 0.5f, 1.5f);
-        for (int l = 0; l < n_levels; l++) {
-            const plume_kernels *k = levels[l];
-            double mag = 0;
-            for (int i = 0; i < n; i++)
+        for (int l = -1; l < n_levels; l++) { /* -1: the scalar level against double */
+            const plume_kernels *k = l < 0 ? ref : levels[l];
+            double mag = 0, dot = 0, ss = 0;
+            for (int i = 0; i < n; i++) {
                 mag += fabs((double)a[i] * b[i]);
+                dot += (double)a[i] * b[i];
+                ss += (double)a[i] * a[i];
+            }
             check_close(k->dot(a, b, n), ref->dot(a, b, n), 1e-6f * (float)mag, "dot", k->level, n);
+            check_ref(k->dot(a, b, n), dot, 4e-6 * mag, "dot", k->level, n);
 
             memcpy(y0, b, sizeof(float) * n);
             memcpy(y1, b, sizeof(float) * n);
             ref->axpy(y0, 0.37f, a, n);
             k->axpy(y1, 0.37f, a, n);
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < n; i++) {
                 check_close(y1[i], y0[i], 1e-6f * (fabsf(b[i]) + fabsf(a[i])), "axpy", k->level, i);
+                check_ref(y1[i], (double)b[i] + (double)0.37f * a[i],
+                          1e-6 * (fabs(b[i]) + fabs(a[i])), "axpy", k->level, i);
+            }
 
             ref->rmsnorm(y0, a, w, n, 1e-5f);
             k->rmsnorm(y1, a, w, n, 1e-5f);
-            for (int i = 0; i < n; i++)
+            const double inv = 1.0 / sqrt(ss / n + (double)1e-5f);
+            for (int i = 0; i < n; i++) {
+                want[i] = (double)a[i] * inv * w[i];
                 check_close(y1[i], y0[i], 2e-6f * fabsf(y0[i]) + 1e-7f, "rmsnorm", k->level, i);
+                check_ref(y1[i], want[i], 2e-6 * fabs(want[i]) + 1e-7, "rmsnorm", k->level, i);
+            }
             memcpy(y1, a, sizeof(float) * n); /* in place */
             k->rmsnorm(y1, y1, w, n, 1e-5f);
             for (int i = 0; i < n; i++)
-                check_close(y1[i], y0[i], 2e-6f * fabsf(y0[i]) + 1e-7f, "rmsnorm in place", k->level, i);
+                check_ref(y1[i], want[i], 2e-6 * fabs(want[i]) + 1e-7, "rmsnorm in place",
+                          k->level, i);
 
             memcpy(y0, a, sizeof(float) * n);
             memcpy(y1, a, sizeof(float) * n);
             y0[0] = y1[0] = -95.0f; /* saturating exp */
             if (n > 1)
                 y0[1] = y1[1] = 95.0f;
+            for (int i = 0; i < n; i++)
+                want[i] = (double)y1[i] / (1.0 + exp(-(double)y1[i])) * b[i];
             ref->swiglu(y0, b, n);
             k->swiglu(y1, b, n);
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < n; i++) {
                 check_close(y1[i], y0[i], 4e-6f * fabsf(y0[i]) + 1e-30f, "swiglu", k->level, i);
+                check_ref(y1[i], want[i], 4e-6 * fabs(want[i]) + 1e-30, "swiglu", k->level, i);
+            }
 
-            for (int i = 0; i < n; i++)
+            double mx = -INFINITY, sum = 0;
+            for (int i = 0; i < n; i++) {
                 y0[i] = y1[i] = a[i] * 10.0f;
+                mx = fmax(mx, (double)y1[i]);
+            }
+            for (int i = 0; i < n; i++)
+                sum += want[i] = exp((double)y1[i] - mx);
             float s0 = ref->softmax_exp(y0, n), s1 = k->softmax_exp(y1, n);
             check_close(s1, s0, 4e-6f * s0, "softmax sum", k->level, n);
-            for (int i = 0; i < n; i++)
+            check_ref(s1, sum, 4e-6 * sum, "softmax sum", k->level, n);
+            for (int i = 0; i < n; i++) {
                 check_close(y1[i], y0[i], 4e-6f * fabsf(y0[i]) + 1e-37f, "softmax exp", k->level, i);
+                check_ref(y1[i], want[i], 4e-6 * want[i] + 1e-37, "softmax exp", k->level, i);
+            }
         }
-        free(a); free(b); free(y0); free(y1); free(w);
+        free(a); free(b); free(y0); free(y1); free(w); free(want);
     }
 }
 
@@ -197,22 +254,33 @@ static void test_rope(void **state)
             float *v = malloc(sizeof(float) * hd), *v0 = malloc(sizeof(float) * hd),
                   *v1 = malloc(sizeof(float) * hd);
             float *c = malloc(sizeof(float) * half), *s = malloc(sizeof(float) * half);
+            double *want = malloc(sizeof(double) * hd);
             tu_fill(v, hd, -3, 3);
             for (int i = 0; i < half; i++) {
                 float ang = tu_uniform(-10, 10);
                 c[i] = cosf(ang);
                 s[i] = sinf(ang);
             }
+            /* the rotation in double: pairs (i, i + half), or (2i, 2i + 1) when adjacent */
+            for (int i = 0; i < half; i++) {
+                const int ia = adjacent ? 2 * i : i, ib = adjacent ? 2 * i + 1 : i + half;
+                want[ia] = (double)v[ia] * c[i] - (double)v[ib] * s[i];
+                want[ib] = (double)v[ia] * s[i] + (double)v[ib] * c[i];
+            }
             memcpy(v0, v, sizeof(float) * hd);
             ref->rope(v0, hd, c, s, adjacent);
-            for (int l = 0; l < n_levels; l++) {
+            for (int l = -1; l < n_levels; l++) {
+                const plume_kernels *k = l < 0 ? ref : levels[l];
                 memcpy(v1, v, sizeof(float) * hd);
-                levels[l]->rope(v1, hd, c, s, adjacent);
-                for (int i = 0; i < hd; i++)
+                k->rope(v1, hd, c, s, adjacent);
+                for (int i = 0; i < hd; i++) {
                     check_close(v1[i], v0[i], 1e-6f * 6.0f, adjacent ? "rope adjacent" : "rope neox",
-                                levels[l]->level, i);
+                                k->level, i);
+                    check_ref(v1[i], want[i], 1e-6 * 6.0, adjacent ? "rope adjacent" : "rope neox",
+                              k->level, i);
+                }
             }
-            free(v); free(v0); free(v1); free(c); free(s);
+            free(v); free(v0); free(v1); free(c); free(s); free(want);
         }
 }
 
@@ -367,20 +435,6 @@ static void test_attn_paged(void **state)
         }
 }
 
-static void test_microbenchmarks_run(void **state)
-{
-    (void)state;
-    uint8_t *buf = aligned_alloc(64, 1 << 16);
-    memset(buf, 0x5A, 1 << 16);
-    for (int l = 0; l < n_levels; l++) {
-        const plume_kernels *k = levels[l];
-        (void)k->read_sum(buf, 1 << 16);
-        assert_true(k->fma_peak(100) > 0);
-        assert_true(k->int8_peak(100) > 0);
-    }
-    free(buf);
-}
-
 static void test_level_parse(void **state)
 {
     (void)state;
@@ -413,7 +467,6 @@ int main(void)
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attn_step),
         cmocka_unit_test(test_attn_paged),
-        cmocka_unit_test(test_microbenchmarks_run),
         cmocka_unit_test(test_level_parse),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
