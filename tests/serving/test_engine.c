@@ -386,10 +386,10 @@ static void test_stop_strings(void **state)
     size_t len = r.text_len < sizeof full - 1 ? r.text_len : sizeof full - 1;
     memcpy(full, r.text, len);
     full[len] = '\0';
-    if (len < 8) { /* random weights rarely give so little text; nothing to cut */
-        plume_engine_free(e);
-        skip();
-    }
+    /* The tiny model and the prompt are fixed, so this is known text: a
+     * shorter one means the engine stopped early, which is a failure. */
+    if (len < 8)
+        fail_msg("30 greedy tokens gave only %zu bytes of text", len);
     char stop[4];
     memcpy(stop, full + len / 2, 3);
     stop[3] = '\0';

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "ngram_proposer.h"
+#include "../smollm2_path.h"
 #include "plume/engine.h"
 
 #define N_PROMPTS 6
@@ -149,13 +150,13 @@ static void test_preemption(void **state)
 
 int main(void)
 {
-    const char *root = getenv("PLUME_SOURCE_ROOT");
     char path[4096];
-    snprintf(path, sizeof path, "%s/models/SmolLM2-135M-Instruct.Q4_1.gguf", root ? root : ".");
+    if (!smollm2_path(path, sizeof path))
+        return 77;
     plume_error err = {0};
     if (plume_model_load(path, &g_model, &err)) {
-        printf("SKIP: %s\n", err.msg);
-        return 77;
+        printf("FAIL: %s is present but does not load: %s\n", path, err.msg);
+        return 1;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alone),
