@@ -27,6 +27,12 @@ plume, tiny, example_src, helper = sys.argv[1:5]
 build_root = os.environ["PLUME_BUILD_ROOT"]
 
 
+def require(cond, what):
+    """Raises with what when cond is false (an assert would vanish under python -O)."""
+    if not cond:
+        raise RuntimeError("check failed: %s" % (what,))
+
+
 def run(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode != 0:
@@ -45,13 +51,13 @@ with tempfile.TemporaryDirectory() as tmp:
     dest = os.path.join(tmp, "dest")
     run(["meson", "install", "-C", build_root, "--no-rebuild", "--quiet", "--destdir", dest])
     pc = find(dest, "plume-plugin.pc")
-    assert os.path.exists(find(dest, "plugin.h")), "plume/plugin.h was not installed"
+    require(os.path.exists(find(dest, "plugin.h")), "plume/plugin.h was not installed")
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_SYSROOT_DIR=dest,
                PKG_CONFIG_LIBDIR=os.path.dirname(pc))
     pcvars = run(["pkg-config", "--variable=abi_version", "plume-plugin"], env=env).stdout.strip()
-    assert pcvars == "1.0", pcvars
+    require(pcvars == "1.0", pcvars)
     pluginsdir = run(["pkg-config", "--variable=pluginsdir", "plume-plugin"], env=env).stdout.strip()
-    assert pluginsdir.endswith("/plume/plugins"), pluginsdir
+    require(pluginsdir.endswith("/plume/plugins"), pluginsdir)
 
     src = os.path.join(tmp, "typical")
     shutil.copytree(example_src, src)
@@ -61,12 +67,12 @@ with tempfile.TemporaryDirectory() as tmp:
     run(["ninja", "-C", bld], env=env)
     run(["meson", "install", "-C", bld, "--quiet"], env=env)
     so = os.path.join(destplugins, "plume-typical.so")
-    assert os.path.exists(so), so
+    require(os.path.exists(so), so)
 
     # plume plugins --check and the listing
     r = run([plume, "plugins", "--check", so])
-    assert "plume plugin 'typical' 0.1.0, built for plume ABI 1.0" in r.stdout, r.stdout
-    assert "sampler        typical (interface version 1)" in r.stdout, r.stdout
+    require("plume plugin 'typical' 0.1.0, built for plume ABI 1.0" in r.stdout, r.stdout)
+    require("sampler        typical (interface version 1)" in r.stdout, r.stdout)
 
     def pipeline(name, sampling):
         path = os.path.join(tmp, name)
@@ -76,19 +82,19 @@ with tempfile.TemporaryDirectory() as tmp:
 
     typical = pipeline("typical.yaml", "{ method: typical, typical_p: 0.000001, seed: 3 }")
     r = run([plume, "check", "--plugin-dir", destplugins, typical])
-    assert "method: typical" in r.stdout and "typical_p: 1e-06" in r.stdout, r.stdout
-    assert "temperature: 1.0                           # default" in r.stdout, r.stdout
+    require("method: typical" in r.stdout and "typical_p: 1e-06" in r.stdout, r.stdout)
+    require("temperature: 1.0                           # default" in r.stdout, r.stdout)
     r = run([plume, "plugins", "--plugin-dir", destplugins, "--pipeline", typical])
-    assert any(l.split()[:2] == ["sampler", "typical"] and so in l
-               for l in r.stdout.splitlines()), r.stdout
+    require(any(l.split()[:2] == ["sampler", "typical"] and so in l
+               for l in r.stdout.splitlines()), r.stdout)
 
     # a bad setting is reported by the plugin's own validate, with its position
     bad = pipeline("bad.yaml", "{ method: typical, typical_p: 1.5 }")
     r = subprocess.run([plume, "check", "--plugin-dir", destplugins, bad],
                        capture_output=True, text=True)
-    assert r.returncode == 1
-    assert r.stderr.strip() == (f"{bad}:4:41: sampling.typical_p must be a number in (0.0, 1.0], "
-                                f"got '1.5'"), r.stderr
+    require(r.returncode == 1, 'r.returncode == 1')
+    require(r.stderr.strip() == (f"{bad}:4:41: sampling.typical_p must be a number in (0.0, 1.0], "
+                                f"got '1.5'"), r.stderr)
 
     def generate(path):
         out = run([helper, path, tiny, destplugins, "12", "1,7,42,9"]).stdout.splitlines()
@@ -105,25 +111,25 @@ with tempfile.TemporaryDirectory() as tmp:
         return min(range(len(p)), key=lambda i: (d[i], i))
 
     head, steps = generate(typical)
-    assert head["sampler"] == "typical", head
+    require(head["sampler"] == "typical", head)
     differs = 0
     for st in steps:
         lg = st["logits"]
-        assert st["token"] == most_typical(lg), (st["token"], most_typical(lg))
+        require(st["token"] == most_typical(lg), (st["token"], most_typical(lg)))
         differs += st["token"] != max(range(len(lg)), key=lambda i: lg[i])
-    assert differs > 0, "typical sampling never differed from greedy"
+    require(differs > 0, "typical sampling never differed from greedy")
 
     # the engine behind `plume generate --pipeline` runs the plugin's sampler:
     # its tokens are exactly the ones checked step by step above
     r = run([plume, "generate", "--plugin-dir", destplugins, "--pipeline", typical,
              "--prompt-ids", "1,7,42,9", "--max-tokens", "12", "--ignore-eos", "--json"])
     gen = json.loads(r.stdout)["token_ids"]
-    assert gen == [st["token"] for st in steps], (gen, [st["token"] for st in steps])
+    require(gen == [st["token"] for st in steps], (gen, [st["token"] for st in steps]))
 
     greedy = pipeline("greedy.yaml", "{ method: standard, temperature: 0 }")
     head, steps = generate(greedy)
-    assert head["sampler"] == "standard"
+    require(head["sampler"] == "standard", 'head["sampler"] == "standard"')
     for st in steps:
         lg = st["logits"]
-        assert st["token"] == max(range(len(lg)), key=lambda i: lg[i])
+        require(st["token"] == max(range(len(lg)), key=lambda i: lg[i]), 'st["token"] == max(range(len(lg)), key=lambda i: lg[i])')
 print("ok")

@@ -57,6 +57,13 @@ CORPUS = (
 _PRETOK = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
 
 
+def require(cond, what):
+    """Raises ValueError with what when cond is false (an assert would vanish
+    under python -O)."""
+    if not cond:
+        raise ValueError(what)
+
+
 def bytes_to_unicode():
     """GPT-2's reversible byte -> printable unicode map."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
@@ -100,7 +107,7 @@ def build_tokenizer():
                     i += 1
             new[tuple(out)] += c
         words = new
-    assert len(set(tokens)) == len(tokens), "duplicate merged token"
+    require(len(set(tokens)) == len(tokens), "duplicate merged token")
     types = [1] * len(tokens) + [3] * len(SPECIALS)  # 1 NORMAL, 3 CONTROL
     tokens = tokens + SPECIALS
     return tokens, types, merges
@@ -269,7 +276,7 @@ def write_hf(d, arch, w, tok, tied, shards=1):
             cur.append(k)
             acc += w[k].nbytes
         groups.append(cur)
-        assert len(groups) == shards, "could not split into %d shards" % shards
+        require(len(groups) == shards, "could not split into %d shards" % shards)
         wmap = {}
         for i, g in enumerate(groups):
             fn = "model-%05d-of-%05d.safetensors" % (i + 1, shards)
@@ -285,7 +292,7 @@ def write_hf(d, arch, w, tok, tied, shards=1):
     tk.post_processor = processors.ByteLevel(trim_offsets=False)
     tk.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
     for s in SPECIALS:
-        assert tk.token_to_id(s) == tokens.index(s), (s, tk.token_to_id(s))
+        require(tk.token_to_id(s) == tokens.index(s), (s, tk.token_to_id(s)))
     tk.save(os.path.join(d, "tokenizer.json"))
     tcfg = {
         "add_bos_token": False,

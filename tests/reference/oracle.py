@@ -42,6 +42,13 @@ ROPE_HALF = "half"          # rotate (x[i], x[i + head_dim/2])   (HF, qwen2 GGUF
 _CACHE = {}
 
 
+def require(cond, what):
+    """Raises ValueError with what when cond is false (an assert would vanish
+    under python -O)."""
+    if not cond:
+        raise ValueError(what)
+
+
 class Config:
     def __init__(self, **kw):
         self.arch = kw["arch"]
@@ -55,8 +62,8 @@ class Config:
         self.eps = float(kw["eps"])
         self.theta = float(kw["theta"])
         self.rope = kw["rope"]
-        assert self.n_head % self.n_head_kv == 0, "n_head must be a multiple of n_head_kv"
-        assert self.head_dim % 2 == 0
+        require(self.n_head % self.n_head_kv == 0, "n_head must be a multiple of n_head_kv")
+        require(self.head_dim % 2 == 0, 'self.head_dim % 2 == 0')
 
     def as_dict(self):
         return dict(self.__dict__)
@@ -369,15 +376,15 @@ def load_hf(path, dtype=np.float64):
 
 def _check_shapes(c, tok, layers, output):
     E, V, D = c.n_embd, c.n_vocab, c.head_dim
-    assert tok.shape == (V, E), ("token embedding", tok.shape)
-    assert output.shape == (V, E), ("output", output.shape)
+    require(tok.shape == (V, E), ("token embedding", tok.shape))
+    require(output.shape == (V, E), ("output", output.shape))
     for L in layers:
-        assert L.wq.shape == (c.n_head * D, E), L.wq.shape
-        assert L.wk.shape == (c.n_head_kv * D, E), L.wk.shape
-        assert L.wv.shape == (c.n_head_kv * D, E), L.wv.shape
-        assert L.wo.shape == (E, c.n_head * D), L.wo.shape
-        assert L.w_gate.shape == (c.n_ff, E) and L.w_up.shape == (c.n_ff, E), L.w_gate.shape
-        assert L.w_down.shape == (E, c.n_ff), L.w_down.shape
+        require(L.wq.shape == (c.n_head * D, E), L.wq.shape)
+        require(L.wk.shape == (c.n_head_kv * D, E), L.wk.shape)
+        require(L.wv.shape == (c.n_head_kv * D, E), L.wv.shape)
+        require(L.wo.shape == (E, c.n_head * D), L.wo.shape)
+        require(L.w_gate.shape == (c.n_ff, E) and L.w_up.shape == (c.n_ff, E), L.w_gate.shape)
+        require(L.w_down.shape == (E, c.n_ff), L.w_down.shape)
 
 
 def load(path, dtype=np.float64):
