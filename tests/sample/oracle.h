@@ -9,9 +9,11 @@
  *   repetition penalty over the last repeat_last_n tokens of the history
  *   (each distinct token once: a positive logit is divided by the penalty,
  *   a negative one multiplied) -> temperature (logits / T; T = 0 is the
- *   argmax) -> softmax -> top-k (the k highest) -> top-p on the top-k set
- *   renormalised (the smallest set of most likely tokens whose mass reaches
- *   top_p) -> min-p (keep p >= min_p * p_max) -> renormalise.
+ *   argmax) -> softmax -> top-k (the k highest) -> min-p (keep
+ *   p >= min_p * p_max) -> top-p on the tokens left, renormalised (the
+ *   smallest set of most likely tokens whose mass reaches top_p) ->
+ *   renormalise.  This is vLLM's order (penalties, temperature, min-p,
+ *   top-k, top-p; top-k and min-p commute).
  *
  * Each cut reports how close a token came to its threshold (*margin); a test
  * asserts the margin is wide so that float rounding in plume cannot flip a
@@ -87,38 +89,41 @@ static inline int oracle_probs(const plume_sampling_params *sp, const float *log
     }
     for (int v = 0; v < nv; v++)
         p[v] /= z;
-    /* top-p: v stays when the mass of the tokens ranked before it is still
-     * short of top_p (so the token that crosses top_p stays) */
-    int keep_p[ORACLE_MAX_NV];
-    for (int v = 0; v < nv; v++) {
-        keep_p[v] = keep[v];
-        if (!keep[v] || (double)sp->top_p >= 1.0)
-            continue;
-        double above = 0;
-        for (int u = 0; u < nv; u++)
-            if (keep[u] && rank[u] < rank[v])
-                above += p[u];
-        keep_p[v] = above < (double)sp->top_p;
-        if (rank[v] > 0 && fabs(above - (double)sp->top_p) < m)
-            m = fabs(above - (double)sp->top_p);
-    }
     /* min-p, relative to the most likely token */
     double pmax = 0;
     for (int v = 0; v < nv; v++)
         if (keep[v] && p[v] > pmax)
             pmax = p[v];
-    int kept = 0;
-    z = 0;
-    for (int v = 0; v < nv; v++) {
-        if (keep_p[v] && sp->min_p > 0.0f) {
+    for (int v = 0; v < nv; v++)
+        if (keep[v] && sp->min_p > 0.0f) {
             double ratio = p[v] / pmax;
-            keep_p[v] = ratio >= (double)sp->min_p;
+            keep[v] = ratio >= (double)sp->min_p;
             if (fabs(ratio - (double)sp->min_p) < m)
                 m = fabs(ratio - (double)sp->min_p);
         }
-        out[v] = keep_p[v] ? p[v] : 0.0;
+    /* top-p on the tokens left, renormalised: v stays when the mass of the
+     * tokens ranked before it is still short of top_p (so the token that
+     * crosses top_p stays) */
+    double left = 0;
+    for (int v = 0; v < nv; v++)
+        if (keep[v])
+            left += p[v];
+    int kept = 0;
+    z = 0;
+    for (int v = 0; v < nv; v++) {
+        int stay = keep[v];
+        if (stay && (double)sp->top_p < 1.0) {
+            double above = 0;
+            for (int u = 0; u < nv; u++)
+                if (keep[u] && rank[u] < rank[v])
+                    above += p[u] / left;
+            stay = above < (double)sp->top_p;
+            if (rank[v] > 0 && fabs(above - (double)sp->top_p) < m)
+                m = fabs(above - (double)sp->top_p);
+        }
+        out[v] = stay ? p[v] : 0.0;
         z += out[v];
-        kept += keep_p[v];
+        kept += stay;
     }
     for (int v = 0; v < nv; v++)
         out[v] /= z;

@@ -238,7 +238,8 @@ static void expect_probs(const float *p, const double *want, int n, double tol)
 }
 
 /* plume and the oracle against numbers worked out by hand, in cases where
- * the order of temperature and the filters changes the answer. */
+ * the order of temperature and the filters changes the answer (the order is
+ * vLLM's: docs/engine.md, "Sampling"). */
 static void test_order_hand_cases(void **state)
 {
     (void)state;
@@ -274,8 +275,9 @@ static void test_order_hand_cases(void **state)
     /* C. All four.  p = (0.35, 0.25, 0.15, 0.12, 0.08, 0.05), T = 0.7:
      * p^(1/0.7) normalised = (0.43166, 0.26693, 0.12867, 0.09355, 0.05242,
      * 0.02678); top-k 4 renormalises the first four to (0.46879, 0.28988,
-     * 0.13973, 0.10159), cumulative 0.89841 < 0.9 so top-p 0.9 keeps all
-     * four; min-p 0.25 drops the fourth (0.10159 / 0.46879 = 0.2167 < 0.25):
+     * 0.13973, 0.10159); min-p 0.25 drops the fourth (0.10159 / 0.46879 =
+     * 0.2167 < 0.25); top-p 0.9 on the three left, renormalised (0.52180,
+     * 0.32266, 0.15553), needs all three (0.84447 < 0.9):
      * (0.46879, 0.28988, 0.13973) / 0.89841.  In llama.cpp's order the
      * fourth stays (untempered ratio 0.12 / 0.35 = 0.343). */
     const double pc[6] = {0.35, 0.25, 0.15, 0.12, 0.08, 0.05};
@@ -287,7 +289,22 @@ static void test_order_hand_cases(void **state)
     plume_sampler_probs(s, l, NULL, 0, p);
     expect_probs(p, want_c, NV, 2e-6);
     plume_sampler_free(s);
-    /* the oracle agrees on all three */
+    /* D. Min-p before top-p (vLLM's order).  p = (0.4, 0.3, 0.2, 0.1), T = 1:
+     * min-p 0.3 keeps p >= 0.12, the first three, renormalised (4, 3, 2) / 9;
+     * top-p 0.75 then stops at 7/9 = 0.778 after two: (4, 3) / 7.  Top-p
+     * first (HF's order) would stop at 0.9 after three (0.4 + 0.3 < 0.75)
+     * and give (4, 3, 2) / 9. */
+    const double pd[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int i = 0; i < NV; i++)
+        l[i] = i < 4 ? (float)log(pd[i]) : -1e30f;
+    const double want_d[NV] = {4.0 / 7, 3.0 / 7};
+    s = make(params(1.0f, 0, 0.75f, 0.3f));
+    plume_sampler_probs(s, l, NULL, 0, p);
+    expect_probs(p, want_d, NV, 1e-6);
+    plume_sampler_free(s);
+    for (int i = 0; i < NV; i++)
+        l[i] = i < 6 ? (float)log(pc[i]) : -1e30f;
+    /* the oracle agrees on C */
     plume_sampling_params pp = params(0.7f, 4, 0.9f, 0.25f);
     assert_int_equal(oracle_probs(&pp, l, NV, NULL, 0, o, NULL), 3);
     for (int i = 0; i < NV; i++)
