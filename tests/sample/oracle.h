@@ -1,5 +1,6 @@
-/* An independent oracle for the sampler's distribution and a chi-square
- * p-value, shared by the sampler and verification tests.
+/* An independent oracle for the sampler's distribution, a chi-square p-value
+ * and Pearson's statistic, shared by the sampler, verification and engine
+ * speculation tests.
  *
  * oracle_probs() is written from the definitions, in double precision, and
  * shares no code with core/src/sample/: it never sorts, it ranks each token
@@ -15,7 +16,8 @@
  *   renormalise.  This is vLLM's order (penalties, temperature, min-p,
  *   top-k, top-p; top-k and min-p commute).
  *
- * Each cut reports how close a token came to its threshold (*margin); a test
+ * Each cut reports how close a token came to its threshold (*margin; for
+ * top-k, the gap between the k-th and the next tempered logit); a test
  * asserts the margin is wide so that float rounding in plume cannot flip a
  * token in or out and make the case fragile. */
 #ifndef PLUME_TEST_SAMPLE_ORACLE_H
@@ -24,10 +26,11 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "plume/sampler.h"
 
-#define ORACLE_MAX_NV 64
+#define ORACLE_MAX_NV 512
 
 /* Writes the distribution over nv tokens to out; returns the kept count. */
 static inline int oracle_probs(const plume_sampling_params *sp, const float *logits, int nv,
@@ -77,6 +80,17 @@ static inline int oracle_probs(const plume_sampling_params *sp, const float *log
     int keep[ORACLE_MAX_NV];
     for (int v = 0; v < nv; v++)
         keep[v] = sp->top_k <= 0 || rank[v] < sp->top_k;
+    if (sp->top_k > 0 && sp->top_k < nv) { /* the gap between the k-th and the next logit */
+        double kth = 0, next = 0;
+        for (int v = 0; v < nv; v++) {
+            if (rank[v] == sp->top_k - 1)
+                kth = l[v];
+            if (rank[v] == sp->top_k)
+                next = l[v];
+        }
+        if (kth - next < m)
+            m = kth - next;
+    }
     /* softmax over the top-k set */
     double mx = -INFINITY, z = 0;
     for (int v = 0; v < nv; v++)
@@ -172,5 +186,56 @@ static inline double oracle_gammq(double a, double x)
 
 /* P(X >= chi) for X chi-square with dof degrees of freedom. */
 static inline double oracle_chi2_sf(double chi, int dof) { return oracle_gammq(dof / 2.0, chi / 2.0); }
+
+/* Pearson's statistic of one multinomial (expected counts e, observed o):
+ * cells expecting under 5 are pooled, and the pool joins the largest cell
+ * while it expects under 5 itself.  A cell that cannot occur (e < 1e-9)
+ * must be empty: each that is not is reported and counted in *impossible.
+ * Adds to *chi and to *dof (cells - 1). */
+static inline void oracle_pearson(const double *e, const int *o, int n, double *chi, int *dof,
+                                  int *impossible)
+{
+    double pe = 0, big_e = -1, big_o = 0;
+    int po = 0, cells = 0;
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        if (e[j] < 1e-9) {
+            if (o[j] != 0) {
+                fprintf(stderr, "impossible outcome (cell %d) observed %d times\n", j, o[j]);
+                (*impossible)++;
+            }
+            continue;
+        }
+        if (e[j] < 5) {
+            pe += e[j];
+            po += o[j];
+            continue;
+        }
+        if (e[j] > big_e) {
+            if (big_e >= 0) { /* the previous biggest becomes an ordinary cell */
+                sum += (big_o - big_e) * (big_o - big_e) / big_e;
+                cells++;
+            }
+            big_e = e[j];
+            big_o = o[j];
+        } else {
+            sum += (o[j] - e[j]) * (o[j] - e[j]) / e[j];
+            cells++;
+        }
+    }
+    if (pe >= 5 || (big_e < 0 && pe > 0)) {
+        sum += (po - pe) * (po - pe) / pe;
+        cells++;
+    } else {
+        big_e += pe;
+        big_o += po;
+    }
+    if (big_e > 0) {
+        sum += (big_o - big_e) * (big_o - big_e) / big_e;
+        cells++;
+    }
+    *chi += sum;
+    *dof += cells > 0 ? cells - 1 : 0;
+}
 
 #endif

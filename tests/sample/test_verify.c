@@ -292,53 +292,9 @@ static void chain_expect(const chain_case *c, int i, int32_t *prefix, double pro
 
 static int chain_failures; /* fits and impossible outcomes that failed in one case */
 
-/* Pearson's statistic of one multinomial: cells expecting under 5 are pooled,
- * and the pool joins the largest cell while it expects under 5 itself.  A
- * cell that cannot occur must be empty (counted in chain_failures).  Adds to
- * *chi and *dof. */
 static void pearson(const double *e, const int *o, int n, double *chi, int *dof)
 {
-    double pe = 0, big_e = -1, big_o = 0;
-    int po = 0, cells = 0;
-    double sum = 0;
-    for (int j = 0; j < n; j++) {
-        if (e[j] < 1e-9) {
-            if (o[j] != 0) {
-                fprintf(stderr, "impossible outcome (cell %d) observed %d times\n", j, o[j]);
-                chain_failures++;
-            }
-            continue;
-        }
-        if (e[j] < 5) {
-            pe += e[j];
-            po += o[j];
-            continue;
-        }
-        if (e[j] > big_e) {
-            if (big_e >= 0) { /* the previous biggest becomes an ordinary cell */
-                sum += (big_o - big_e) * (big_o - big_e) / big_e;
-                cells++;
-            }
-            big_e = e[j];
-            big_o = o[j];
-        } else {
-            sum += (o[j] - e[j]) * (o[j] - e[j]) / e[j];
-            cells++;
-        }
-    }
-    if (pe >= 5 || (big_e < 0 && pe > 0)) {
-        sum += (po - pe) * (po - pe) / pe;
-        cells++;
-    } else {
-        big_e += pe;
-        big_o += po;
-    }
-    if (big_e > 0) {
-        sum += (big_o - big_e) * (big_o - big_e) / big_e;
-        cells++;
-    }
-    *chi += sum;
-    *dof += cells > 0 ? cells - 1 : 0;
+    oracle_pearson(e, o, n, chi, dof, &chain_failures);
 }
 
 /* Reports every fit that fails (all of a case's fits run before the case
