@@ -1,16 +1,22 @@
-/* Sampler tests: greedy, each filter's effect, seeded determinism, and the
- * sampled frequencies against the distribution the filters define. */
+/* Sampler tests: greedy, each filter's effect, seeded determinism, the
+ * order of temperature and the filters and the repetition penalty's window
+ * against numbers worked out by hand, plume_sampler_probs against an
+ * independent oracle (oracle.h) over a grid of settings, and the sampled
+ * frequencies against the oracle's distribution. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "plume/sampler.h"
+
+#include "oracle.h"
 
 #define NV 8
 
@@ -159,40 +165,48 @@ static void test_same_seed_same_tokens(void **state)
     plume_sampler_free(b);
 }
 
-/* Chi-square goodness of fit of 100k draws against the filtered
- * distribution.  Fixed seed; the critical value for 7 degrees of freedom at
- * p = 0.001 is 24.32, so a correct sampler fails with probability 0.1%
- * for a random seed and never for this fixed one. */
-static void chi_square_case(plume_sampling_params pp)
+/* Chi-square goodness of fit of 100k draws against the oracle's
+ * distribution (tests/sample/oracle.h, not plume_sampler_probs), with the
+ * repetition penalty over a history when one is given.  Fixed seed; each
+ * case fails when the p-value is below 1e-5, so for a random seed the six
+ * cases below would fail a correct sampler with probability < 6e-5 (union
+ * bound); with the fixed seed the outcome is deterministic. */
+static void chi_square_case_hist(plume_sampling_params pp, const int32_t *hist, size_t n_hist)
 {
-    float l[NV], p[NV];
+    float l[NV];
+    double o[NV], margin;
     base_logits(l);
     plume_sampler *s = make(pp);
-    plume_sampler_probs(s, l, NULL, 0, p);
+    oracle_probs(&pp, l, NV, hist, n_hist, o, &margin);
+    assert_true(margin > 1e-4);
     const int draws = 100000;
-    int hist[NV] = {0};
+    int hist_o[NV] = {0};
     for (int i = 0; i < draws; i++) {
-        int32_t t = plume_sampler_sample(s, l, NULL, 0);
+        int32_t t = plume_sampler_sample(s, l, hist, n_hist);
         assert_true(t >= 0 && t < NV);
-        hist[t]++;
+        hist_o[t]++;
     }
     double chi = 0;
     int dof = -1;
     for (int i = 0; i < NV; i++) {
-        if (p[i] == 0.0f) {
-            assert_int_equal(hist[i], 0); /* filtered tokens never appear */
+        if (o[i] == 0.0) {
+            assert_int_equal(hist_o[i], 0); /* filtered tokens never appear */
             continue;
         }
-        double e = p[i] * draws;
-        chi += (hist[i] - e) * (hist[i] - e) / e;
+        double e = o[i] * draws;
+        chi += (hist_o[i] - e) * (hist_o[i] - e) / e;
         dof++;
     }
-    /* critical values at p = 0.001 for dof 1..7 */
-    static const double crit[8] = {0, 10.83, 13.82, 16.27, 18.47, 20.52, 22.46, 24.32};
-    assert_true(dof >= 1 && dof <= 7);
-    assert_true(chi < crit[dof]);
+    assert_true(dof >= 1);
+    double pv = oracle_chi2_sf(chi, dof);
+    if (!(pv > 1e-5))
+        fprintf(stderr, "T %g top-k %d top-p %g min-p %g: chi2 %.1f, %d dof, p-value %.3g\n",
+                pp.temperature, pp.top_k, pp.top_p, pp.min_p, chi, dof, pv);
+    assert_true(pv > 1e-5);
     plume_sampler_free(s);
 }
+
+static void chi_square_case(plume_sampling_params pp) { chi_square_case_hist(pp, NULL, 0); }
 
 static void test_frequencies_match(void **state)
 {
@@ -200,8 +214,206 @@ static void test_frequencies_match(void **state)
     chi_square_case(params(1, 0, 1, 0));
     chi_square_case(params(0.7f, 0, 1, 0));
     chi_square_case(params(1, 4, 1, 0));
-    chi_square_case(params(1, 0, 0.8f, 0));
+    /* top-p 0.75, not 0.8: the first four tokens hold exactly 0.8, so at 0.8
+     * float rounding alone decides whether the fifth stays */
+    chi_square_case(params(1, 0, 0.75f, 0));
     chi_square_case(params(1.3f, 6, 0.9f, 0.1f));
+    /* temperature != 1 with every filter and a windowed penalty */
+    plume_sampling_params pp = params(0.6f, 6, 0.9f, 0.05f);
+    pp.repetition_penalty = 1.5f;
+    pp.repeat_last_n = 3;
+    const int32_t hist[5] = {0, 0, 1, 4, 1}; /* window (1, 4, 1): tokens 1 and 4 */
+    chi_square_case_hist(pp, hist, 5);
+}
+
+/* ---- an independent oracle (tests/sample/oracle.h) at temperature != 1 ---- */
+
+static void expect_probs(const float *p, const double *want, int n, double tol)
+{
+    for (int i = 0; i < n; i++) {
+        if (fabs(p[i] - want[i]) > tol)
+            fprintf(stderr, "token %d: got %.7f, want %.7f\n", i, p[i], want[i]);
+        assert_true(fabs(p[i] - want[i]) <= tol);
+    }
+}
+
+/* plume and the oracle against numbers worked out by hand, in cases where
+ * the order of temperature and the filters changes the answer (the order is
+ * vLLM's: docs/engine.md, "Sampling"). */
+static void test_order_hand_cases(void **state)
+{
+    (void)state;
+    float l[NV] = {0}, p[NV];
+    double o[NV];
+    plume_sampler *s;
+    /* A. Temperature before top-p.  p = (0.5, 0.3, 0.2), T = 0.5 squares them:
+     * (0.25, 0.09, 0.04) / 0.38 = (0.6579, 0.2368, 0.1053); top-p 0.85 stops
+     * at 0.8947 after two tokens: (0.25, 0.09) / 0.34.  Top-p on the
+     * untempered p (llama.cpp's chain, temperature last) would keep all
+     * three (0.5 + 0.3 = 0.8 < 0.85) and give (0.6579, 0.2368, 0.1053). */
+    const double pa[3] = {0.5, 0.3, 0.2};
+    for (int i = 0; i < NV; i++)
+        l[i] = i < 3 ? (float)log(pa[i]) : -1e30f;
+    const double want_a[NV] = {0.25 / 0.34, 0.09 / 0.34};
+    s = make(params(0.5f, 0, 0.85f, 0));
+    plume_sampler_probs(s, l, NULL, 0, p);
+    expect_probs(p, want_a, NV, 1e-6);
+    plume_sampler_free(s);
+    /* B. Temperature before min-p.  p = (0.6, 0.3, 0.1), T = 2 takes square
+     * roots: (0.7746, 0.5477, 0.3162) / 1.6385 = (0.4727, 0.3343, 0.1930);
+     * min-p 0.3 keeps p >= 0.3 x 0.4727 = 0.1418: all three.  On the
+     * untempered p, 0.1 < 0.3 x 0.6 would drop the third. */
+    const double pb[3] = {0.6, 0.3, 0.1};
+    for (int i = 0; i < 3; i++)
+        l[i] = (float)log(pb[i]);
+    double zb = sqrt(0.6) + sqrt(0.3) + sqrt(0.1);
+    const double want_b[NV] = {sqrt(0.6) / zb, sqrt(0.3) / zb, sqrt(0.1) / zb};
+    s = make(params(2.0f, 0, 1, 0.3f));
+    plume_sampler_probs(s, l, NULL, 0, p);
+    expect_probs(p, want_b, NV, 1e-6);
+    plume_sampler_free(s);
+    /* C. All four.  p = (0.35, 0.25, 0.15, 0.12, 0.08, 0.05), T = 0.7:
+     * p^(1/0.7) normalised = (0.43166, 0.26693, 0.12867, 0.09355, 0.05242,
+     * 0.02678); top-k 4 renormalises the first four to (0.46879, 0.28988,
+     * 0.13973, 0.10159); min-p 0.25 drops the fourth (0.10159 / 0.46879 =
+     * 0.2167 < 0.25); top-p 0.9 on the three left, renormalised (0.52180,
+     * 0.32266, 0.15553), needs all three (0.84447 < 0.9):
+     * (0.46879, 0.28988, 0.13973) / 0.89841.  In llama.cpp's order the
+     * fourth stays (untempered ratio 0.12 / 0.35 = 0.343). */
+    const double pc[6] = {0.35, 0.25, 0.15, 0.12, 0.08, 0.05};
+    for (int i = 0; i < NV; i++)
+        l[i] = i < 6 ? (float)log(pc[i]) : -1e30f;
+    const double want_c[NV] = {0.46879138 / 0.89840891, 0.28988469 / 0.89840891,
+                               0.13973284 / 0.89840891};
+    s = make(params(0.7f, 4, 0.9f, 0.25f));
+    plume_sampler_probs(s, l, NULL, 0, p);
+    expect_probs(p, want_c, NV, 2e-6);
+    plume_sampler_free(s);
+    /* D. Min-p before top-p (vLLM's order).  p = (0.4, 0.3, 0.2, 0.1), T = 1:
+     * min-p 0.3 keeps p >= 0.12, the first three, renormalised (4, 3, 2) / 9;
+     * top-p 0.75 then stops at 7/9 = 0.778 after two: (4, 3) / 7.  Top-p
+     * first (HF's order) would stop at 0.9 after three (0.4 + 0.3 < 0.75)
+     * and give (4, 3, 2) / 9. */
+    const double pd[4] = {0.4, 0.3, 0.2, 0.1};
+    for (int i = 0; i < NV; i++)
+        l[i] = i < 4 ? (float)log(pd[i]) : -1e30f;
+    const double want_d[NV] = {4.0 / 7, 3.0 / 7};
+    s = make(params(1.0f, 0, 0.75f, 0.3f));
+    plume_sampler_probs(s, l, NULL, 0, p);
+    expect_probs(p, want_d, NV, 1e-6);
+    plume_sampler_free(s);
+    for (int i = 0; i < NV; i++)
+        l[i] = i < 6 ? (float)log(pc[i]) : -1e30f;
+    /* the oracle agrees on C */
+    plume_sampling_params pp = params(0.7f, 4, 0.9f, 0.25f);
+    assert_int_equal(oracle_probs(&pp, l, NV, NULL, 0, o, NULL), 3);
+    for (int i = 0; i < NV; i++)
+        assert_true(fabs(o[i] - want_c[i]) < 1e-7);
+}
+
+/* repeat_last_n is the penalty's window: only tokens among the last n of
+ * the history are penalised, each once however often it occurs.  Logits
+ * (2, 1, -1, 0.5, 0, -0.5, 0.25, -2), history (0, 2, 3, 3), penalty 2,
+ * temperature 0.5; the penalised logits by hand: */
+static void test_repeat_last_n_window(void **state)
+{
+    (void)state;
+    const float l[NV] = {2.0f, 1.0f, -1.0f, 0.5f, 0.0f, -0.5f, 0.25f, -2.0f};
+    const int32_t hist[4] = {0, 2, 3, 3};
+    static const struct {
+        int32_t last_n;
+        float pen[NV];
+    } cases[] = {
+        {0, {2.0f, 1.0f, -1.0f, 0.5f, 0.0f, -0.5f, 0.25f, -2.0f}},   /* 0: off */
+        {1, {2.0f, 1.0f, -1.0f, 0.25f, 0.0f, -0.5f, 0.25f, -2.0f}},  /* (3) */
+        {2, {2.0f, 1.0f, -1.0f, 0.25f, 0.0f, -0.5f, 0.25f, -2.0f}},  /* (3, 3): 3 once */
+        {3, {2.0f, 1.0f, -2.0f, 0.25f, 0.0f, -0.5f, 0.25f, -2.0f}},  /* (2, 3, 3) */
+        {4, {1.0f, 1.0f, -2.0f, 0.25f, 0.0f, -0.5f, 0.25f, -2.0f}},  /* all four */
+        {9, {1.0f, 1.0f, -2.0f, 0.25f, 0.0f, -0.5f, 0.25f, -2.0f}},  /* longer than the history */
+        {-1, {1.0f, 1.0f, -2.0f, 0.25f, 0.0f, -0.5f, 0.25f, -2.0f}}, /* -1: all */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        plume_sampling_params pp = params(0.5f, 0, 1, 0);
+        pp.repetition_penalty = 2.0f;
+        pp.repeat_last_n = cases[c].last_n;
+        double want[NV], z = 0;
+        for (int i = 0; i < NV; i++)
+            z += want[i] = exp(cases[c].pen[i] / 0.5);
+        for (int i = 0; i < NV; i++)
+            want[i] /= z;
+        plume_sampler *s = make(pp);
+        float p[NV];
+        plume_sampler_probs(s, l, hist, 4, p);
+        expect_probs(p, want, NV, 1e-6);
+        plume_sampler_free(s);
+        double o[NV];
+        oracle_probs(&pp, l, NV, hist, 4, o, NULL);
+        for (int i = 0; i < NV; i++)
+            assert_true(fabs(o[i] - want[i]) < 1e-7);
+    }
+}
+
+/* plume_sampler_probs against the oracle over a grid of settings and logit
+ * vectors, skipping only cases where a token lies within 1e-5 of a cut. */
+static void test_probs_match_oracle_grid(void **state)
+{
+    (void)state;
+    static const float vecs[3][NV] = {
+        {3.1f, 2.2f, 1.4f, 0.9f, 0.1f, -0.6f, -1.5f, -2.7f},
+        {0.3f, -0.2f, 0.25f, 0.1f, 0.05f, 0.0f, -0.1f, 0.2f},
+        {-1.0f, 4.0f, 2.5f, 2.6f, -3.0f, 0.7f, 1.9f, 0.4f},
+    };
+    static const float temps[] = {0.0f, 0.3f, 0.7f, 1.0f, 1.5f, 3.0f};
+    static const int ks[] = {0, 2, 5};
+    static const float tps[] = {1.0f, 0.95f, 0.7f, 0.4f};
+    static const float mps[] = {0.0f, 0.05f, 0.3f};
+    static const int32_t lastn[] = {-1, 0, 2, 4};
+    const int32_t hist[5] = {1, 3, 3, 6, 0};
+    int checked = 0, skipped = 0;
+    for (int v = 0; v < 3; v++)
+        for (size_t a = 0; a < sizeof temps / sizeof *temps; a++)
+            for (size_t b = 0; b < sizeof ks / sizeof *ks; b++)
+                for (size_t c = 0; c < sizeof tps / sizeof *tps; c++)
+                    for (size_t d = 0; d < sizeof mps / sizeof *mps; d++)
+                        for (size_t e = 0; e < sizeof lastn / sizeof *lastn; e++) {
+                            plume_sampling_params pp = params(temps[a], ks[b], tps[c], mps[d]);
+                            pp.repetition_penalty = e == 0 ? 1.0f : 1.6f;
+                            pp.repeat_last_n = lastn[e];
+                            double o[NV], margin;
+                            int kept = oracle_probs(&pp, vecs[v], NV, hist, 5, o, &margin);
+                            if (margin < 1e-5) {
+                                skipped++;
+                                continue;
+                            }
+                            plume_sampler *s = make(pp);
+                            float p[NV];
+                            assert_int_equal(plume_sampler_probs(s, vecs[v], hist, 5, p), kept);
+                            for (int i = 0; i < NV; i++) {
+                                if (o[i] == 0.0)
+                                    assert_true(p[i] == 0.0f);
+                                else if (fabs(p[i] - o[i]) > 2e-6)
+                                    fprintf(stderr,
+                                            "vec %d T %g k %d top-p %g min-p %g last_n %d: "
+                                            "token %d: %.7f, oracle %.7f\n",
+                                            v, temps[a], ks[b], tps[c], mps[d], lastn[e], i,
+                                            p[i], o[i]);
+                                assert_true(fabs(p[i] - o[i]) <= 2e-6);
+                            }
+                            plume_sampler_free(s);
+                            checked++;
+                        }
+    assert_true(skipped * 20 < checked); /* the grid is not mostly borderline */
+}
+
+/* oracle_chi2_sf against tabulated critical values */
+static void test_chi2_helper(void **state)
+{
+    (void)state;
+    assert_true(fabs(oracle_chi2_sf(3.841, 1) - 0.05) < 1e-4);
+    assert_true(fabs(oracle_chi2_sf(10.828, 1) - 0.001) < 1e-5);
+    assert_true(fabs(oracle_chi2_sf(24.322, 7) - 0.001) < 1e-5);
+    assert_true(fabs(oracle_chi2_sf(135.807, 100) - 0.01) < 1e-4);
+    assert_true(fabs(oracle_chi2_sf(2.0, 2) - exp(-1.0)) < 1e-12); /* 2 dof: e^(-x/2) */
 }
 
 static void test_validation(void **state)
@@ -234,6 +446,10 @@ int main(void)
         cmocka_unit_test(test_repetition_penalty),
         cmocka_unit_test(test_same_seed_same_tokens),
         cmocka_unit_test(test_frequencies_match),
+        cmocka_unit_test(test_order_hand_cases),
+        cmocka_unit_test(test_repeat_last_n_window),
+        cmocka_unit_test(test_probs_match_oracle_grid),
+        cmocka_unit_test(test_chi2_helper),
         cmocka_unit_test(test_validation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

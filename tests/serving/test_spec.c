@@ -2,8 +2,11 @@
  * greedy output with the ngram proposer, or with a proposer that drafts
  * garbage, is token for token the output without speculation — alone, in
  * mixed batches and under preemption; seeded sampling is reproducible with
- * speculation on; the proposer is swapped on a live engine. */
+ * speculation on; with a draft-model proposer's full q rows, sampled output
+ * follows the target's law derived from the model's logits; the proposer is
+ * swapped on a live engine. */
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,6 +20,8 @@
 #include "ngram_proposer.h"
 #include "plume/engine.h"
 #include "plume/settings.h"
+
+#include "../sample/oracle.h"
 
 static const char *g_model_path;
 
@@ -34,6 +39,10 @@ struct plume_proposer {
     uint64_t state;
     int32_t n_vocab;
     int64_t calls;
+    /* the draft-model fixture below */
+    plume_context *ctx;
+    float *logits;
+    plume_rng rng;
 };
 
 static int garbage_create(const plume_settings *settings, int32_t n_vocab, plume_proposer **out,
@@ -297,6 +306,243 @@ static void test_bad_settings(void **state)
     plume_engine_free(e);
 }
 
+/* ---- sampled speculation follows the target's law, end to end ----
+ *
+ * A draft-model proposer (the tiny model itself at temperature DM_TEMP, a
+ * full q row per draft, has_probs set) drafts for LAW_REQ requests that
+ * sample LAW_TOKENS tokens each (temperature 0.8, top-k 4, repetition
+ * penalty 1.3 over the whole history, distinct seeds) through the engine:
+ * batched, with drafts verified row by row.  The target's law at every
+ * prefix of generated tokens comes from plume_decode's logits of the prompt
+ * plus that prefix, shaped by oracle_probs (tests/sample/oracle.h), not by
+ * plume's sampler.  For each position j = 0..3 the generated token given
+ * the tokens before it is fitted against that law (chi-square, p-value >
+ * 1e-5, four fits: a correct engine fails with probability < 4e-5 for a
+ * random seed; the seeds are fixed). */
+
+#define LAW_REQ 2000
+#define LAW_TOKENS 4
+#define LAW_NODES (1 + 4 + 16 + 64) /* top-k 4: at most 4 children a node */
+#define DM_TEMP 1.7
+
+static const plume_model *g_draft_model;
+
+static int dm_create(const plume_settings *settings, int32_t n_vocab, plume_proposer **out,
+                     plume_error *err)
+{
+    (void)settings;
+    plume_proposer *p = calloc(1, sizeof *p);
+    if (!p)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    p->n_vocab = n_vocab;
+    p->logits = malloc(sizeof(float) * (size_t)n_vocab);
+    plume_rng_seed(&p->rng, 4242);
+    if (!p->logits || plume_context_create(g_draft_model, 64, 1, &p->ctx, err)) {
+        free(p->logits);
+        free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+static void dm_destroy(plume_proposer *p)
+{
+    plume_context_free(p->ctx);
+    free(p->logits);
+    free(p);
+}
+
+/* q = softmax(logits / DM_TEMP); draws from it with the proposer's RNG */
+static int32_t dm_draw(plume_proposer *p, float *q)
+{
+    double mx = p->logits[0], z = 0;
+    for (int32_t v = 1; v < p->n_vocab; v++)
+        if (p->logits[v] > mx)
+            mx = p->logits[v];
+    for (int32_t v = 0; v < p->n_vocab; v++)
+        z += exp((p->logits[v] - mx) / DM_TEMP);
+    for (int32_t v = 0; v < p->n_vocab; v++)
+        q[v] = (float)(exp((p->logits[v] - mx) / DM_TEMP) / z);
+    double u = plume_rng_uniform(&p->rng), cum = 0;
+    for (int32_t v = 0; v < p->n_vocab; v++) {
+        cum += q[v];
+        if (u < cum)
+            return v;
+    }
+    return p->n_vocab - 1;
+}
+
+static int dm_propose(plume_proposer *p, const plume_propose_seq *seqs, size_t n,
+                      plume_draft *drafts, plume_error *err)
+{
+    p->calls++;
+    for (size_t i = 0; i < n; i++) {
+        plume_context_reset(p->ctx);
+        if (plume_decode(p->ctx, seqs[i].tokens, (size_t)seqs[i].n_tokens, p->logits, err))
+            return -1;
+        for (int32_t t = 0; t < seqs[i].k; t++) {
+            int32_t d = dm_draw(p, drafts[i].probs + (size_t)t * (size_t)p->n_vocab);
+            drafts[i].tokens[t] = d;
+            if (t + 1 < seqs[i].k && plume_decode(p->ctx, &d, 1, p->logits, err))
+                return -1;
+        }
+        drafts[i].n = seqs[i].k;
+        drafts[i].has_probs = 1;
+    }
+    return 0;
+}
+
+static const plume_proposer_vtable draft_model_vt = {
+    sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "draft-model-fixture", NULL,
+    dm_create, dm_destroy, dm_propose, NULL, NULL,
+};
+
+typedef struct law_node {
+    int32_t prefix[LAW_TOKENS];
+    int len;
+    int child[4];
+    int32_t child_tok[4];
+    int n_child;
+    double *p;  /* the target's law after prompt + prefix */
+    int *count; /* generated tokens seen after this prefix */
+} law_node;
+
+typedef struct law_tree {
+    law_node node[LAW_NODES];
+    int n;
+} law_tree;
+
+static int law_build(law_tree *t, plume_context *c, const plume_sampling_params *sp,
+                     const int32_t *prompt, int n_prompt, const int32_t *prefix, int len,
+                     int32_t nv)
+{
+    assert_true(t->n < LAW_NODES);
+    int id = t->n++;
+    law_node *nd = &t->node[id];
+    memcpy(nd->prefix, prefix, sizeof(int32_t) * (size_t)len);
+    nd->len = len;
+    nd->p = calloc((size_t)nv, sizeof(double));
+    nd->count = calloc((size_t)nv, sizeof(int));
+    assert_non_null(nd->p);
+    assert_non_null(nd->count);
+    int32_t seq[64];
+    memcpy(seq, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    memcpy(seq + n_prompt, prefix, sizeof(int32_t) * (size_t)len);
+    float *logits = malloc(sizeof(float) * (size_t)nv);
+    plume_error err = {0};
+    plume_context_reset(c);
+    assert_int_equal(plume_decode(c, seq, (size_t)(n_prompt + len), logits, &err), 0);
+    double margin;
+    oracle_probs(sp, logits, nv, seq, (size_t)(n_prompt + len), nd->p, &margin);
+    free(logits);
+    assert_true(margin > 1e-3); /* batched and single-sequence logits agree on the cut */
+    if (len + 1 < LAW_TOKENS)
+        for (int32_t v = 0; v < nv; v++) {
+            if (nd->p[v] <= 0)
+                continue;
+            int32_t next[LAW_TOKENS];
+            memcpy(next, prefix, sizeof(int32_t) * (size_t)len);
+            next[len] = v;
+            int k = t->node[id].n_child++;
+            t->node[id].child_tok[k] = v;
+            t->node[id].child[k] = law_build(t, c, sp, prompt, n_prompt, next, len + 1, nv);
+        }
+    return id;
+}
+
+static void test_sampled_drafts_follow_target_law(void **state)
+{
+    fixture *f = *state;
+    const int32_t nv = plume_model_n_vocab(f->m);
+    const int n_prompt = 6;
+    const int32_t *prompt = f->prompt[3];
+    plume_request_params rp = req_params(LAW_TOKENS);
+    rp.sampling.temperature = 0.8f;
+    rp.sampling.top_k = 4;
+    rp.sampling.top_p = 1.0f;
+    rp.sampling.min_p = 0.0f;
+    rp.sampling.repetition_penalty = 1.3f;
+    rp.sampling.repeat_last_n = -1;
+
+    law_tree *t = calloc(1, sizeof *t);
+    plume_context *c;
+    plume_error err = {0};
+    assert_int_equal(plume_context_create(f->m, 64, 1, &c, &err), 0);
+    law_build(t, c, &rp.sampling, prompt, n_prompt, NULL, 0, nv);
+    plume_context_free(c);
+
+    g_draft_model = f->m;
+    plume_engine *e = engine(f, plume_engine_defaults());
+    assert_int_equal(plume_engine_set_proposer(e, &draft_model_vt, NULL, 2, &err), 0);
+    int impossible = 0;
+    for (int base = 0; base < LAW_REQ; base += 250) {
+        int64_t ids[250];
+        int n = LAW_REQ - base < 250 ? LAW_REQ - base : 250;
+        for (int r = 0; r < n; r++) {
+            rp.sampling.seed = 90000 + (uint64_t)(base + r);
+            ids[r] = plume_engine_add_tokens(e, prompt, (size_t)n_prompt, &rp, &err);
+            assert_true(ids[r] >= 0);
+        }
+        while (plume_engine_has_work(e))
+            assert_true(plume_engine_step(e, &err) >= 0);
+        for (int r = 0; r < n; r++) {
+            plume_request_result res;
+            assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
+            assert_int_equal((int)res.n_output, LAW_TOKENS);
+            int node = 0;
+            for (int j = 0; j < LAW_TOKENS && node >= 0; j++) {
+                int32_t tok = res.output_ids[j];
+                assert_true(tok >= 0 && tok < nv);
+                t->node[node].count[tok]++;
+                int next = -1;
+                for (int k = 0; k < t->node[node].n_child; k++)
+                    if (t->node[node].child_tok[k] == tok)
+                        next = t->node[node].child[k];
+                node = next; /* -1 after a token the law excludes: counted impossible below */
+            }
+            plume_engine_release(e, ids[r]);
+        }
+    }
+    plume_engine_stats st = plume_engine_get_stats(e);
+    plume_engine_free(e);
+    assert_true(st.spec_drafted > 0);
+    assert_true(st.spec_accepted > 0 && st.spec_accepted < st.spec_drafted);
+
+    double *ex = malloc(sizeof(double) * (size_t)nv);
+    int failed = 0;
+    for (int j = 0; j < LAW_TOKENS; j++) {
+        double chi = 0;
+        int dof = 0;
+        for (int i = 0; i < t->n; i++) {
+            law_node *nd = &t->node[i];
+            if (nd->len != j)
+                continue;
+            int n_seen = 0;
+            for (int32_t v = 0; v < nv; v++)
+                n_seen += nd->count[v];
+            for (int32_t v = 0; v < nv; v++)
+                ex[v] = n_seen * nd->p[v];
+            if (n_seen)
+                oracle_pearson(ex, nd->count, nv, &chi, &dof, &impossible);
+        }
+        double pv = dof > 0 ? oracle_chi2_sf(chi, dof) : 1.0;
+        if (getenv("PLUME_TEST_VERBOSE") || !(pv > 1e-5))
+            fprintf(stderr, "generated token %d given the ones before: chi2 %.1f, %d dof, "
+                    "p-value %.3g (drafted %lld, accepted %lld)\n", j, chi, dof, pv,
+                    (long long)st.spec_drafted, (long long)st.spec_accepted);
+        failed += !(pv > 1e-5);
+    }
+    free(ex);
+    for (int i = 0; i < t->n; i++) {
+        free(t->node[i].p);
+        free(t->node[i].count);
+    }
+    free(t);
+    assert_int_equal(impossible, 0);
+    assert_int_equal(failed, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -309,6 +555,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ngram_small_budget_and_preemption),
         cmocka_unit_test(test_garbage_drafts_change_nothing),
         cmocka_unit_test(test_seeded_sampling_reproducible),
+        cmocka_unit_test(test_sampled_drafts_follow_target_law),
         cmocka_unit_test(test_swap_on_live_engine),
         cmocka_unit_test(test_abort_from_callback),
         cmocka_unit_test(test_bad_settings),

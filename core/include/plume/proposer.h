@@ -33,8 +33,15 @@ typedef struct plume_draft {
     int32_t *tokens;           /* capacity k */
     int32_t n;                 /* drafted count, 0..k */
     float *probs;              /* optional: k rows of n_vocab draft probabilities,
-                                  row i for tokens[i]; the proposer sets
-                                  has_probs when it filled them */
+                                  row i for tokens[i]: the distribution q_i that
+                                  tokens[i] was sampled from, given tokens[0..i-1]
+                                  (the verifier accepts with min(1, p/q) and
+                                  resamples from max(0, p - q)); the proposer
+                                  sets has_probs when it filled them.  A
+                                  proposer that picks its tokens deterministically
+                                  (argmax, lookup) must leave has_probs 0: each
+                                  draft is then a point mass, which is exact;
+                                  a softmax passed with argmax drafts is not. */
     int has_probs;
 } plume_draft;
 

@@ -47,8 +47,10 @@ int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab, plume_
                          plume_error *err);
 void plume_sampler_free(plume_sampler *s);
 
-/* Turns logits into the final distribution the sampler draws from, after the
- * repetition penalty (over history), temperature, top-k, top-p and min-p:
+/* Turns logits into the final distribution the sampler draws from, in
+ * vLLM's order: the repetition penalty (over the last repeat_last_n tokens of
+ * history), temperature, then on the tempered probabilities top-k, min-p and
+ * top-p (on the distribution top-k and min-p left, renormalised):
  * probs[i] sums to 1 over the kept tokens and is 0 elsewhere.  With
  * temperature 0 the distribution is a point mass on the argmax.  Returns the
  * number of tokens with nonzero probability. */

@@ -1,6 +1,7 @@
-/* The built-in sampler.  Order of operations (as in HF generate and
- * llama.cpp's default chain): repetition penalty on logits, temperature,
- * top-k, top-p, min-p, renormalise, draw. */
+/* The built-in sampler.  Order of operations (vLLM's; docs/engine.md,
+ * "Sampling"): repetition penalty on the logits over the last repeat_last_n
+ * tokens, temperature, then on the tempered probabilities top-k and min-p
+ * (which commute), top-p on what they left, renormalise, draw. */
 #include "plume/sampler.h"
 
 #include <math.h>
@@ -193,21 +194,29 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
     }
     for (int32_t i = 0; i < keep; i++)
         sp[i] = (float)(sp[i] / sum);
-    if (s->p.top_p < 1.0f) {
-        double cum = 0.0;
-        int32_t k = 0;
-        while (k < keep) {
-            cum += sp[k++];
-            if (cum >= s->p.top_p)
-                break;
-        }
-        keep = k;
-    }
+    /* min-p: relative to the most likely token, so normalisation does not
+     * matter; before top-p, as in vLLM */
     if (s->p.min_p > 0.0f) {
         float thresh = s->p.min_p * sp[0];
         int32_t k = 1;
         while (k < keep && sp[k] >= thresh)
             k++;
+        keep = k;
+    }
+    /* top-p on what top-k and min-p left, renormalised: the smallest prefix
+     * whose mass reaches top_p of the kept mass */
+    if (s->p.top_p < 1.0f) {
+        double total = 0.0;
+        for (int32_t i = 0; i < keep; i++)
+            total += sp[i];
+        const double target = (double)s->p.top_p * total;
+        double cum = 0.0;
+        int32_t k = 0;
+        while (k < keep) {
+            cum += sp[k++];
+            if (cum >= target)
+                break;
+        }
         keep = k;
     }
     sum = 0.0;
