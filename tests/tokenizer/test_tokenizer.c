@@ -35,19 +35,18 @@ static json_t *added(int id, const char *content, bool special)
                      special);
 }
 
-/* Writes tokenizer.json + tokenizer_config.json and loads them. */
-static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
+/* Writes tokenizer.json + tokenizer_config.json (cfg may be NULL) and loads
+ * them; returns the loader's status, the tokenizer in *out and the error in
+ * *err.  Takes the references to tok and cfg. */
+static int load_json_rc(json_t *tok, json_t *cfg, plume_tokenizer **out, plume_error *err)
 {
     char *a = json_dumps(tok, JSON_COMPACT), *b = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
     char pa[256], pb[256];
     assert_int_equal(tt_write_temp(".json", a, strlen(a), pa, sizeof pa), 0);
     if (b)
         assert_int_equal(tt_write_temp(".json", b, strlen(b), pb, sizeof pb), 0);
-    plume_tokenizer *t = NULL;
-    plume_error err = {0};
-    int rc = plume_tokenizer_from_hf(pa, b ? pb : NULL, &t, &err);
-    if (rc != 0)
-        fail_msg("loading tokenizer.json failed: %s", err.msg);
+    *out = NULL;
+    int rc = plume_tokenizer_from_hf(pa, b ? pb : NULL, out, err);
     unlink(pa);
     if (b)
         unlink(pb);
@@ -55,11 +54,22 @@ static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
     free(b);
     json_decref(tok);
     json_decref(cfg);
+    return rc;
+}
+
+/* Writes tokenizer.json + tokenizer_config.json and loads them. */
+static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
+{
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    if (load_json_rc(tok, cfg, &t, &err) != 0)
+        fail_msg("loading tokenizer.json failed: %s", err.msg);
     return t;
 }
 
-/* The byte-level test tokenizer; chat_template may be NULL. */
-static plume_tokenizer *byte_level_tok(const char *chat_template)
+/* The byte-level test tokenizer's tokenizer.json and, in *cfg, its
+ * tokenizer_config.json; chat_template may be NULL. */
+static json_t *byte_level_json(const char *chat_template, json_t **cfg)
 {
     json_t *vocab = json_object();
     for (int c = 0; c < 256; c++) {
@@ -89,10 +99,18 @@ static plume_tokenizer *byte_level_tok(const char *chat_template)
         "trim_offsets", 1, "use_regex", 1, "decoder", "type", "ByteLevel", "model", "type", "BPE",
         "vocab", vocab, "merges", mj, "ignore_merges", 0, "byte_fallback", 0);
     assert_non_null(tok);
-    json_t *cfg = json_pack("{s:s, s:s, s:b}", "bos_token", "<|im_start|>", "eos_token",
-                            "<|im_end|>", "add_bos_token", 0);
+    *cfg = json_pack("{s:s, s:s, s:b}", "bos_token", "<|im_start|>", "eos_token",
+                     "<|im_end|>", "add_bos_token", 0);
     if (chat_template)
-        json_object_set_new(cfg, "chat_template", json_string(chat_template));
+        json_object_set_new(*cfg, "chat_template", json_string(chat_template));
+    return tok;
+}
+
+/* The byte-level test tokenizer; chat_template may be NULL. */
+static plume_tokenizer *byte_level_tok(const char *chat_template)
+{
+    json_t *cfg;
+    json_t *tok = byte_level_json(chat_template, &cfg);
     return load_json(tok, cfg);
 }
 
