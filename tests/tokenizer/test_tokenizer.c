@@ -9,6 +9,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include <sys/mman.h>
+
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
 #include "tok_test_util.h"
@@ -676,6 +678,39 @@ static void test_gguf_errors(void **state)
     assert_non_null(strstr(err.msg, "/nonexistent/tokenizer.json"));
 }
 
+/* ---------------------------------------------------------------- */
+/* hostile tokenizer files and text (issue #20)                      */
+
+/* Text that ends where a readable page ends: the split must not read the
+ * byte after a span when a regex matches empty at its very end. */
+static void test_pretok_span_end(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(tok, "pre_tokenizer",
+                        json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}", "type",
+                                  "Sequence", "pretokenizers", "type", "Split", "pattern",
+                                  "Regex", "$", "behavior", "Isolated", "invert", 0, "type",
+                                  "ByteLevel", "add_prefix_space", 0, "use_regex", 0));
+    plume_tokenizer *t = load_json(tok, cfg);
+    long page = sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + page, (size_t)page, PROT_NONE), 0);
+    char *text = map + page - 2;
+    memcpy(text, "ab", 2);
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(plume_tokenize(t, text, 2, false, false, &ids, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], ID_AB);
+    free(ids);
+    munmap(map, (size_t)page * 2);
+    plume_tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -689,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_spm_json),
         cmocka_unit_test(test_spm_gguf),
         cmocka_unit_test(test_gguf_errors),
+        cmocka_unit_test(test_pretok_span_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
