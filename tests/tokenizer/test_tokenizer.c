@@ -681,6 +681,87 @@ static void test_gguf_errors(void **state)
 /* ---------------------------------------------------------------- */
 /* hostile tokenizer files and text (issue #20)                      */
 
+/* Loading tok (+ cfg) fails, and the message contains every one of the
+ * NULL-terminated needles. */
+static void expect_load_error(json_t *tok, json_t *cfg, ...)
+{
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    int rc = load_json_rc(tok, cfg, &t, &err);
+    if (rc == 0) {
+        plume_tokenizer_free(t);
+        fail_msg("a hostile tokenizer.json loaded");
+    }
+    assert_null(t);
+    assert_null(strchr(err.msg, '\n'));
+    va_list ap;
+    va_start(ap, cfg);
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        if (!strstr(err.msg, needle))
+            fail_msg("the error \"%s\" does not mention \"%s\"", err.msg, needle);
+    va_end(ap);
+}
+
+/* An id near 2^31 is an error naming the entry, before any per-id array is
+ * allocated (it used to allocate tens of GB and run for minutes). */
+static void test_hostile_vocab_ids(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(json_object_get(json_object_get(tok, "model"), "vocab"), "zz",
+                        json_integer(2147483000));
+    expect_load_error(tok, cfg, "\"zz\"", "2147483000", "model.vocab", NULL);
+
+    tok = byte_level_json(NULL, &cfg);
+    json_t *add = json_object_get(tok, "added_tokens");
+    json_object_set_new(json_array_get(add, 1), "id", json_integer(2147483000));
+    expect_load_error(tok, cfg, "added_tokens[1]", "<|im_end|>", "2147483000", NULL);
+
+    /* a gap past the number of entries is the same error at a small scale */
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(json_array_get(json_object_get(tok, "added_tokens"), 3), "id",
+                        json_integer(ID_EOT + 40));
+    expect_load_error(tok, cfg, "added_tokens[3]", NULL);
+}
+
+/* A merge with an empty side is an error naming it (it used to pass a NULL
+ * pointer to memcpy). */
+static void test_hostile_merges(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_array_append_new(json_object_get(json_object_get(tok, "model"), "merges"),
+                          json_pack("[s, s]", "", ""));
+    expect_load_error(tok, cfg, "merges[10]", "empty", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_array_insert_new(json_object_get(json_object_get(tok, "model"), "merges"), 0,
+                          json_string("a "));
+    expect_load_error(tok, cfg, "merges[0]", "empty", NULL);
+}
+
+/* A chat_template that is not a string (or a list of named templates) is an
+ * error, not a silent fallback to a built-in template. */
+static void test_hostile_chat_template(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template", json_integer(42));
+    expect_load_error(tok, cfg, "chat_template", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template", json_pack("[{s:s, s:i}]", "name", "default",
+                                                        "template", 42));
+    expect_load_error(tok, cfg, "chat_template[0]", NULL);
+    /* null means "none" */
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template", json_null());
+    plume_tokenizer *t = load_json(tok, cfg);
+    assert_null(plume_chat_template_name(t));
+    plume_tokenizer_free(t);
+}
+
 /* Text that ends where a readable page ends: the split must not read the
  * byte after a span when a regex matches empty at its very end. */
 static void test_pretok_span_end(void **state)
@@ -724,6 +805,9 @@ int main(void)
         cmocka_unit_test(test_spm_json),
         cmocka_unit_test(test_spm_gguf),
         cmocka_unit_test(test_gguf_errors),
+        cmocka_unit_test(test_hostile_vocab_ids),
+        cmocka_unit_test(test_hostile_merges),
+        cmocka_unit_test(test_hostile_chat_template),
         cmocka_unit_test(test_pretok_span_end),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

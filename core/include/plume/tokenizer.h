@@ -27,6 +27,13 @@ int plume_tokenizer_from_gguf(const struct gguf_file *f, plume_tokenizer **out, 
 int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_config_json,
                             plume_tokenizer **out, plume_error *err);
 
+/* The same for a model whose vocabulary (embedding rows) has n_vocab entries,
+ * 0 when unknown.  Token ids must lie below the number of entries in the
+ * file, or below n_vocab when that is larger (the ids in between become
+ * unused padding tokens); an id beyond is an error naming the entry. */
+int plume_tokenizer_from_hf_sized(const char *tokenizer_json, const char *tokenizer_config_json,
+                                  int64_t n_vocab, plume_tokenizer **out, plume_error *err);
+
 void plume_tokenizer_free(plume_tokenizer *t);
 
 int32_t plume_tokenizer_n_vocab(const plume_tokenizer *t);
