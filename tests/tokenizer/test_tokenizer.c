@@ -14,6 +14,7 @@
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
 #include "tok_test_util.h"
+#include "tokenizer/tok_internal.h"
 
 #define SP "\xe2\x96\x81" /* U+2581 */
 
@@ -271,14 +272,15 @@ static void test_invalid_utf8(void **state)
     int32_t *ids;
     size_t n;
     assert_int_equal(plume_tokenize(t, s, len, false, false, &ids, &n, NULL), 0);
-    /* the token bytes give back the input exactly */
+    /* each maximal invalid sequence became U+FFFD before encoding (as
+     * llama.cpp; HF tokenizers only ever sees valid text) */
+    static const char lossy[] = "\xef\xbf\xbd\xef\xbf\xbd" "abc\xef\xbf\xbd(\xef\xbf\xbd";
     char raw[64];
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
-    assert_int_equal(k, len);
-    assert_memory_equal(raw, s, len);
-    /* text output replaces each invalid sequence with U+FFFD */
+    assert_int_equal(k, sizeof lossy - 1);
+    assert_memory_equal(raw, lossy, k);
     char *out;
     assert_int_equal(plume_detokenize(t, ids, n, false, &out, NULL), 0);
     assert_string_equal(out, "\xef\xbf\xbd\xef\xbf\xbd" "abc\xef\xbf\xbd(\xef\xbf\xbd");
@@ -288,8 +290,9 @@ static void test_invalid_utf8(void **state)
 }
 
 /* Random byte strings (mostly invalid UTF-8) with the byte-level and the
- * SentencePiece tokenizers: the token bytes always give the input back, and
- * streaming detokenization equals whole-sequence detokenization. */
+ * SentencePiece tokenizers: the token bytes always give back the input with
+ * each invalid sequence replaced by U+FFFD, and streaming detokenization
+ * equals whole-sequence detokenization. */
 static void fuzz_bytes(const plume_tokenizer *t, bool spm)
 {
     uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -306,13 +309,14 @@ static void fuzz_bytes(const plume_tokenizer *t, bool spm)
         int32_t *ids;
         size_t n;
         assert_int_equal(plume_tokenize(t, s, len, false, true, &ids, &n, NULL), 0);
-        char raw[256];
+        char raw[256], want[256];
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
             k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
+        size_t wl = tok_utf8_lossy(s, len, want, sizeof want);
         size_t skip = spm && len ? 1 : 0; /* the SentencePiece prefix space */
-        assert_int_equal(k, len + skip);
-        assert_memory_equal(raw + skip, s, len);
+        assert_int_equal(k, wl + skip);
+        assert_memory_equal(raw + skip, want, wl);
         char *whole;
         assert_int_equal(plume_detokenize(t, ids, n, false, &whole, NULL), 0);
         plume_detok d;
@@ -792,6 +796,55 @@ static void test_pretok_span_end(void **state)
     plume_tokenizer_free(t);
 }
 
+/* A byte the vocabulary cannot map never becomes a special token: invalid
+ * UTF-8 becomes U+FFFD, a byte with no token is dropped (here the GPT-2
+ * character of 0x04 is missing and the unknown token is <|endoftext|>, as in
+ * SmolLM2's GGUF). */
+static void test_unmappable_bytes(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+    char c4[3];
+    tt_gpt2_char(4, c4);
+    json_object_del(vocab, c4);
+    json_object_set_new(vocab, "zz", json_integer(4));
+    json_object_set_new(cfg, "unk_token", json_string("<|endoftext|>"));
+    plume_tokenizer *t = load_json(tok, cfg);
+    for (int special = 0; special <= 1; special++) {
+        EXPECT(t, "\x04", special, -1);
+        EXPECT(t, "a\x04" "b", special, 'a', 'b');
+        EXPECT(t, "\xc0", special, 0xef, 0xbf, 0xbd);
+        EXPECT(t, "a\xff" "b", special, 'a', 0xef, 0xbf, 0xbd, 'b');
+        EXPECT(t, "\xe2\x82", special, 0xef, 0xbf, 0xbd); /* one maximal invalid subpart */
+        EXPECT(t, "\xed\xa0\x80", special, 0xef, 0xbf, 0xbd, 0xef, 0xbf, 0xbd, 0xef, 0xbf,
+               0xbd); /* a surrogate: three */
+        for (int b = 0; b < 256; b++) {
+            char s[3] = {'x', (char)b, 'y'};
+            int32_t *ids;
+            size_t n;
+            assert_int_equal(plume_tokenize(t, s, 3, false, special, &ids, &n, NULL), 0);
+            for (size_t i = 0; i < n; i++)
+                if (plume_tokenizer_is_special(t, ids[i]) || ids[i] >= 256)
+                    fail_msg("byte 0x%02x became token %d", b, (int)ids[i]);
+            free(ids);
+        }
+    }
+    plume_tokenizer_free(t);
+}
+
+/* SentencePiece: a control byte uses its byte-fallback token, invalid UTF-8
+ * the byte tokens of U+FFFD. */
+static void test_unmappable_bytes_spm(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = spm_json_tok();
+    EXPECT(t, "\x04", false, S_SP, S_BYTE0 + 4);
+    EXPECT(t, "\xff", false, S_SP, S_BYTE0 + 0xef, S_BYTE0 + 0xbf, S_BYTE0 + 0xbd);
+    plume_tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -809,6 +862,8 @@ int main(void)
         cmocka_unit_test(test_hostile_merges),
         cmocka_unit_test(test_hostile_chat_template),
         cmocka_unit_test(test_pretok_span_end),
+        cmocka_unit_test(test_unmappable_bytes),
+        cmocka_unit_test(test_unmappable_bytes_spm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
