@@ -89,8 +89,9 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
     gguf_str st;
     if (gguf_get_str(f, key, &st) && !(st.len == 4 && memcmp(st.ptr, "none", 4) == 0))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: rope scaling '%.*s' is not supported yet", gguf_path(f),
-                         (int)st.len, st.ptr);
+                         "%s: rope scaling '%.*s%s' (%s) is not supported yet", gguf_path(f),
+                         (int)(st.len > 64 ? 64 : st.len), st.ptr, st.len > 64 ? "..." : "",
+                         key);
     if (gguf_find_tensor(f, "rope_freqs.weight"))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: per-frequency rope factors (rope_freqs.weight, Llama 3.1 rope "
