@@ -766,6 +766,26 @@ static void test_hostile_chat_template(void **state)
     plume_tokenizer_free(t);
 }
 
+/* Other malformed tokenizer_config.json fields are errors too, not
+ * silently ignored. */
+static void test_hostile_config_fields(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "bos_token", json_integer(42));
+    expect_load_error(tok, cfg, "bos_token", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "eos_token", json_pack("{s:i}", "content", 7));
+    expect_load_error(tok, cfg, "eos_token", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "add_bos_token", json_string("yes"));
+    expect_load_error(tok, cfg, "add_bos_token", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_decref(cfg);
+    expect_load_error(tok, json_array(), "not a JSON object", NULL);
+}
+
 /* Text that ends where a readable page ends: the split must not read the
  * byte after a span when a regex matches empty at its very end. */
 static void test_pretok_span_end(void **state)
@@ -861,6 +881,7 @@ int main(void)
         cmocka_unit_test(test_hostile_vocab_ids),
         cmocka_unit_test(test_hostile_merges),
         cmocka_unit_test(test_hostile_chat_template),
+        cmocka_unit_test(test_hostile_config_fields),
         cmocka_unit_test(test_pretok_span_end),
         cmocka_unit_test(test_unmappable_bytes),
         cmocka_unit_test(test_unmappable_bytes_spm),

@@ -212,6 +212,29 @@ static int pick_chat_template(const json_t *ct, const char *path, const char **t
     return 0;
 }
 
+/* Sets *id from a tokenizer_config.json token field (a string or
+ * {"content": string}) when the vocabulary has that text; absent or null
+ * leaves it.  Any other type is an error naming path and key. */
+static int config_token(const plume_tokenizer *t, const json_t *cfg, const char *key,
+                        const char *path, int32_t *id, plume_error *err)
+{
+    const json_t *v = json_object_get(cfg, key);
+    if (!v || json_is_null(v))
+        return 0;
+    const char *text = token_text(v);
+    if (!text)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s must be a string or {\"content\": \"...\"}; fix or remove "
+                         "the field",
+                         path, key);
+    int32_t found = find_text(t, text);
+    if (found >= 0)
+        *id = found;
+    return 0;
+}
+
+/* Reads tokenizer_config.json: special-token ids, add_bos_token and the chat
+ * template; a malformed field is an error naming path and the field. */
 static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
 {
     json_error_t je;
@@ -219,20 +242,27 @@ static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
     if (!cfg)
         return plume_err(err, PLUME_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line,
                          je.text);
-    int32_t id = find_text(t, token_text(json_object_get(cfg, "bos_token")));
-    if (id >= 0)
-        t->bos = id;
-    if ((id = find_text(t, token_text(json_object_get(cfg, "eos_token")))) >= 0)
-        t->eos = id;
-    if ((id = find_text(t, token_text(json_object_get(cfg, "unk_token")))) >= 0)
-        t->unk = id;
-    if ((id = find_text(t, token_text(json_object_get(cfg, "pad_token")))) >= 0)
-        t->pad = id;
     const json_t *ab = json_object_get(cfg, "add_bos_token");
+    int rc = 0;
+    if (!json_is_object(cfg))
+        rc = plume_err(err, PLUME_ERR_FORMAT, "%s: not a JSON object; fix or remove the file",
+                       path);
+    else if (config_token(t, cfg, "bos_token", path, &t->bos, err) < 0 ||
+             config_token(t, cfg, "eos_token", path, &t->eos, err) < 0 ||
+             config_token(t, cfg, "unk_token", path, &t->unk, err) < 0 ||
+             config_token(t, cfg, "pad_token", path, &t->pad, err) < 0)
+        rc = -1;
+    else if (ab && !json_is_null(ab) && !json_is_boolean(ab))
+        rc = plume_err(err, PLUME_ERR_FORMAT,
+                       "%s: add_bos_token must be true or false; fix or remove the field", path);
+    if (rc < 0) {
+        json_decref(cfg);
+        return -1;
+    }
     if (json_is_boolean(ab))
         t->add_bos = json_is_true(ab);
     const char *tmpl = NULL;
-    int rc = pick_chat_template(json_object_get(cfg, "chat_template"), path, &tmpl, err);
+    rc = pick_chat_template(json_object_get(cfg, "chat_template"), path, &tmpl, err);
     if (rc == 0 && tmpl && !(t->chat_template = tok_strndup(tmpl, strlen(tmpl))))
         rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     json_decref(cfg);
