@@ -786,6 +786,40 @@ static void test_hostile_config_fields(void **state)
     expect_load_error(tok, json_array(), "not a JSON object", NULL);
 }
 
+/* A GGUF tokenizer.chat_template that is not a string is an error naming
+ * the key, not a silent fallback to a built-in template; so is a token id
+ * beyond int32. */
+static void test_hostile_gguf_fields(void **state)
+{
+    (void)state;
+    tt_buf b = {0};
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "llama");
+    tt_kv_u32(&b, "tokenizer.chat_template", 42);
+    char path[256];
+    gguf_file *f = write_gguf(&b, path, sizeof path);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_null(t);
+    if (!strstr(err.msg, "tokenizer.chat_template"))
+        fail_msg("the error \"%s\" does not name tokenizer.chat_template", err.msg);
+    gguf_close(f);
+    unlink(path);
+
+    memset(&b, 0, sizeof b);
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "llama");
+    tt_kv_u32(&b, "tokenizer.ggml.bos_token_id", 4000000000u);
+    f = write_gguf(&b, path, sizeof path);
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_null(t);
+    if (!strstr(err.msg, "tokenizer.ggml.bos_token_id") || !strstr(err.msg, "4000000000"))
+        fail_msg("the error \"%s\" does not name the bos id", err.msg);
+    gguf_close(f);
+    unlink(path);
+}
+
 /* Text that ends where a readable page ends: the split must not read the
  * byte after a span when a regex matches empty at its very end. */
 static void test_pretok_span_end(void **state)
@@ -882,6 +916,7 @@ int main(void)
         cmocka_unit_test(test_hostile_merges),
         cmocka_unit_test(test_hostile_chat_template),
         cmocka_unit_test(test_hostile_config_fields),
+        cmocka_unit_test(test_hostile_gguf_fields),
         cmocka_unit_test(test_pretok_span_end),
         cmocka_unit_test(test_unmappable_bytes),
         cmocka_unit_test(test_unmappable_bytes_spm),
