@@ -8,7 +8,8 @@ Writes the tiny model of tests/reference/make_tiny_model.py (GGUF and HF
 directory), then variants of it with one field altered, and runs `plume
 info` / `plume generate` / `plume tokenize` on them:
   GGUF   llama.block_count 5000000; a 100000-byte general.name (shown
-         shortened); a 100000-byte rope.scaling.type (error shortened)
+         shortened); a 100000-byte rope.scaling.type (error shortened);
+         optional keys of the wrong type (context_length "long", ...)
   HF     num_hidden_layers 5000000; a vocabulary id and an added_tokens id
          near 2^31; a merge ["", ""]; chat_template 42
   JSONL  a line that is an array; "chat": "yes"
@@ -63,9 +64,10 @@ def expect_error(what, r, *needles):
           % (what, ", ".join(needles), r.returncode, err[:400]))
 
 
-def write_gguf(path, hparams=None, name=None, extra=None):
+def write_gguf(path, hparams=None, name=None, extra=None, methods=None):
     """The tiny model as GGUF, with hparams overridden, general.name set to
-    name, and extra(writer) called before the tensors go in."""
+    name, extra(writer) called before the tensors go in, and GGUFWriter
+    methods replaced by methods (name -> function)."""
     import gguf
     import make_tiny_model as tm
     tok = tm.build_tokenizer()
@@ -82,14 +84,19 @@ def write_gguf(path, hparams=None, name=None, extra=None):
             state["extra_done"] = True
             extra(self)
         orig_add_tensor(self, *a, **kw)
+    originals = {m: getattr(gguf.GGUFWriter, m) for m in (methods or {})}
     try:
         tm.HPARAMS.update(hparams or {})
         gguf.GGUFWriter.add_name, gguf.GGUFWriter.add_tensor = add_name, add_tensor
+        for m, fn in (methods or {}).items():
+            setattr(gguf.GGUFWriter, m, fn)
         tm.write_gguf(path, "llama", tensors, tok, "f32")
     finally:
         tm.HPARAMS.clear()
         tm.HPARAMS.update(saved)
         gguf.GGUFWriter.add_name, gguf.GGUFWriter.add_tensor = orig_name, orig_add_tensor
+        for m, fn in originals.items():
+            setattr(gguf.GGUFWriter, m, fn)
 
 
 def hf_variant(src, dst, file, edit):
@@ -124,6 +131,20 @@ def test_gguf(tmp):
     r = plume("info", rope)
     expect_error("GGUF rope.scaling.type of 100000 bytes", r, rope, "llama.rope.scaling.type")
     check(len(r.stderr) < 1000, "the rope scaling error is shortened (%d bytes)" % len(r.stderr))
+
+    # optional keys of the wrong type are errors, not silent defaults
+    for method, key, value in (("add_context_length", "llama.context_length", "long"),
+                               ("add_layer_norm_rms_eps", "llama.attention.layer_norm_rms_epsilon",
+                                "tiny"),
+                               ("add_head_count_kv", "llama.attention.head_count_kv", 1 << 40)):
+        def put(self, _v, key=key, value=value):
+            if isinstance(value, str):
+                self.add_string(key, value)
+            else:
+                self.add_uint64(key, value)
+        bad = os.path.join(tmp, "bad-%s.gguf" % method)
+        write_gguf(bad, methods={method: put})
+        expect_error("GGUF %s = %r" % (key, value), plume("info", bad), bad, key)
 
 
 def test_hf(tmp, hf):
