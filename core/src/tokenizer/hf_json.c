@@ -340,7 +340,7 @@ static int load_vocab(plume_tokenizer *t, const json_t *model, const json_t *add
     const json_t *vocab = json_object_get(model, "vocab");
     if (!json_is_object(vocab))
         return plume_err(err, PLUME_ERR_FORMAT, "tokenizer.json: model.vocab is not an object");
-    if (added && !json_is_array(added))
+    if (added && !json_is_null(added) && !json_is_array(added))
         return plume_err(err, PLUME_ERR_FORMAT, "tokenizer.json: added_tokens is not a list");
     int64_t max_id = vocab_max_id(vocab, added, n_vocab, err);
     if (max_id < 0)
