@@ -17,7 +17,9 @@ are only reported).
 
 Compares ids with parse_special on (HF always matches added tokens) for
 every string, ids with parse_special off for strings without special-token
-text, and the decoded text.  Also loads the HF tokenizer's tokenizer.json
+text, and the decoded text.  Hostile byte strings (control bytes, invalid
+UTF-8) go in as hex (tokenize_tool --hex) and must give HF's ids for the
+text decoded with U+FFFD replacement, and never a special token.  Also loads the HF tokenizer's tokenizer.json
 into plume and compares again.  Exits 77 (skip) when the model or the
 Python packages are missing, 1 on any mismatch.
 """
@@ -162,6 +164,24 @@ def random_strings(n, seed=1234):
     return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 60))) for _ in range(n)]
 
 
+def hostile_bytes(n_random, seed=4321):
+    """Byte strings a vocabulary cannot map directly: control bytes, invalid
+    UTF-8 (bytes that never occur in it, overlongs, surrogates, truncated
+    and out-of-range sequences) and random bytes.  None holds special-token
+    text."""
+    fixed = [
+        b"\x04", b"a\x04b", b"\xc0", b"\xc0\x80", b"\xc1\xbf", b"\xf5", b"\xff", b"\xfe\xff",
+        b"abc\xc3(\xe4\xb8", b"\xe2\x82", b"\xe2\x82 x", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
+        b"\xf0\x9f\x98", b"\x80\x80\x80", b"\x00", b"nul\x00inside", b"hi\x7fthere",
+        bytes(range(0x00, 0x20)), bytes(range(0x80, 0x100)), b"<|im_start|\xff>", b"12\xff34",
+    ]
+    fixed += [b"x" + bytes([b]) + b"y" for b in range(256)]
+    rng = random.Random(seed)
+    pool = list(range(256)) + [0x20] * 40 + list(b"abcdefghij") * 8
+    rand = [bytes(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(n_random)]
+    return fixed + rand
+
+
 def run_tool(tool, model, strings, special, extra=()):
     args = [tool, model] + (["--special"] if special else []) + list(extra)
     inp = "".join(json.dumps(s) + "\n" for s in strings)
@@ -236,6 +256,38 @@ def main():
             got = run_tool(tool, path, plain + special, True)
             compare(f"{name} regex, tokenizer.json", plain + special, got, variant, True)
 
+    # hostile bytes: text never becomes a special token (with or without
+    # special parsing); invalid UTF-8 is read as U+FFFD and a byte with no
+    # token is dropped, as HF does with the decoded text
+    hostile = hostile_bytes(200)
+    special_ids = {i for i, t in ref.get_added_tokens_decoder().items() if t.special}
+    n_hostile = 0
+    for label, path in (("gguf", model), ("tokenizer.json", None)):
+        with tempfile.TemporaryDirectory() as d:
+            if path is None:
+                path = os.path.join(d, "tokenizer.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(ref.to_str())
+            for parse_special in (False, True):
+                got = run_tool(tool, path, [b.hex() for b in hostile], parse_special, ["--hex"])
+                n_hostile += len(hostile)
+                for b, g in zip(hostile, got):
+                    text = b.decode("utf-8", errors="replace")
+                    want = ref.encode(text, add_special_tokens=False).ids
+                    bad = special_ids.intersection(g["ids"])
+                    if g["ids"] != want or bad:
+                        failures += 1
+                        print(f"MISMATCH [hostile bytes, {label}, special={parse_special}] {b!r}"
+                              f"\n  plume: {g['ids']}\n  hf:    {want}"
+                              + (f"\n  special tokens from text: {sorted(bad)}" if bad else ""))
+                        continue
+                    dec = ref.decode(want, skip_special_tokens=True)
+                    # plume_detokenize returns a C string: text after a NUL is not seen
+                    if g["text"] != dec and "\x00" not in dec:
+                        failures += 1
+                        print(f"DECODE MISMATCH [hostile bytes, {label}] {b!r}\n"
+                              f"  plume: {g['text']!r}\n  hf:    {dec!r}")
+
     # informational: transformers' converter as is
     n_conv = sum(
         1 for s, g in zip(plain + special, run_tool(tool, model, plain + special, True))
@@ -245,7 +297,7 @@ def main():
           f"unmodified GGUF converter (it omits the digit split of {pre!r})"
           if pre in DIGITS_FIRST else f"note: converter differences: {n_conv}")
 
-    total = 5 * len(plain) + 4 * len(special)
+    total = 5 * len(plain) + 4 * len(special) + n_hostile
     if failures:
         print(f"FAIL: {failures} mismatches in {total} comparisons")
         return 1

@@ -9,9 +9,12 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include <sys/mman.h>
+
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
 #include "tok_test_util.h"
+#include "tokenizer/tok_internal.h"
 
 #define SP "\xe2\x96\x81" /* U+2581 */
 
@@ -35,19 +38,18 @@ static json_t *added(int id, const char *content, bool special)
                      special);
 }
 
-/* Writes tokenizer.json + tokenizer_config.json and loads them. */
-static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
+/* Writes tokenizer.json + tokenizer_config.json (cfg may be NULL) and loads
+ * them; returns the loader's status, the tokenizer in *out and the error in
+ * *err.  Takes the references to tok and cfg. */
+static int load_json_rc(json_t *tok, json_t *cfg, plume_tokenizer **out, plume_error *err)
 {
     char *a = json_dumps(tok, JSON_COMPACT), *b = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
     char pa[256], pb[256];
     assert_int_equal(tt_write_temp(".json", a, strlen(a), pa, sizeof pa), 0);
     if (b)
         assert_int_equal(tt_write_temp(".json", b, strlen(b), pb, sizeof pb), 0);
-    plume_tokenizer *t = NULL;
-    plume_error err = {0};
-    int rc = plume_tokenizer_from_hf(pa, b ? pb : NULL, &t, &err);
-    if (rc != 0)
-        fail_msg("loading tokenizer.json failed: %s", err.msg);
+    *out = NULL;
+    int rc = plume_tokenizer_from_hf(pa, b ? pb : NULL, out, err);
     unlink(pa);
     if (b)
         unlink(pb);
@@ -55,11 +57,22 @@ static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
     free(b);
     json_decref(tok);
     json_decref(cfg);
+    return rc;
+}
+
+/* Writes tokenizer.json + tokenizer_config.json and loads them. */
+static plume_tokenizer *load_json(json_t *tok, json_t *cfg)
+{
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    if (load_json_rc(tok, cfg, &t, &err) != 0)
+        fail_msg("loading tokenizer.json failed: %s", err.msg);
     return t;
 }
 
-/* The byte-level test tokenizer; chat_template may be NULL. */
-static plume_tokenizer *byte_level_tok(const char *chat_template)
+/* The byte-level test tokenizer's tokenizer.json and, in *cfg, its
+ * tokenizer_config.json; chat_template may be NULL. */
+static json_t *byte_level_json(const char *chat_template, json_t **cfg)
 {
     json_t *vocab = json_object();
     for (int c = 0; c < 256; c++) {
@@ -89,10 +102,18 @@ static plume_tokenizer *byte_level_tok(const char *chat_template)
         "trim_offsets", 1, "use_regex", 1, "decoder", "type", "ByteLevel", "model", "type", "BPE",
         "vocab", vocab, "merges", mj, "ignore_merges", 0, "byte_fallback", 0);
     assert_non_null(tok);
-    json_t *cfg = json_pack("{s:s, s:s, s:b}", "bos_token", "<|im_start|>", "eos_token",
-                            "<|im_end|>", "add_bos_token", 0);
+    *cfg = json_pack("{s:s, s:s, s:b}", "bos_token", "<|im_start|>", "eos_token",
+                     "<|im_end|>", "add_bos_token", 0);
     if (chat_template)
-        json_object_set_new(cfg, "chat_template", json_string(chat_template));
+        json_object_set_new(*cfg, "chat_template", json_string(chat_template));
+    return tok;
+}
+
+/* The byte-level test tokenizer; chat_template may be NULL. */
+static plume_tokenizer *byte_level_tok(const char *chat_template)
+{
+    json_t *cfg;
+    json_t *tok = byte_level_json(chat_template, &cfg);
     return load_json(tok, cfg);
 }
 
@@ -251,14 +272,15 @@ static void test_invalid_utf8(void **state)
     int32_t *ids;
     size_t n;
     assert_int_equal(plume_tokenize(t, s, len, false, false, &ids, &n, NULL), 0);
-    /* the token bytes give back the input exactly */
+    /* each maximal invalid sequence became U+FFFD before encoding (as
+     * llama.cpp; HF tokenizers only ever sees valid text) */
+    static const char lossy[] = "\xef\xbf\xbd\xef\xbf\xbd" "abc\xef\xbf\xbd(\xef\xbf\xbd";
     char raw[64];
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
-    assert_int_equal(k, len);
-    assert_memory_equal(raw, s, len);
-    /* text output replaces each invalid sequence with U+FFFD */
+    assert_int_equal(k, sizeof lossy - 1);
+    assert_memory_equal(raw, lossy, k);
     char *out;
     assert_int_equal(plume_detokenize(t, ids, n, false, &out, NULL), 0);
     assert_string_equal(out, "\xef\xbf\xbd\xef\xbf\xbd" "abc\xef\xbf\xbd(\xef\xbf\xbd");
@@ -268,8 +290,9 @@ static void test_invalid_utf8(void **state)
 }
 
 /* Random byte strings (mostly invalid UTF-8) with the byte-level and the
- * SentencePiece tokenizers: the token bytes always give the input back, and
- * streaming detokenization equals whole-sequence detokenization. */
+ * SentencePiece tokenizers: the token bytes always give back the input with
+ * each invalid sequence replaced by U+FFFD, and streaming detokenization
+ * equals whole-sequence detokenization. */
 static void fuzz_bytes(const plume_tokenizer *t, bool spm)
 {
     uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -286,13 +309,14 @@ static void fuzz_bytes(const plume_tokenizer *t, bool spm)
         int32_t *ids;
         size_t n;
         assert_int_equal(plume_tokenize(t, s, len, false, true, &ids, &n, NULL), 0);
-        char raw[256];
+        char raw[256], want[256];
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
             k += (size_t)plume_token_bytes(t, ids[i], false, raw + k, sizeof raw - k);
+        size_t wl = tok_utf8_lossy(s, len, want, sizeof want);
         size_t skip = spm && len ? 1 : 0; /* the SentencePiece prefix space */
-        assert_int_equal(k, len + skip);
-        assert_memory_equal(raw + skip, s, len);
+        assert_int_equal(k, wl + skip);
+        assert_memory_equal(raw + skip, want, wl);
         char *whole;
         assert_int_equal(plume_detokenize(t, ids, n, false, &whole, NULL), 0);
         plume_detok d;
@@ -658,6 +682,223 @@ static void test_gguf_errors(void **state)
     assert_non_null(strstr(err.msg, "/nonexistent/tokenizer.json"));
 }
 
+/* ---------------------------------------------------------------- */
+/* hostile tokenizer files and text (issue #20)                      */
+
+/* Loading tok (+ cfg) fails, and the message contains every one of the
+ * NULL-terminated needles. */
+static void expect_load_error(json_t *tok, json_t *cfg, ...)
+{
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    int rc = load_json_rc(tok, cfg, &t, &err);
+    if (rc == 0) {
+        plume_tokenizer_free(t);
+        fail_msg("a hostile tokenizer.json loaded");
+    }
+    assert_null(t);
+    assert_null(strchr(err.msg, '\n'));
+    va_list ap;
+    va_start(ap, cfg);
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        if (!strstr(err.msg, needle))
+            fail_msg("the error \"%s\" does not mention \"%s\"", err.msg, needle);
+    va_end(ap);
+}
+
+/* An id near 2^31 is an error naming the entry, before any per-id array is
+ * allocated (it used to allocate tens of GB and run for minutes). */
+static void test_hostile_vocab_ids(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(json_object_get(json_object_get(tok, "model"), "vocab"), "zz",
+                        json_integer(2147483000));
+    expect_load_error(tok, cfg, "\"zz\"", "2147483000", "model.vocab", NULL);
+
+    tok = byte_level_json(NULL, &cfg);
+    json_t *add = json_object_get(tok, "added_tokens");
+    json_object_set_new(json_array_get(add, 1), "id", json_integer(2147483000));
+    expect_load_error(tok, cfg, "added_tokens[1]", "<|im_end|>", "2147483000", NULL);
+
+    /* a gap past the number of entries is the same error at a small scale */
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(json_array_get(json_object_get(tok, "added_tokens"), 3), "id",
+                        json_integer(ID_EOT + 40));
+    expect_load_error(tok, cfg, "added_tokens[3]", NULL);
+}
+
+/* A merge with an empty side is an error naming it (it used to pass a NULL
+ * pointer to memcpy). */
+static void test_hostile_merges(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_array_append_new(json_object_get(json_object_get(tok, "model"), "merges"),
+                          json_pack("[s, s]", "", ""));
+    expect_load_error(tok, cfg, "merges[10]", "empty", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_array_insert_new(json_object_get(json_object_get(tok, "model"), "merges"), 0,
+                          json_string("a "));
+    expect_load_error(tok, cfg, "merges[0]", "empty", NULL);
+}
+
+/* A chat_template that is not a string (or a list of named templates) is an
+ * error, not a silent fallback to a built-in template. */
+static void test_hostile_chat_template(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template", json_integer(42));
+    expect_load_error(tok, cfg, "chat_template", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template", json_pack("[{s:s, s:i}]", "name", "default",
+                                                        "template", 42));
+    expect_load_error(tok, cfg, "chat_template[0]", NULL);
+    /* null means "none" */
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template", json_null());
+    plume_tokenizer *t = load_json(tok, cfg);
+    assert_null(plume_chat_template_name(t));
+    plume_tokenizer_free(t);
+}
+
+/* Other malformed tokenizer_config.json fields are errors too, not
+ * silently ignored. */
+static void test_hostile_config_fields(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "bos_token", json_integer(42));
+    expect_load_error(tok, cfg, "bos_token", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "eos_token", json_pack("{s:i}", "content", 7));
+    expect_load_error(tok, cfg, "eos_token", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "add_bos_token", json_string("yes"));
+    expect_load_error(tok, cfg, "add_bos_token", NULL);
+    tok = byte_level_json(NULL, &cfg);
+    json_decref(cfg);
+    expect_load_error(tok, json_array(), "not a JSON object", NULL);
+}
+
+/* A GGUF tokenizer.chat_template that is not a string is an error naming
+ * the key, not a silent fallback to a built-in template; so is a token id
+ * beyond int32. */
+static void test_hostile_gguf_fields(void **state)
+{
+    (void)state;
+    tt_buf b = {0};
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "llama");
+    tt_kv_u32(&b, "tokenizer.chat_template", 42);
+    char path[256];
+    gguf_file *f = write_gguf(&b, path, sizeof path);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_null(t);
+    if (!strstr(err.msg, "tokenizer.chat_template"))
+        fail_msg("the error \"%s\" does not name tokenizer.chat_template", err.msg);
+    gguf_close(f);
+    unlink(path);
+
+    memset(&b, 0, sizeof b);
+    tt_gguf_header(&b, 5);
+    spm_gguf_vocab(&b, "llama");
+    tt_kv_u32(&b, "tokenizer.ggml.bos_token_id", 4000000000u);
+    f = write_gguf(&b, path, sizeof path);
+    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
+    assert_null(t);
+    if (!strstr(err.msg, "tokenizer.ggml.bos_token_id") || !strstr(err.msg, "4000000000"))
+        fail_msg("the error \"%s\" does not name the bos id", err.msg);
+    gguf_close(f);
+    unlink(path);
+}
+
+/* Text that ends where a readable page ends: the split must not read the
+ * byte after a span when a regex matches empty at its very end. */
+static void test_pretok_span_end(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_object_set_new(tok, "pre_tokenizer",
+                        json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}", "type",
+                                  "Sequence", "pretokenizers", "type", "Split", "pattern",
+                                  "Regex", "$", "behavior", "Isolated", "invert", 0, "type",
+                                  "ByteLevel", "add_prefix_space", 0, "use_regex", 0));
+    plume_tokenizer *t = load_json(tok, cfg);
+    long page = sysconf(_SC_PAGESIZE);
+    char *map = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + page, (size_t)page, PROT_NONE), 0);
+    char *text = map + page - 2;
+    memcpy(text, "ab", 2);
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(plume_tokenize(t, text, 2, false, false, &ids, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], ID_AB);
+    free(ids);
+    munmap(map, (size_t)page * 2);
+    plume_tokenizer_free(t);
+}
+
+/* A byte the vocabulary cannot map never becomes a special token: invalid
+ * UTF-8 becomes U+FFFD, a byte with no token is dropped (here the GPT-2
+ * character of 0x04 is missing and the unknown token is <|endoftext|>, as in
+ * SmolLM2's GGUF). */
+static void test_unmappable_bytes(void **state)
+{
+    (void)state;
+    json_t *cfg;
+    json_t *tok = byte_level_json(NULL, &cfg);
+    json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+    char c4[3];
+    tt_gpt2_char(4, c4);
+    json_object_del(vocab, c4);
+    json_object_set_new(vocab, "zz", json_integer(4));
+    json_object_set_new(cfg, "unk_token", json_string("<|endoftext|>"));
+    plume_tokenizer *t = load_json(tok, cfg);
+    for (int special = 0; special <= 1; special++) {
+        EXPECT(t, "\x04", special, -1);
+        EXPECT(t, "a\x04" "b", special, 'a', 'b');
+        EXPECT(t, "\xc0", special, 0xef, 0xbf, 0xbd);
+        EXPECT(t, "a\xff" "b", special, 'a', 0xef, 0xbf, 0xbd, 'b');
+        EXPECT(t, "\xe2\x82", special, 0xef, 0xbf, 0xbd); /* one maximal invalid subpart */
+        EXPECT(t, "\xed\xa0\x80", special, 0xef, 0xbf, 0xbd, 0xef, 0xbf, 0xbd, 0xef, 0xbf,
+               0xbd); /* a surrogate: three */
+        for (int b = 0; b < 256; b++) {
+            char s[3] = {'x', (char)b, 'y'};
+            int32_t *ids;
+            size_t n;
+            assert_int_equal(plume_tokenize(t, s, 3, false, special, &ids, &n, NULL), 0);
+            for (size_t i = 0; i < n; i++)
+                if (plume_tokenizer_is_special(t, ids[i]) || ids[i] >= 256)
+                    fail_msg("byte 0x%02x became token %d", b, (int)ids[i]);
+            free(ids);
+        }
+    }
+    plume_tokenizer_free(t);
+}
+
+/* SentencePiece: a control byte uses its byte-fallback token, invalid UTF-8
+ * the byte tokens of U+FFFD. */
+static void test_unmappable_bytes_spm(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = spm_json_tok();
+    EXPECT(t, "\x04", false, S_SP, S_BYTE0 + 4);
+    EXPECT(t, "\xff", false, S_SP, S_BYTE0 + 0xef, S_BYTE0 + 0xbf, S_BYTE0 + 0xbd);
+    plume_tokenizer_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,6 +912,14 @@ int main(void)
         cmocka_unit_test(test_spm_json),
         cmocka_unit_test(test_spm_gguf),
         cmocka_unit_test(test_gguf_errors),
+        cmocka_unit_test(test_hostile_vocab_ids),
+        cmocka_unit_test(test_hostile_merges),
+        cmocka_unit_test(test_hostile_chat_template),
+        cmocka_unit_test(test_hostile_config_fields),
+        cmocka_unit_test(test_hostile_gguf_fields),
+        cmocka_unit_test(test_pretok_span_end),
+        cmocka_unit_test(test_unmappable_bytes),
+        cmocka_unit_test(test_unmappable_bytes_spm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

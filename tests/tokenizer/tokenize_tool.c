@@ -1,10 +1,13 @@
-/* tokenize_tool MODEL [--special] [--bos] [--config tokenizer_config.json]
+/* tokenize_tool MODEL [--special] [--bos] [--hex] [--config tokenizer_config.json]
  *
  * MODEL is a .gguf file or an HF tokenizer.json.  Reads one JSON string per
  * line on stdin and writes one line per input:
  *   {"ids": [...], "text": "<detokenized ids>"}
  * --special parses special-token texts (and renders them when decoding);
- * --bos adds BOS.  Used by compare_hf.py. */
+ * --bos adds BOS; --hex reads each string as hex digits of the bytes to
+ * encode (so that the input may be any bytes, invalid UTF-8 included).
+ * Used by compare_hf.py. */
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +16,27 @@
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
 
+/* Decodes the hex digits of s (n of them) into out; false when s is not
+ * an even number of hex digits. */
+static bool unhex(const char *s, size_t n, char *out)
+{
+    if (n % 2)
+        return false;
+    for (size_t i = 0; i < n; i += 2) {
+        unsigned v;
+        char pair[3] = {s[i], s[i + 1], '\0'};
+        char *end;
+        v = (unsigned)strtoul(pair, &end, 16);
+        if (*end || !isxdigit((unsigned char)s[i]) || !isxdigit((unsigned char)s[i + 1]))
+            return false;
+        out[i / 2] = (char)v;
+    }
+    return true;
+}
+
 static int usage(void)
 {
-    fprintf(stderr, "usage: tokenize_tool MODEL.gguf|tokenizer.json [--special] [--bos] "
+    fprintf(stderr, "usage: tokenize_tool MODEL.gguf|tokenizer.json [--special] [--bos] [--hex] "
                     "[--config tokenizer_config.json] < lines of JSON strings\n");
     return 2;
 }
@@ -24,13 +45,15 @@ int main(int argc, char **argv)
 {
     if (argc < 2)
         return usage();
-    bool special = false, bos = false;
+    bool special = false, bos = false, hex = false;
     const char *config = NULL;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--special") == 0)
             special = true;
         else if (strcmp(argv[i], "--bos") == 0)
             bos = true;
+        else if (strcmp(argv[i], "--hex") == 0)
+            hex = true;
         else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
             config = argv[++i];
         else
@@ -66,11 +89,27 @@ int main(int argc, char **argv)
             status = 1;
             break;
         }
+        const char *src = json_string_value(in);
+        size_t src_len = json_string_length(in);
+        char *bytes = NULL;
+        if (hex) {
+            bytes = malloc(src_len / 2 + 1);
+            if (!bytes || !unhex(src, src_len, bytes)) {
+                fprintf(stderr, "tokenize_tool: --hex input line is not hex digits\n");
+                free(bytes);
+                json_decref(in);
+                status = 1;
+                break;
+            }
+            src = bytes;
+            src_len /= 2;
+        }
         int32_t *ids = NULL;
         size_t nids = 0;
         char *text = NULL;
-        if (plume_tokenize(t, json_string_value(in), json_string_length(in), bos, special, &ids,
-                           &nids, &err) != 0 ||
+        int trc = plume_tokenize(t, src, src_len, bos, special, &ids, &nids, &err);
+        free(bytes);
+        if (trc != 0 ||
             plume_detokenize(t, ids, nids, special, &text, &err) != 0) {
             fprintf(stderr, "tokenize_tool: %s\n", err.msg);
             free(ids);

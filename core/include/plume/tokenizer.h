@@ -27,6 +27,13 @@ int plume_tokenizer_from_gguf(const struct gguf_file *f, plume_tokenizer **out, 
 int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_config_json,
                             plume_tokenizer **out, plume_error *err);
 
+/* The same for a model whose vocabulary (embedding rows) has n_vocab entries,
+ * 0 when unknown.  Token ids must lie below the number of entries in the
+ * file, or below n_vocab when that is larger (the ids in between become
+ * unused padding tokens); an id beyond is an error naming the entry. */
+int plume_tokenizer_from_hf_sized(const char *tokenizer_json, const char *tokenizer_config_json,
+                                  int64_t n_vocab, plume_tokenizer **out, plume_error *err);
+
 void plume_tokenizer_free(plume_tokenizer *t);
 
 int32_t plume_tokenizer_n_vocab(const plume_tokenizer *t);
@@ -48,8 +55,12 @@ bool plume_tokenizer_is_special(const plume_tokenizer *t, int32_t id);
 /* Encodes len bytes of UTF-8 text.  With parse_special, the texts of
  * special/control tokens (e.g. "<|im_start|>") are matched whole and become
  * their ids; otherwise they are tokenized as plain text.  With add_bos, the
- * BOS id is prepended (if the model has one).  On success *ids is a malloc'd
- * array of *n ids that the caller frees. */
+ * BOS id is prepended (if the model has one).  Text never becomes a special
+ * token otherwise: each maximal invalid UTF-8 sequence is read as U+FFFD, a
+ * character with no token uses its byte-fallback tokens (<0xNN>) or the
+ * vocabulary's UNKNOWN-type token, and is dropped when there is neither.
+ * text need not be NUL-terminated.  On success *ids is a malloc'd array of
+ * *n ids that the caller frees. */
 int plume_tokenize(const plume_tokenizer *t, const char *text, size_t len, bool add_bos,
                    bool parse_special, int32_t **ids, size_t *n, plume_error *err);
 

@@ -453,6 +453,21 @@ static bool field_num(json_t *o, const char *k, double *v)
     return true;
 }
 
+/* Name of a JSON value's type for error messages ("an array", ...). */
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
 /* Builds one request from a JSONL object; the command line gives defaults. */
 static int64_t add_jsonl_request(const gen_opts *o, const plume_model *m, plume_engine *e,
                                  json_t *obj, const char *path, int line, const char **stops,
@@ -510,8 +525,18 @@ static int64_t add_jsonl_request(const gen_opts *o, const plume_model *m, plume_
     rp.stop = stops;
     rp.n_stop = n_stop;
     json_t *jc = json_object_get(obj, "chat"), *jsys = json_object_get(obj, "system");
+    if (json_is_null(jc))
+        jc = NULL; /* null: the command line's setting */
+    if (json_is_null(jsys))
+        jsys = NULL;
+    if (jc && !json_is_boolean(jc))
+        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"chat\" must be true or false", path,
+                         line);
+    if (jsys && !json_is_string(jsys))
+        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"system\" must be a string", path,
+                         line);
     bool chat = jc ? json_is_true(jc) : o->chat;
-    const char *system = json_is_string(jsys) ? json_string_value(jsys) : o->system;
+    const char *system = jsys ? json_string_value(jsys) : o->system;
     char *text;
     if (prompt_text(plume_model_tokenizer(m), json_string_value(jp), chat, system, &text, err))
         return -1;
@@ -538,10 +563,17 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
         if (strspn(line, " \t\r\n") == strlen(line))
             continue;
         json_error_t je;
-        json_t *obj = json_loads(line, 0, &je);
+        json_t *obj = json_loads(line, JSON_DECODE_ANY, &je);
+        if (!obj) {
+            rc = plume_err(err, PLUME_ERR_INVALID, "%s:%d:%d: not valid JSON: %s",
+                           o->prompts_file, lineno, je.column, je.text);
+            break;
+        }
         if (!json_is_object(obj)) {
-            rc = plume_err(err, PLUME_ERR_INVALID, "%s:%d:%d: not a JSON object: %s",
-                           o->prompts_file, lineno, je.column, obj ? "wrong type" : je.text);
+            rc = plume_err(err, PLUME_ERR_INVALID,
+                           "%s:%d: each line must be a JSON object such as {\"prompt\": "
+                           "\"...\"}, found %s",
+                           o->prompts_file, lineno, json_type_name(obj));
             json_decref(obj);
             break;
         }

@@ -47,8 +47,9 @@ void plume_model_describe(const plume_model *m, void *stream)
     fprintf(f, "file:           %s (%s)\n", m->path, m->gguf ? "GGUF" : "HF safetensors");
     if (m->gguf) {
         gguf_str name;
-        if (gguf_get_str(m->gguf, "general.name", &name))
-            fprintf(f, "name:           %.*s\n", (int)name.len, name.ptr);
+        if (gguf_get_str(m->gguf, "general.name", &name)) /* shown up to 200 bytes */
+            fprintf(f, "name:           %.*s%s\n", (int)(name.len > 200 ? 200 : name.len),
+                    name.ptr, name.len > 200 ? "..." : "");
         fprintf(f, "gguf version:   %u\n", gguf_version(m->gguf));
     }
     fprintf(f, "architecture:   %s\n", c->arch_name);

@@ -210,6 +210,35 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
     return 0;
 }
 
+/* Checks the config's layer count against what the checkpoint holds before
+ * anything is sized by it: each layer needs at least 9 tensors (two norms,
+ * seven linears) and the last layer's attention norm must exist.  The error
+ * names the field (GGUF <arch>.block_count, config.json num_hidden_layers). */
+static int check_layer_count(const plume_model *m, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    plume_weights w = weights_of(m);
+    size_t n_tensors = w.fmt->n_tensors(w.ck);
+    char field[64], last[160];
+    if (m->gguf)
+        snprintf(field, sizeof field, "%s.block_count", c->arch_name);
+    else
+        snprintf(field, sizeof field, "config.json num_hidden_layers");
+    if ((uint64_t)c->n_layer * 9 > n_tensors)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s is %d, but the checkpoint has only %zu tensors, too few for "
+                         "that many layers (each needs at least 9); fix the layer count",
+                         source_path(m), field, c->n_layer, n_tensors);
+    snprintf(last, sizeof last, m->gguf ? layer_names[T_ATTN_NORM].gguf
+                                        : layer_names[T_ATTN_NORM].hf, c->n_layer - 1);
+    if (!find(m, last))
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s is %d, but the last layer's tensor '%s' is missing; fix the "
+                         "layer count",
+                         source_path(m), field, c->n_layer, last);
+    return 0;
+}
+
 static int load_layers(plume_model *m, const plume_registry *reg, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
@@ -219,6 +248,8 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
         [L_Q] = {E, Q}, [L_K] = {E, KV}, [L_V] = {E, KV}, [L_O] = {Q, E},
         [L_GATE] = {E, F}, [L_UP] = {E, F}, [L_DOWN] = {F, E},
     };
+    if (check_layer_count(m, err))
+        return -1;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory allocating %d layers", c->n_layer);
@@ -313,7 +344,10 @@ static int open_hf(plume_model *m, const char *dir, plume_error *err)
                          "%s: no tokenizer.json; an HF model directory needs one next to "
                          "config.json",
                          dir);
-    return plume_tokenizer_from_hf(p, stat(p2, &sb) == 0 ? p2 : NULL, &m->tok, err);
+    /* token ids are bounded by the embedding rows the checkpoint really has */
+    const plume_tensor *emb = safetensors_find(m->st, "model.embed_tokens.weight");
+    int64_t rows = emb && emb->n_dims == 2 ? emb->ne[1] : 0;
+    return plume_tokenizer_from_hf_sized(p, stat(p2, &sb) == 0 ? p2 : NULL, rows, &m->tok, err);
 }
 
 static int open_gguf(plume_model *m, const char *path, plume_error *err)

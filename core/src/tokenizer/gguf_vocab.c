@@ -7,17 +7,28 @@
 #include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
 
-/* Reads an optional token id key into *id (left unchanged when absent). */
+/* Reads an optional token id key into *id (left unchanged when absent; a
+ * negative id means none).  An id beyond int32 is an error naming the key
+ * (tok_finalize then checks it against the vocabulary). */
 static int read_id(const gguf_file *f, const char *key, int32_t *id, plume_error *err)
 {
     const gguf_value *v = gguf_get(f, key);
     if (!v)
         return 0;
     int64_t x;
-    if (!gguf_get_i64(f, key, &x))
+    if (!gguf_get_i64(f, key, &x)) {
+        if (v->type == GGUF_TYPE_UINT64)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "GGUF key %s = %llu is not a token id; fix the metadata", key,
+                             (unsigned long long)v->u);
         return plume_err(err, PLUME_ERR_FORMAT, "GGUF key %s has type %s, expected an integer",
                          key, gguf_type_name(v->type));
-    *id = x < 0 || x > INT32_MAX ? -1 : (int32_t)x;
+    }
+    if (x > INT32_MAX)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "GGUF key %s = %lld is not a token id; fix the metadata", key,
+                         (long long)x);
+    *id = x < 0 ? -1 : (int32_t)x;
     return 0;
 }
 
@@ -180,8 +191,13 @@ static int load(plume_tokenizer *t, const gguf_file *f, plume_error *err)
         return -1;
 
     gguf_str tmpl;
-    if (gguf_get_str(f, "tokenizer.chat_template", &tmpl) &&
-        !(t->chat_template = tok_strndup(tmpl.ptr, (size_t)tmpl.len)))
+    const gguf_value *tv = gguf_get(f, "tokenizer.chat_template");
+    if (tv && !gguf_get_str(f, "tokenizer.chat_template", &tmpl))
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "GGUF key tokenizer.chat_template has type %s, expected a string; fix "
+                         "or remove the key",
+                         gguf_type_name(tv->type));
+    if (tv && !(t->chat_template = tok_strndup(tmpl.ptr, (size_t)tmpl.len)))
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     return 0;
 }

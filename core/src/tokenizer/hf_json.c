@@ -176,6 +176,65 @@ static bool post_bos(const json_t *o)
     return jstr(json_object_get(first, "SpecialToken"), "id") != NULL;
 }
 
+/* The template text of a tokenizer_config.json chat_template: a string, or
+ * a list of {"name", "template"} objects (the one named "default", else the
+ * first).  Absent or null gives *tmpl = NULL; anything else is an error
+ * naming path and the field, never a silent fallback to a built-in. */
+static int pick_chat_template(const json_t *ct, const char *path, const char **tmpl,
+                              plume_error *err)
+{
+    *tmpl = NULL;
+    if (!ct || json_is_null(ct))
+        return 0;
+    if (json_is_string(ct)) {
+        *tmpl = json_string_value(ct);
+        return 0;
+    }
+    if (!json_is_array(ct))
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: chat_template must be a string or a list of {\"name\", "
+                         "\"template\"} objects, found %s; fix or remove the field",
+                         path, json_is_object(ct) ? "an object" : json_is_number(ct) ? "a number"
+                                                   : "a boolean");
+    size_t i;
+    const json_t *e;
+    json_array_foreach(ct, i, e)
+    {
+        const char *name = jstr(e, "name"), *text = jstr(e, "template");
+        if (!text)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: chat_template[%zu] has no string \"template\"; each entry "
+                             "must be {\"name\": ..., \"template\": \"...\"}",
+                             path, i);
+        if (!*tmpl || (name && strcmp(name, "default") == 0))
+            *tmpl = text;
+    }
+    return 0;
+}
+
+/* Sets *id from a tokenizer_config.json token field (a string or
+ * {"content": string}) when the vocabulary has that text; absent or null
+ * leaves it.  Any other type is an error naming path and key. */
+static int config_token(const plume_tokenizer *t, const json_t *cfg, const char *key,
+                        const char *path, int32_t *id, plume_error *err)
+{
+    const json_t *v = json_object_get(cfg, key);
+    if (!v || json_is_null(v))
+        return 0;
+    const char *text = token_text(v);
+    if (!text)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s must be a string or {\"content\": \"...\"}; fix or remove "
+                         "the field",
+                         path, key);
+    int32_t found = find_text(t, text);
+    if (found >= 0)
+        *id = found;
+    return 0;
+}
+
+/* Reads tokenizer_config.json: special-token ids, add_bos_token and the chat
+ * template; a malformed field is an error naming path and the field. */
 static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
 {
     json_error_t je;
@@ -183,69 +242,113 @@ static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
     if (!cfg)
         return plume_err(err, PLUME_ERR_FORMAT, "%s: invalid JSON at line %d: %s", path, je.line,
                          je.text);
-    int32_t id = find_text(t, token_text(json_object_get(cfg, "bos_token")));
-    if (id >= 0)
-        t->bos = id;
-    if ((id = find_text(t, token_text(json_object_get(cfg, "eos_token")))) >= 0)
-        t->eos = id;
-    if ((id = find_text(t, token_text(json_object_get(cfg, "unk_token")))) >= 0)
-        t->unk = id;
-    if ((id = find_text(t, token_text(json_object_get(cfg, "pad_token")))) >= 0)
-        t->pad = id;
     const json_t *ab = json_object_get(cfg, "add_bos_token");
+    int rc = 0;
+    if (!json_is_object(cfg))
+        rc = plume_err(err, PLUME_ERR_FORMAT, "%s: not a JSON object; fix or remove the file",
+                       path);
+    else if (config_token(t, cfg, "bos_token", path, &t->bos, err) < 0 ||
+             config_token(t, cfg, "eos_token", path, &t->eos, err) < 0 ||
+             config_token(t, cfg, "unk_token", path, &t->unk, err) < 0 ||
+             config_token(t, cfg, "pad_token", path, &t->pad, err) < 0)
+        rc = -1;
+    else if (ab && !json_is_null(ab) && !json_is_boolean(ab))
+        rc = plume_err(err, PLUME_ERR_FORMAT,
+                       "%s: add_bos_token must be true or false; fix or remove the field", path);
+    if (rc < 0) {
+        json_decref(cfg);
+        return -1;
+    }
     if (json_is_boolean(ab))
         t->add_bos = json_is_true(ab);
-    const json_t *ct = json_object_get(cfg, "chat_template");
-    const char *tmpl = json_string_value(ct);
-    if (json_is_array(ct)) { /* [{"name": ..., "template": ...}]: take "default" */
-        size_t i;
-        const json_t *e;
-        json_array_foreach(ct, i, e) if (!tmpl || (jstr(e, "name") &&
-                                                    strcmp(jstr(e, "name"), "default") == 0))
-            tmpl = jstr(e, "template");
-    }
-    if (tmpl && !(t->chat_template = tok_strndup(tmpl, strlen(tmpl)))) {
-        json_decref(cfg);
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    }
+    const char *tmpl = NULL;
+    rc = pick_chat_template(json_object_get(cfg, "chat_template"), path, &tmpl, err);
+    if (rc == 0 && tmpl && !(t->chat_template = tok_strndup(tmpl, strlen(tmpl))))
+        rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     json_decref(cfg);
+    return rc;
+}
+
+/* Checks one token id against the bound: an error naming the entry (what,
+ * text) when it is negative, not an integer or not below limit. */
+static int check_id(const json_t *id, const char *what, const char *text, size_t n_entries,
+                    int64_t limit, plume_error *err)
+{
+    if (!json_is_integer(id) || json_integer_value(id) < 0)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "tokenizer.json: %s \"%.60s\" has no valid id (a non-negative "
+                         "integer); fix the entry",
+                         what, text);
+    if (json_integer_value(id) >= limit)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "tokenizer.json: %s \"%.60s\" has id %lld, but the file has %zu tokens "
+                         "and ids must lie below %lld; fix or remove the entry",
+                         what, text, (long long)json_integer_value(id), n_entries,
+                         (long long)limit);
     return 0;
 }
 
-/* Adds the vocabulary: model.vocab plus added_tokens, ids 0..max.  Ids with
- * no token become "[PAD<id>]" UNUSED, as llama.cpp's converter does. */
+/* Largest id of model.vocab and added_tokens, each checked to lie below
+ * max(number of entries, n_vocab) before anything is sized by it: a
+ * hostile id near 2^31 would otherwise cost tens of GB.  -1 on error. */
+static int64_t vocab_max_id(const json_t *vocab, const json_t *added, int64_t n_vocab,
+                            plume_error *err)
+{
+    size_t n_entries = json_object_size(vocab) + json_array_size(added);
+    int64_t limit = (int64_t)n_entries > n_vocab ? (int64_t)n_entries : n_vocab;
+    if (limit > INT32_MAX)
+        limit = INT32_MAX;
+    int64_t max_id = -1;
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)vocab, key, val)
+    {
+        if (check_id(val, "model.vocab entry", key, n_entries, limit, err) < 0)
+            return -1;
+        if (json_integer_value(val) > max_id)
+            max_id = json_integer_value(val);
+    }
+    size_t i;
+    const json_t *e;
+    json_array_foreach(added, i, e)
+    {
+        char what[48];
+        snprintf(what, sizeof what, "added_tokens[%zu]", i);
+        if (!jstr(e, "content"))
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "tokenizer.json: %s has no string \"content\"; fix the entry",
+                             what);
+        if (check_id(json_object_get(e, "id"), what, jstr(e, "content"), n_entries, limit,
+                     err) < 0)
+            return -1;
+        if (json_integer_value(json_object_get(e, "id")) > max_id)
+            max_id = json_integer_value(json_object_get(e, "id"));
+    }
+    if (max_id < 0)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "tokenizer.json: the vocabulary (model.vocab and added_tokens) is "
+                         "empty");
+    return max_id;
+}
+
+/* Adds the vocabulary: model.vocab plus added_tokens, ids 0..max (bounded
+ * as vocab_max_id says).  Ids with no token become "[PAD<id>]" UNUSED, as
+ * llama.cpp's converter does. */
 static int load_vocab(plume_tokenizer *t, const json_t *model, const json_t *added,
-                      plume_error *err)
+                      int64_t n_vocab, plume_error *err)
 {
     const json_t *vocab = json_object_get(model, "vocab");
     if (!json_is_object(vocab))
         return plume_err(err, PLUME_ERR_FORMAT, "tokenizer.json: model.vocab is not an object");
-    int64_t max_id = -1;
+    if (added && !json_is_null(added) && !json_is_array(added))
+        return plume_err(err, PLUME_ERR_FORMAT, "tokenizer.json: added_tokens is not a list");
+    int64_t max_id = vocab_max_id(vocab, added, n_vocab, err);
+    if (max_id < 0)
+        return -1;
     const char *key;
     const json_t *val;
     size_t i;
     const json_t *e;
-    json_object_foreach((json_t *)vocab, key, val)
-    {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-            json_integer_value(val) >= INT32_MAX)
-            return plume_err(err, PLUME_ERR_FORMAT,
-                             "tokenizer.json: vocab entry \"%.60s\" has no valid id", key);
-        if (json_integer_value(val) > max_id)
-            max_id = json_integer_value(val);
-    }
-    json_array_foreach(added, i, e)
-    {
-        json_int_t id = json_integer_value(json_object_get(e, "id"));
-        if (!json_is_integer(json_object_get(e, "id")) || id < 0 || id >= INT32_MAX ||
-            !jstr(e, "content"))
-            return plume_err(err, PLUME_ERR_FORMAT,
-                             "tokenizer.json: added_tokens[%zu] has no valid id or content", i);
-        if (id > max_id)
-            max_id = id;
-    }
-    if (max_id < 0)
-        return plume_err(err, PLUME_ERR_FORMAT, "tokenizer.json: the vocabulary is empty");
     size_t n = (size_t)max_id + 1;
     const char **text = calloc(n, sizeof *text);
     size_t *len = calloc(n, sizeof *len);
@@ -331,6 +434,13 @@ static int load_merges(plume_tokenizer *t, const json_t *merges, plume_error *er
                              "tokenizer.json: merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]",
                              i);
         }
+        if (ll == 0 || rl == 0) {
+            free(cat);
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "tokenizer.json: merges[%zu] has an empty side; a merge joins two "
+                             "tokens, fix or remove the entry",
+                             i);
+        }
         if (ll + rl > cat_cap) {
             cat_cap = (ll + rl) * 2;
             char *nc = realloc(cat, cat_cap);
@@ -353,8 +463,9 @@ static int load_merges(plume_tokenizer *t, const json_t *merges, plume_error *er
     return 0;
 }
 
-static int load(plume_tokenizer **tp, const json_t *root, const char *config_path,
-                plume_error *err)
+/* Builds *tp from a parsed tokenizer.json, not yet finalized; n_vocab
+ * bounds ids as load_vocab says. */
+static int load(plume_tokenizer **tp, const json_t *root, int64_t n_vocab, plume_error *err)
 {
     const json_t *model = json_object_get(root, "model");
     if (!is_type(model, "BPE"))
@@ -377,7 +488,7 @@ static int load(plume_tokenizer **tp, const json_t *root, const char *config_pat
     plume_tokenizer *t = *tp = tok_new(kind);
     if (!t)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a tokenizer");
-    if (load_vocab(t, model, json_object_get(root, "added_tokens"), err) < 0 ||
+    if (load_vocab(t, model, json_object_get(root, "added_tokens"), n_vocab, err) < 0 ||
         load_merges(t, json_object_get(model, "merges"), err) < 0)
         return -1;
     t->merge_mode = TOK_MERGE_RANKS;
@@ -405,13 +516,17 @@ static int load(plume_tokenizer **tp, const json_t *root, const char *config_pat
         t->bos = find_text(t, jstr(json_object_get(first, "SpecialToken"), "id"));
         t->add_bos = t->bos >= 0;
     }
-    if (config_path && read_config(t, config_path, err) < 0)
-        return -1;
-    return tok_finalize(t, err);
+    return 0;
 }
 
 int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_config_json,
                             plume_tokenizer **out, plume_error *err)
+{
+    return plume_tokenizer_from_hf_sized(tokenizer_json, tokenizer_config_json, 0, out, err);
+}
+
+int plume_tokenizer_from_hf_sized(const char *tokenizer_json, const char *tokenizer_config_json,
+                                  int64_t n_vocab, plume_tokenizer **out, plume_error *err)
 {
     if (!tokenizer_json || !out)
         return plume_err(err, PLUME_ERR_INVALID, "plume_tokenizer_from_hf: NULL argument");
@@ -424,9 +539,18 @@ int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_co
                          tokenizer_json, je.line, je.text);
     }
     plume_tokenizer *t = NULL;
-    int rc = load(&t, root, tokenizer_config_json, err);
+    int rc = load(&t, root, n_vocab, err);
     json_decref(root);
     if (rc < 0) {
+        plume_tokenizer_free(t);
+        return plume_err_prefix(err, "%s", tokenizer_json);
+    }
+    /* read_config's errors name tokenizer_config.json itself */
+    if (tokenizer_config_json && read_config(t, tokenizer_config_json, err) < 0) {
+        plume_tokenizer_free(t);
+        return -1;
+    }
+    if (tok_finalize(t, err) < 0) {
         plume_tokenizer_free(t);
         return plume_err_prefix(err, "%s", tokenizer_json);
     }

@@ -137,7 +137,8 @@ int tok_spans_push(tok_spans *s, size_t off, size_t len)
     return 0;
 }
 
-/* Splits text[off..off+len) by re into matches and gaps, appended to out. */
+/* Splits text[off..off+len) by re into matches and gaps, appended to out;
+ * reads no byte outside the span (the text need not be NUL-terminated). */
 static int split_one(const pcre2_code *re, pcre2_match_data *md, const char *text, size_t off,
                      size_t len, tok_spans *out, plume_error *err)
 {
@@ -155,8 +156,11 @@ static int split_one(const pcre2_code *re, pcre2_match_data *md, const char *tex
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
-        if (me == ms) { /* empty match: step over one character */
-            pos = ms + (size_t)tok_utf8_len(subj[ms]);
+        if (me == ms) { /* empty match: step over one character, never past the span */
+            if (ms >= len)
+                break;
+            size_t step = (size_t)tok_utf8_len(subj[ms]);
+            pos = ms + (step < len - ms ? step : len - ms);
             continue;
         }
         if (ms > last && tok_spans_push(out, off + last, ms - last) < 0)

@@ -29,7 +29,7 @@ static int encode_piece(const plume_tokenizer *t, tok_work *w, const char *s, si
             for (uint32_t j = 0; j < sym->len; j++)
                 if (tok_ids_push(ids, nids, cap, t->byte_tok[(uint8_t)s[sym->start + j]]) < 0)
                     return -1;
-        } else if (t->unk >= 0 && tok_ids_push(ids, nids, cap, t->unk) < 0) {
+        } else if (tok_text_unk(t) >= 0 && tok_ids_push(ids, nids, cap, tok_text_unk(t)) < 0) {
             return -1;
         }
     }

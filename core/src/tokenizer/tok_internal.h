@@ -130,6 +130,9 @@ int tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
 /* Length of the longest prefix of s[0..n) that is a truncated but so-far
  * valid UTF-8 sequence reaching the end of s (0..3). */
 size_t tok_utf8_incomplete_tail(const char *s, size_t n);
+/* Whether s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code
+ * points above U+10FFFF, nothing truncated). */
+bool tok_utf8_valid(const char *s, size_t n);
 /* Appends s[0..n) to out as valid UTF-8, replacing each maximal invalid
  * subsequence with U+FFFD (as Rust's from_utf8_lossy).  Returns the bytes
  * written, or the bytes needed when more than cap. */
@@ -213,6 +216,11 @@ plume_tokenizer *tok_new(tok_kind kind);
  * filled: derives byte tokens, decoded texts, special-token lookup and
  * compiles the pre-tokenizer.  -1 with err on failure. */
 int tok_finalize(plume_tokenizer *t, plume_error *err);
+/* The token for text that no token (nor byte-fallback token) covers: the
+ * unknown token when the vocabulary declares one of type UNKNOWN, else -1,
+ * meaning the text is dropped (as HF tokenizers with no unk and llama.cpp's
+ * BPE do).  Text never becomes a control token this way. */
+int32_t tok_text_unk(const plume_tokenizer *t);
 /* Appends id to a growing array. */
 int tok_ids_push(int32_t **ids, size_t *n, size_t *cap, int32_t id);
 /* Duplicates s[0..n) as a NUL-terminated string (NULL on OOM). */

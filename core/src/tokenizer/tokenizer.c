@@ -29,6 +29,13 @@ int tok_ids_push(int32_t **ids, size_t *n, size_t *cap, int32_t id)
     return 0;
 }
 
+int32_t tok_text_unk(const plume_tokenizer *t)
+{
+    if (t->unk < 0 || t->unk >= t->vocab.n || t->vocab.type[t->unk] != TOK_UNKNOWN)
+        return -1;
+    return t->unk;
+}
+
 plume_tokenizer *tok_new(tok_kind kind)
 {
     plume_tokenizer *t = calloc(1, sizeof *t);
@@ -241,7 +248,7 @@ static int encode_bpe_piece(const plume_tokenizer *t, tok_work *w, const char *s
     if (tok_work_load(t, w, s, n, true) < 0 || tok_bpe_merge(t, w, s, TOK_MERGE_RANKS) < 0)
         return -1;
     for (int32_t i = w->n_syms ? 0 : -1; i >= 0; i = w->syms[i].next) {
-        int32_t id = w->syms[i].id >= 0 ? w->syms[i].id : t->unk;
+        int32_t id = w->syms[i].id >= 0 ? w->syms[i].id : tok_text_unk(t);
         if (id >= 0 && tok_ids_push(ids, nids, cap, id) < 0)
             return -1;
     }
@@ -262,6 +269,18 @@ int plume_tokenize(const plume_tokenizer *t, const char *text, size_t len, bool 
     tok_spans pieces = {0};
     tok_work w = {0};
     int rc = -1;
+    char *valid = NULL;
+    if (!tok_utf8_valid(text, len)) {
+        /* each maximal invalid sequence becomes U+FFFD (as llama.cpp; HF
+         * tokenizers only ever sees valid text), so no stray byte can reach
+         * a token that is not its own */
+        size_t vlen = tok_utf8_lossy(text, len, NULL, 0);
+        if (!(valid = malloc(vlen)))
+            goto oom;
+        tok_utf8_lossy(text, len, valid, vlen);
+        text = valid;
+        len = vlen;
+    }
 
     if (add_bos && t->bos >= 0 && tok_ids_push(&out, &nout, &cap, t->bos) < 0)
         goto oom;
@@ -309,6 +328,7 @@ int plume_tokenize(const plume_tokenizer *t, const char *text, size_t len, bool 
 oom:
     plume_err(err, PLUME_ERR_NOMEM, "out of memory tokenizing %zu bytes of text", len);
 done:
+    free(valid);
     free(out);
     free(frags.v);
     free(pieces.v);

@@ -103,6 +103,23 @@ size_t tok_utf8_incomplete_tail(const char *s, size_t n)
     return 0;
 }
 
+bool tok_utf8_valid(const char *s, size_t n)
+{
+    const uint8_t *u = (const uint8_t *)s;
+    for (size_t i = 0; i < n;) {
+        if (u[i] < 0x80) {
+            i++;
+            continue;
+        }
+        bool complete;
+        size_t k = valid_prefix(u + i, n - i, &complete);
+        if (!complete)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
 size_t tok_utf8_lossy(const char *s, size_t n, char *out, size_t cap)
 {
     static const char repl[3] = {(char)0xef, (char)0xbf, (char)0xbd};
