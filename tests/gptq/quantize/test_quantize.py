@@ -40,6 +40,7 @@ Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
 """
 
 import json
+import math
 import os
 import re
 import shutil
@@ -426,26 +427,46 @@ def errors(tiny_hf, tmp):
 # ---- smollm2 ----
 
 def test_smollm2(tmp):
+    """convert -> GPTQ 4-bit g128 -> run.  In a sanitized build (scripts/test's
+    build-asan, PLUME_TEST_SANITIZED=1) the same commands run at the same
+    layer sizes on less data (calibration 64 tokens, perplexity on the first
+    2 KiB of text with 64-token windows), where they check what a memory or
+    UB error would break, not quantization quality: the release run checks
+    that, and ASan at the full data took 20 minutes."""
     if not os.path.exists(SMOL):
         print("SKIP smollm2: %s missing (scripts/fetch-model)" % SMOL)
         return False
+    sanitized = os.environ.get("PLUME_TEST_SANITIZED") == "1"
     base = os.path.join(tmp, "smol-f32")
     run("convert", SMOL, "--to", "hf", base, "--quiet")
     q = os.path.join(tmp, "smol-gptq")
+    samples, seq_len = ("1", "64") if sanitized else ("4", "256")
     rep, _ = quantize(base, q, "--method", "gptq", "--bits", "4", "--group-size", "128", "--calib", CALIB,
-                      "--samples", "4", "--seq-len", "256")
+                      "--samples", samples, "--seq-len", seq_len)
     check(rep["linears"] == 210, "smollm2: 210 linears quantized")
     size_q = os.path.getsize(os.path.join(q, "model.safetensors"))
     size_b = os.path.getsize(os.path.join(base, "model.safetensors"))
     check(size_q < 0.25 * size_b, "smollm2: checkpoint %.1f MiB vs f32 %.1f MiB" % (size_q / 2**20, size_b / 2**20))
     r = run("generate", "--model", q, "--chat", "--prompt", "What is the capital of France? Answer in one sentence.",
-            "--temperature", "0", "--max-tokens", "24")
-    check("Paris" in r.stdout, "smollm2: GPTQ answer names Paris: %r" % r.stdout.strip())
-    r = run("perplexity", "--model", q, "--text", HELDOUT, "--ctx", "256", "--kl-base", base)
+            "--temperature", "0", "--max-tokens", "8" if sanitized else "24", "--json")
+    out = json.loads(r.stdout)
+    check(len(out["token_ids"]) > 0, "smollm2: the GPTQ model generates (%d tokens)" % len(out["token_ids"]))
+    if not sanitized:
+        check("Paris" in out["text"], "smollm2: GPTQ answer names Paris: %r" % out["text"].strip())
+    text, ctx = HELDOUT, "256"
+    if sanitized:
+        text, ctx = os.path.join(tmp, "heldout-2k.txt"), "64"
+        with open(HELDOUT, "rb") as f, open(text, "wb") as g:
+            g.write(f.read(2048))
+    r = run("perplexity", "--model", q, "--text", text, "--ctx", ctx, "--kl-base", base)
     m = re.search(r"mean KL\(base \|\| model\) = (\S+)", r.stdout + r.stderr)
     t = re.search(r"top-1 agreement = (\S+)", r.stdout + r.stderr)
     kl, top1 = float(m.group(1)), float(t.group(1))
-    check(kl < 1.5 and top1 > 45, "smollm2: KL vs f32 base %.3f, top-1 agreement %.1f%%" % (kl, top1))
+    if sanitized:
+        check(math.isfinite(kl) and kl >= 0 and 0 <= top1 <= 100,
+              "smollm2 (sanitized, small data): KL %.3f, top-1 agreement %.1f%% are well formed" % (kl, top1))
+    else:
+        check(kl < 1.5 and top1 > 45, "smollm2: KL vs f32 base %.3f, top-1 agreement %.1f%%" % (kl, top1))
     return True
 
 
