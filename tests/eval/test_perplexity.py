@@ -10,8 +10,13 @@ tiny:    on bench/data/eval-heldout.txt, plume's perplexity of the tiny
          top-1 agreement against a perturbed copy of the tiny model match
          numpy; the model against itself gives KL 0 and 100% agreement.
 smollm2: perplexity of models/SmolLM2-135M-Instruct.Q4_1.gguf on the
-         held-out text with a small window is finite and in (5, 200); against
-         itself KL is 0 and top-1 agreement 100%; the same through --pipeline.
+         held-out text (ctx 128, 4 windows): with f32 activations it equals
+         the float64 oracle's on the same windows (relative 1e-5); on the
+         default int8 path it is within 3% in log PPL; KL divergence of the
+         int8 path against the model's exact f32 conversion (plume convert,
+         a genuinely different run) is within [0.5, 1.5] x the oracle's KL
+         against its emulation of the int8 rounding, top-1 agreement >= 90%;
+         the same through --pipeline.
 
 The plume binary is $PLUME_BIN, else $PLUME_BUILD_ROOT/core/src/cli/plume.
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
@@ -49,9 +54,9 @@ REL = 1e-3
 
 
 
-def ppl(model, *args):
+def ppl(model, *args, env=None):
     r = subprocess.run([PLUME, "perplexity", "--model", model, "--text", TEXT, "--json"] + list(args),
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         raise RuntimeError("plume perplexity failed (%d): %s" % (r.returncode, r.stderr))
     return json.loads(r.stdout)
@@ -140,28 +145,84 @@ def test_tiny(tiny, tmp):
           "tiny against itself: KL %.2e, top-1 %.1f%%" % (self_["mean"], self_["top1_pct"]))
 
 
-def test_smollm2():
+# SmolLM2 (ctx 128, 4 windows, 252 scored tokens).  Measured 2026-12-03:
+# f32 activations give the oracle's PPL 16.05908 to 1e-7 relative; the default
+# int8 activations 15.893 (-1.0%; the numpy emulation of that rounding gives
+# +1.3%) and KL(exact || int8) 0.0113 against the emulation's 0.0103 (top-1
+# 95.2%).  Truncating instead of rounding in the int8 quantizer moves the PPL
+# only +0.5% but the KL to 0.038 (3.7x).
+SMOL_PPL_REL = 1e-5      # exact path vs the float64 oracle (measured 1.4e-7)
+SMOL_INT8_LOGPPL = 0.03  # |log PPL_int8 - log PPL_oracle|
+SMOL_KL_RATIO = (0.5, 1.5)  # KL(exact || plume int8) / KL(oracle || emulated int8)
+SMOL_TOP1 = 90.0
+
+
+def smol_reference(ids, ctx, chunks):
+    """The oracle's PPL (float64) and its PPL and mean KL(float64 || q8)
+    with activations rounded as plume's int8 path rounds them."""
+    m = oracle.load(SMOL)
+    wins, first = windows(ids, ctx, 0, chunks)
+    lms = {}
+    for q8 in (False, True):
+        m.act_q8 = q8
+        lms[q8] = [log_softmax(m.logits(w)) for w in wins]
+    out = {}
+    for q8 in (False, True):
+        nll = []
+        for w, lm in zip(wins, lms[q8]):
+            nll.extend(-lm[np.arange(first, ctx - 1), np.array(w[first + 1:])])
+        out["ppl_q8" if q8 else "ppl"] = math.exp(np.mean(nll))
+        out["n_scored"] = len(nll)
+    kl = [float(np.sum(np.exp(a[p]) * (a[p] - b[p])))
+          for a, b in zip(lms[False], lms[True]) for p in range(first, ctx - 1)]
+    out["kl_q8"] = float(np.mean(kl))
+    return out
+
+
+def test_smollm2(tmp):
     if not os.path.exists(SMOL):
         print("skip smollm2: %s not found (scripts/fetch-model)" % SMOL)
         return False
-    got = ppl(SMOL, "--ctx", "128", "--chunks", "4", "--kl-base", SMOL)
-    check(math.isfinite(got["ppl"]) and 5 < got["ppl"] < 200,
-          "smollm2: PPL %.3f +/- %.3f over %d tokens (ctx 128) in (5, 200)"
-          % (got["ppl"], got["ppl_err"], got["n_scored"]))
+    ids = tokens(SMOL)
+    want = smol_reference(ids, 128, 4)
+    args = ["--ctx", "128", "--chunks", "4", "--threads", "2"]
+    exact = ppl(SMOL, *args, env={"PLUME_CPU_ACTIVATIONS": "f32"})
+    check(exact["n_scored"] == want["n_scored"] and close(exact["ppl"], want["ppl"], SMOL_PPL_REL),
+          "smollm2 (f32 activations): PPL %.6f vs the oracle's %.6f (relative %.1e <= %g)"
+          % (exact["ppl"], want["ppl"], abs(exact["ppl"] / want["ppl"] - 1), SMOL_PPL_REL))
+    # a genuinely different model: the same network with exact f32 weights
+    # (plume convert) is the base; the GGUF on the default int8 path the model
+    hf = os.path.join(tmp, "smol-hf")
+    r = subprocess.run([PLUME, "convert", SMOL, "--to", "hf", hf], capture_output=True, text=True)
+    check(r.returncode == 0, "smollm2: converted to f32 HF (%s)" % r.stderr.strip().splitlines()[-1:])
+    if r.returncode != 0:
+        return True
+    got = ppl(SMOL, *args, "--kl-base", hf)
     k = got["kl"]
-    check(k["mean"] < 1e-9 and k["max"] < 1e-9 and k["top1_pct"] == 100.0 and k["base_ppl"] == got["ppl"],
-          "smollm2 against itself: KL %.2e, top-1 %.1f%%" % (k["mean"], k["top1_pct"]))
-    with tempfile.TemporaryDirectory(prefix="plume-ppl-pipe-") as tmp:
-        pipe = os.path.join(tmp, "p.yaml")
-        with open(pipe, "w") as f:
-            f.write("model: %s\nthreads: 2\n" % SMOL)
-        r = subprocess.run([PLUME, "perplexity", "--pipeline", pipe, "--text", TEXT, "--ctx", "128",
-                            "--chunks", "4", "--kl-base", pipe, "--json"], capture_output=True, text=True)
-        viap = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr}
-        check(viap.get("ppl") == got["ppl"] and viap.get("kl", {}).get("mean") == 0.0,
-              "smollm2 via --pipeline (and --kl-base PIPELINE): same PPL %s" % viap.get("ppl", viap))
+    d = abs(math.log(got["ppl"] / want["ppl"]))
+    check(d <= SMOL_INT8_LOGPPL,
+          "smollm2 (int8 activations): PPL %.4f vs the oracle's %.4f: |log ratio| %.4f <= %g "
+          "(emulated rounding: %.4f)" % (got["ppl"], want["ppl"], d, SMOL_INT8_LOGPPL, want["ppl_q8"]))
+    check(close(k["base_ppl"], want["ppl"], SMOL_PPL_REL),
+          "smollm2: base (f32 HF conversion) PPL %.6f vs the oracle's %.6f" % (k["base_ppl"], want["ppl"]))
+    ratio = k["mean"] / want["kl_q8"]
+    check(SMOL_KL_RATIO[0] <= ratio <= SMOL_KL_RATIO[1],
+          "smollm2: KL(f32 || int8 activations) %.5f vs the oracle's KL(float64 || emulated int8) %.5f: "
+          "ratio %.2f in [%g, %g]" % (k["mean"], want["kl_q8"], ratio, *SMOL_KL_RATIO))
+    print("smollm2: top-1 agreement of the int8 path with the exact one: %.1f%%" % k["top1_pct"])
+    check(k["top1_pct"] >= SMOL_TOP1, "smollm2: top-1 agreement %.1f%% >= %g%%" % (k["top1_pct"], SMOL_TOP1))
+    pipe, base = os.path.join(tmp, "p.yaml"), os.path.join(tmp, "b.yaml")
+    with open(pipe, "w") as f:
+        f.write("model: %s\nthreads: 2\n" % SMOL)
+    with open(base, "w") as f:
+        f.write("model: %s\nthreads: 2\n" % hf)
+    r = subprocess.run([PLUME, "perplexity", "--pipeline", pipe, "--text", TEXT, "--ctx", "128",
+                        "--chunks", "4", "--kl-base", base, "--json"], capture_output=True, text=True)
+    viap = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr}
+    check(viap.get("ppl") == got["ppl"] and viap.get("kl", {}).get("mean") == k["mean"],
+          "smollm2 via --pipeline (and --kl-base PIPELINE): same PPL and KL %s" % viap.get("ppl", viap))
     return True
 
 
 if __name__ == "__main__":
-    sys.exit(harness.main("plume-ppl-", test_tiny, lambda tmp: test_smollm2()))
+    sys.exit(harness.main("plume-ppl-", test_tiny, test_smollm2))
