@@ -8,7 +8,8 @@
  *     last), its text and its stream being the text of the n tokens before
  *     it (no EOG text, nothing after), and streams no token after the EOG;
  *   - in a batch: stops there while the other sequences (including the same
- *     prompt with ignore_eos) continue to max_tokens with their solo outputs;
+ *     prompt with ignore_eos) continue to max_tokens with their solo outputs,
+ *     no position being computed twice;
  *   - with speculation: a fixture proposer drafts the known greedy
  *     continuation, so the EOG lands inside a draft that verification accepts
  *     in full with tokens after it; none of those may be emitted, and the
@@ -287,6 +288,23 @@ static void test_batch(void **state)
             }
         }
         run_all(e);
+        /* a stop wastes none of the others' work: every position is
+         * computed once (prompt positions the prefix cache did not serve,
+         * then each generated token but the last) */
+        plume_engine_stats s = plume_engine_get_stats(e);
+        int64_t want_positions = -s.cached_prompt_tokens, outputs = 0;
+        for (int k = 0; k < f->n_eos; k++) {
+            int64_t both[2] = {stop_ids[k], cont_ids[k]};
+            for (int j = 0; j < 2 + (k < n_plain); j++) {
+                plume_request_result r;
+                assert_int_equal(plume_engine_result(e, j < 2 ? both[j] : plain_ids[k], &r), 0);
+                want_positions += (int64_t)r.n_prompt + (int64_t)r.n_output - 1;
+                outputs += (int64_t)r.n_output;
+            }
+        }
+        assert_int_equal(s.preemptions, 0);
+        assert_int_equal(s.generated_tokens, outputs);
+        assert_int_equal(s.prefill_tokens + s.decode_tokens, want_positions);
         for (int k = 0; k < f->n_eos; k++) {
             const cand *c = &f->c[f->eos_idx[k]];
             check_stopped(f, e, stop_ids[k], c, &st[k]);
