@@ -8,7 +8,9 @@ tiny:    on bench/data/eval-heldout.txt, plume's perplexity of the tiny
          computation on tests/reference/oracle.py's float64 logits with the
          same windows and scored positions (relative 1e-3); KL divergence and
          top-1 agreement against a perturbed copy of the tiny model match
-         numpy; the model against itself gives KL 0 and 100% agreement.
+         numpy, and so do they between the tiny model in F32 and its Q8_0
+         copy (a small KL, to 1e-3 relative); the model against itself
+         gives KL 0 and 100% agreement.
 smollm2: perplexity of models/SmolLM2-135M-Instruct.Q4_1.gguf on the
          held-out text (ctx 128, 4 windows): with f32 activations it equals
          the float64 oracle's on the same windows (relative 1e-5); on the
@@ -84,15 +86,21 @@ def windows(ids, ctx, stride, chunks):
     return [ids[w * step: w * step + ctx] for w in range(min(n, chunks))], first
 
 
-def reference(model, ids, ctx, stride, chunks, base=None):
+def reference(model, ids, ctx, stride, chunks, base=None, q8=False):
+    """numpy PPL (and with base, KL(base || model), top-1, base PPL) on the
+    windows plume uses; q8: model's linear inputs rounded as plume's int8
+    activation path rounds them (for a block-quantized model)."""
     nll, kl, same, bnll = [], [], 0, []
     wins, first = windows(ids, ctx, stride, chunks)
+    om = oracle.load(model)
+    om.act_q8 = q8
+    ob = oracle.load(base) if base else None
     for win in wins:
-        lm = log_softmax(oracle.load(model).logits(win))
+        lm = log_softmax(om.logits(win))
         tgt = np.array(win[first + 1:])
         nll.extend(-lm[np.arange(first, ctx - 1), tgt])
         if base:
-            lb = log_softmax(oracle.load(base).logits(win))
+            lb = log_softmax(ob.logits(win))
             for pos in range(first, ctx - 1):
                 kl.append(float(np.sum(np.exp(lb[pos]) * (lb[pos] - lm[pos]))))
                 same += int(np.argmax(lb[pos]) == np.argmax(lm[pos]))
@@ -140,6 +148,22 @@ def test_tiny(tiny, tmp):
     check(close(k["mean"], want["kl"]), "tiny: mean KL(base||model) %.6f vs numpy %.6f" % (k["mean"], want["kl"]))
     check(abs(k["top1_pct"] - want["top1"]) <= 100.0 / want["n_scored"] + 1e-9,
           "tiny: top-1 agreement %.3f%% vs numpy %.3f%%" % (k["top1_pct"], want["top1"]))
+    # two genuinely different models close together: the F32 fixture and its
+    # Q8_0 copy (on plume's default int8 activations; numpy rounds them the
+    # same way, which matches plume to ~5e-6 on the tiny model)
+    import make_tiny_model
+    q = make_tiny_model.make(os.path.join(tmp, "q8"), seed=5)
+    got = ppl(q["gguf_q8_0"], "--ctx", "32", "--chunks", "4", "--kl-base", q["gguf"])
+    want = reference(q["gguf_q8_0"], ids, 32, 0, 4, base=q["gguf"], q8=True)
+    k = got["kl"]
+    check(close(got["ppl"], want["ppl"]) and close(k["base_ppl"], want["base_ppl"]),
+          "tiny F32 vs Q8_0: PPL %.5f/%.5f and base PPL %.5f/%.5f match numpy"
+          % (got["ppl"], want["ppl"], k["base_ppl"], want["base_ppl"]))
+    check(close(k["mean"], want["kl"]) and k["mean"] > 0,
+          "tiny F32 vs Q8_0: mean KL %.6e vs numpy %.6e (relative %.1e <= %g)"
+          % (k["mean"], want["kl"], abs(k["mean"] / want["kl"] - 1), REL))
+    check(abs(k["top1_pct"] - want["top1"]) <= 1e-6,
+          "tiny F32 vs Q8_0: top-1 agreement %.3f%% vs numpy %.3f%%" % (k["top1_pct"], want["top1"]))
     self_ = ppl(tiny, "--ctx", "32", "--chunks", "3", "--kl-base", tiny)["kl"]
     check(self_["mean"] < 1e-9 and self_["max"] < 1e-9 and self_["top1_pct"] == 100.0,
           "tiny against itself: KL %.2e, top-1 %.1f%%" % (self_["mean"], self_["top1_pct"]))
