@@ -85,6 +85,11 @@ class Model:
         self.output = output       # [n_vocab, n_embd] (tok_embd when tied)
         self.tied = tied
         self.dtype = tok_embd.dtype
+        # True: every linear layer's input is rounded as plume's CPU int8
+        # activation path rounds it (quantize_q8); see q8_activations.  plume
+        # does that only for block-quantized weights, so set it only for a
+        # model whose linear weights all are (SmolLM2 Q4_1, tiny Q8_0)
+        self.act_q8 = False
         d = cfg.head_dim
         # inv_freq[i] = theta^(-2i/d), i = 0 .. d/2-1 (same for both pairings)
         self.inv_freq = cfg.theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
@@ -110,6 +115,10 @@ class Model:
         return out
 
     # -- building blocks ----------------------------------------------------
+    def lin(self, x, w):
+        """x @ w.T, with x first rounded to int8 blocks when act_q8 is set."""
+        return (q8_activations(x) if self.act_q8 else x) @ w.T
+
     def rms_norm(self, x, w):
         ms = np.mean(x * x, axis=-1, keepdims=True)
         return x / np.sqrt(ms + self.cfg.eps) * w
@@ -132,6 +141,22 @@ class Model:
         else:
             out[..., : d // 2], out[..., d // 2:] = ra, rb
         return out
+
+
+def q8_activations(x):
+    """x as plume's CPU backend feeds it to a quantized matmul by default
+    (PLUME_CPU_ACTIVATIONS=int8, kernels_scalar.c quantize_q8, llama.cpp's
+    Q8_0 activations): in float32, each block of 32 consecutive values along
+    the last axis gets d = amax / 127 and is rounded to q = rint(x * (1/d))
+    (half to even, as nearbyintf and cvtps_epi32); returns q * d in x's
+    dtype.  Each element moves by at most d/2 (d = its block's scale)."""
+    shape = x.shape
+    xb = np.asarray(x, dtype=np.float32).reshape(shape[:-1] + (shape[-1] // 32, 32))
+    d = (np.abs(xb).max(axis=-1, keepdims=True) / np.float32(127.0)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1.0) / d, np.float32(0.0)).astype(np.float32)
+    q = np.rint((xb * inv).astype(np.float32))
+    return (q.astype(x.dtype) * d.astype(x.dtype)).reshape(shape)
 
 
 class Session:
@@ -177,9 +202,9 @@ class Session:
         x = m.tok_embd[ids]  # [T, E]
         for li, L in enumerate(m.layers):
             h = m.rms_norm(x, L.attn_norm)
-            q = h @ L.wq.T
-            k = h @ L.wk.T
-            v = h @ L.wv.T
+            q = m.lin(h, L.wq)
+            k = m.lin(h, L.wk)
+            v = m.lin(h, L.wv)
             if L.bq is not None:
                 q = q + L.bq
             if L.bk is not None:
@@ -202,17 +227,18 @@ class Session:
             p /= p.sum(axis=-1, keepdims=True)
             o = p @ V.transpose(1, 0, 2)[:, None]  # [Hkv, g, T, D]
             o = o.transpose(2, 0, 1, 3).reshape(T, H * D)
-            x = x + o @ L.wo.T
+            x = x + m.lin(o, L.wo)
 
             h = m.rms_norm(x, L.ffn_norm)
-            gate = h @ L.w_gate.T
-            up = h @ L.w_up.T
+            gate = m.lin(h, L.w_gate)
+            up = m.lin(h, L.w_up)
             act = gate / (1.0 + np.exp(-gate)) * up  # silu(gate) * up
-            x = x + act @ L.w_down.T
+            x = x + m.lin(act, L.w_down)
 
         x = m.rms_norm(x, m.out_norm)
+        self.hidden = x  # the lm_head's input, [T, n_embd]
         self.n = S
-        return x @ m.output.T
+        return m.lin(x, m.output)
 
 
 # --------------------------------------------------------------------------
