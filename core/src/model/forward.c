@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "backend/cpu/ops.h"
 #include "model/activations.h"
 #include "model/model_internal.h"
