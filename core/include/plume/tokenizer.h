@@ -1,6 +1,7 @@
 /* plume — tokenizers: byte-level BPE (GPT-2 style, GGUF model "gpt2") and
  * SentencePiece-style BPE (GGUF model "llama"), loaded from GGUF metadata or
- * an HF tokenizer.json; chat templates rendered by recognising them. */
+ * an HF tokenizer.json (a GGUF model's comes with the model,
+ * plume_model_tokenizer); chat templates rendered by recognising them. */
 #ifndef PLUME_TOKENIZER_H
 #define PLUME_TOKENIZER_H
 
@@ -15,16 +16,12 @@
 extern "C" {
 #endif
 
+/* A GGUF model's tokenizer comes with the model: plume_model_load, then
+ * plume_model_tokenizer (plume/model.h). */
 typedef struct plume_tokenizer plume_tokenizer;
-struct gguf_file;
 
-/* Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata and
- * tokenizer.chat_template.  An unknown tokenizer model or pre-tokenizer name
- * is an error that names it and lists the supported ones. */
-PLUME_API int plume_tokenizer_from_gguf(const struct gguf_file *f, plume_tokenizer **out, plume_error *err);
-
-/* Builds a tokenizer from an HF tokenizer.json; tokenizer_config_json (may be
- * NULL) supplies bos/eos, add_bos_token and chat_template. */
+/* Builds a tokenizer from the HF tokenizer.json at path tokenizer_json;
+ * tokenizer_config_json (a path, may be NULL) supplies bos/eos, add_bos_token and chat_template. */
 PLUME_API int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_config_json,
                                       plume_tokenizer **out, plume_error *err);
 
