@@ -87,8 +87,8 @@ typedef struct plume_request_params {
 /* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */
 PLUME_API plume_request_params plume_request_defaults(void);
 
-PLUME_API int plume_engine_create(const plume_model *m, const plume_engine_params *p, plume_engine **out,
-                                  plume_error *err);
+PLUME_API int plume_engine_create(const plume_model *m, const plume_engine_params *p,
+                                  plume_engine **out, plume_error *err);
 /* Frees the engine and every request still in it. */
 PLUME_API void plume_engine_free(plume_engine *e);
 
@@ -99,8 +99,8 @@ PLUME_API int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, s
                                           const plume_request_params *p, plume_error *err);
 /* Queues a request from text (tokenized with BOS as the model wants and
  * special tokens recognised). */
-PLUME_API int64_t plume_engine_add_text(plume_engine *e, const char *text, const plume_request_params *p,
-                                        plume_error *err);
+PLUME_API int64_t plume_engine_add_text(plume_engine *e, const char *text,
+                                        const plume_request_params *p, plume_error *err);
 
 /* Runs one scheduling step and forward pass.  Returns the number of
  * requests still unfinished, or -1 on an internal error. */
@@ -138,7 +138,8 @@ typedef struct plume_request_result {
 struct plume_proposer_vtable;
 struct plume_settings;
 PLUME_API int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
-                                        const struct plume_settings *settings, int32_t k, plume_error *err);
+                                        const struct plume_settings *settings, int32_t k,
+                                        plume_error *err);
 /* Makes vt (with settings) the sampler of requests that name none, or goes
  * back to the built-in sampler (vt NULL).  Only between runs. */
 struct plume_sampler_vtable;
@@ -150,7 +151,8 @@ PLUME_API const char *plume_engine_sampler_name(const plume_engine *e);
 /* The active proposer's name, or NULL when speculation is off. */
 PLUME_API const char *plume_engine_proposer_name(const plume_engine *e);
 
-PLUME_API int plume_engine_result(const plume_engine *e, int64_t request_id, plume_request_result *out);
+PLUME_API int plume_engine_result(const plume_engine *e, int64_t request_id,
+                                  plume_request_result *out);
 /* Forgets a finished request (its result is no longer available). */
 PLUME_API void plume_engine_release(plume_engine *e, int64_t request_id);
 

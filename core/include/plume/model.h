@@ -52,8 +52,8 @@ PLUME_API void plume_model_describe(const plume_model *m, void *f);
 
 /* A context: KV cache for one sequence of up to n_ctx tokens, activation
  * buffers and a thread pool of n_threads (0 = all online CPUs). */
-PLUME_API int plume_context_create(const plume_model *m, int n_ctx, int n_threads, plume_context **out,
-                                   plume_error *err);
+PLUME_API int plume_context_create(const plume_model *m, int n_ctx, int n_threads,
+                                   plume_context **out, plume_error *err);
 PLUME_API void plume_context_free(plume_context *c);
 PLUME_API int plume_context_n_ctx(const plume_context *c);
 /* Number of positions already in the cache. */

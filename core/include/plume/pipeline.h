@@ -47,22 +47,23 @@ PLUME_API int plume_pipeline_load(plume_registry *reg, const char *path, plume_p
  * --pipeline) replacing the file's `model:`, which may then be absent and
  * is not looked at; a relative model resolves against the current
  * directory.  model NULL: the same as plume_pipeline_load. */
-PLUME_API int plume_pipeline_load_with_model(plume_registry *reg, const char *path, const char *model,
-                                             plume_pipeline **out, plume_error *err);
+PLUME_API int plume_pipeline_load_with_model(plume_registry *reg, const char *path,
+                                             const char *model, plume_pipeline **out,
+                                             plume_error *err);
 
 /* Parses and validates len bytes of YAML text; name is used in messages and
  * base_dir resolves a relative model path (NULL: the current directory).
  * With check_model false the model path is not looked at (no existence
  * check, no format probe): for tools and fuzzing. */
-PLUME_API int plume_pipeline_parse(plume_registry *reg, const char *text, size_t len, const char *name,
-                                   const char *base_dir, bool check_model, plume_pipeline **out,
-                                   plume_error *err);
+PLUME_API int plume_pipeline_parse(plume_registry *reg, const char *text, size_t len,
+                                   const char *name, const char *base_dir, bool check_model,
+                                   plume_pipeline **out, plume_error *err);
 
 /* The built-in default pipeline on model_path: its format's provider, the
  * best backend, the continuous scheduler and the standard sampler with the
  * engine's and sampler's defaults. */
-PLUME_API int plume_pipeline_for_model(plume_registry *reg, const char *model_path, plume_pipeline **out,
-                                       plume_error *err);
+PLUME_API int plume_pipeline_for_model(plume_registry *reg, const char *model_path,
+                                       plume_pipeline **out, plume_error *err);
 
 PLUME_API void plume_pipeline_free(plume_pipeline *p);
 

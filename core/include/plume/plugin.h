@@ -123,7 +123,8 @@ typedef const plume_plugin_desc *(*plume_plugin_entry_fn)(void);
  * slot set) and that no provider of the same kind already has the name.
  * Returns 0, or -1 after recording the reason in the registry: the loader
  * then rejects the whole plugin with that reason, whatever init returns. */
-PLUME_API int plume_register_weight_format(plume_registry *reg, const plume_weight_format_vtable *vt);
+PLUME_API int plume_register_weight_format(plume_registry *reg,
+                                           const plume_weight_format_vtable *vt);
 PLUME_API int plume_register_linear(plume_registry *reg, const plume_linear_vtable *vt);
 PLUME_API int plume_register_backend(plume_registry *reg, const plume_backend_vtable *vt);
 PLUME_API int plume_register_sampler(plume_registry *reg, const plume_sampler_vtable *vt);

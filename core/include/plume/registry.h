@@ -86,8 +86,8 @@ PLUME_API int plume_registry_load_file(plume_registry *r, const char *path, plum
 /* Registers a plugin linked into the program (built with
  * -DPLUME_PLUGIN_STATIC); origin names it in listings and messages.  The
  * same checks and messages as for a file. */
-PLUME_API int plume_registry_add_static(plume_registry *r, plume_plugin_entry_fn entry, const char *origin,
-                                        plume_error *err);
+PLUME_API int plume_registry_add_static(plume_registry *r, plume_plugin_entry_fn entry,
+                                        const char *origin, plume_error *err);
 
 /* What the registry knows about one provider. */
 typedef struct plume_provider_info {
@@ -111,17 +111,20 @@ PLUME_API const void *plume_registry_find(const plume_registry *r, plume_provide
                                           const char *name, plume_provider_info *info);
 /* Comma-separated names of every provider of kind, in registration order,
  * into buf ("none" when there is none).  Returns buf. */
-PLUME_API const char *plume_registry_names(const plume_registry *r, plume_provider_kind kind, char *buf,
-                                           size_t cap);
+PLUME_API const char *plume_registry_names(const plume_registry *r, plume_provider_kind kind,
+                                           char *buf, size_t cap);
 
 /* Typed lookups: the registry's copy of the vtable (slots the provider's
  * build lacked are NULL), or NULL when no provider has that name.  The
  * pointer stays valid until plume_registry_free. */
-PLUME_API const plume_weight_format_vtable *plume_registry_find_weight_format(const plume_registry *r,
-                                                                              const char *name);
-PLUME_API const plume_linear_vtable *plume_registry_find_linear(const plume_registry *r, const char *name);
-PLUME_API const plume_backend_vtable *plume_registry_find_backend(const plume_registry *r, const char *name);
-PLUME_API const plume_sampler_vtable *plume_registry_find_sampler(const plume_registry *r, const char *name);
+PLUME_API const plume_weight_format_vtable *
+plume_registry_find_weight_format(const plume_registry *r, const char *name);
+PLUME_API const plume_linear_vtable *plume_registry_find_linear(const plume_registry *r,
+                                                                const char *name);
+PLUME_API const plume_backend_vtable *plume_registry_find_backend(const plume_registry *r,
+                                                                  const char *name);
+PLUME_API const plume_sampler_vtable *plume_registry_find_sampler(const plume_registry *r,
+                                                                  const char *name);
 PLUME_API const plume_scheduler_vtable *plume_registry_find_scheduler(const plume_registry *r,
                                                                       const char *name);
 PLUME_API const plume_proposer_vtable *plume_registry_find_proposer(const plume_registry *r,
@@ -132,7 +135,8 @@ PLUME_API const plume_kv_connector_vtable *plume_registry_find_kv_connector(cons
 /* The weight format with the highest probe score for path, or NULL (err
  * then lists the registered formats). */
 PLUME_API const plume_weight_format_vtable *plume_registry_probe_format(const plume_registry *r,
-                                                                        const char *path, plume_error *err);
+                                                                        const char *path,
+                                                                        plume_error *err);
 /* The backend with the highest score (the meaning of `backend: auto`). */
 PLUME_API const plume_backend_vtable *plume_registry_best_backend(const plume_registry *r);
 

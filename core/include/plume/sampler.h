@@ -44,8 +44,8 @@ PLUME_API double plume_rng_uniform(plume_rng *r);
 
 typedef struct plume_sampler plume_sampler;
 
-PLUME_API int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab, plume_sampler **out,
-                                   plume_error *err);
+PLUME_API int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab,
+                                   plume_sampler **out, plume_error *err);
 PLUME_API void plume_sampler_free(plume_sampler *s);
 
 /* Turns logits into the final distribution the sampler draws from, in
@@ -59,8 +59,8 @@ PLUME_API int32_t plume_sampler_probs(plume_sampler *s, const float *logits, con
                                       size_t n_history, float *probs);
 
 /* Picks the next token from logits (n_vocab floats, not modified). */
-PLUME_API int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
-                                       size_t n_history);
+PLUME_API int32_t plume_sampler_sample(plume_sampler *s, const float *logits,
+                                       const int32_t *history, size_t n_history);
 
 /* Draws a token from a distribution over n_vocab ids (one uniform draw from
  * the sampler's RNG). */
@@ -91,7 +91,8 @@ PLUME_API plume_rng *plume_sampler_rng(plume_sampler *s);
  * *n_accepted receives the accepted draft count.  work: 2 x n_vocab floats. */
 PLUME_API int32_t plume_sampler_verify(plume_sampler *s, const float *logits, const int32_t *draft,
                                        int32_t n_draft, const float *draft_probs, int32_t *history,
-                                       size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
+                                       size_t n_history, int32_t *out, int32_t *n_accepted,
+                                       float *work);
 
 /* The same rule for any sampler that can state its distribution: probs()
  * writes the distribution it samples from after its own transformations;
@@ -104,9 +105,10 @@ typedef struct plume_verify_target {
     int32_t n_vocab;
 } plume_verify_target;
 
-PLUME_API int32_t plume_spec_verify(const plume_verify_target *t, const float *logits, const int32_t *draft,
-                                    int32_t n_draft, const float *draft_probs, int32_t *history,
-                                    size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
+PLUME_API int32_t plume_spec_verify(const plume_verify_target *t, const float *logits,
+                                    const int32_t *draft, int32_t n_draft, const float *draft_probs,
+                                    int32_t *history, size_t n_history, int32_t *out,
+                                    int32_t *n_accepted, float *work);
 
 #ifdef __cplusplus
 }

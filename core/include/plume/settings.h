@@ -51,16 +51,17 @@ PLUME_API int plume_settings_int(const plume_settings *s, const char *key, int64
 PLUME_API int plume_settings_float(const plume_settings *s, const char *key, double def, double lo,
                                    double hi, double *out, plume_error *err);
 /* Like plume_settings_float, but the lower bound is exclusive: (lo, hi]. */
-PLUME_API int plume_settings_float_open_lo(const plume_settings *s, const char *key, double def, double lo,
-                                           double hi, double *out, plume_error *err);
+PLUME_API int plume_settings_float_open_lo(const plume_settings *s, const char *key, double def,
+                                           double lo, double hi, double *out, plume_error *err);
 PLUME_API int plume_settings_bool(const plume_settings *s, const char *key, bool def, bool *out,
                                   plume_error *err);
 /* Any scalar as text (the string stays valid as long as s). */
 PLUME_API int plume_settings_string(const plume_settings *s, const char *key, const char *def,
                                     const char **out, plume_error *err);
 /* One of n choices; *out is its index.  The message lists the choices. */
-PLUME_API int plume_settings_choice(const plume_settings *s, const char *key, const char *const *choices,
-                                    size_t n, size_t def, size_t *out, plume_error *err);
+PLUME_API int plume_settings_choice(const plume_settings *s, const char *key,
+                                    const char *const *choices, size_t n, size_t def, size_t *out,
+                                    plume_error *err);
 /* A file or directory path; a relative one resolves against the pipeline
  * file's directory first, then the current directory (the first that
  * exists; if neither does, the pipeline-relative path).  *out is malloc'd. */
@@ -68,13 +69,13 @@ PLUME_API int plume_settings_path_value(const plume_settings *s, const char *key
                                         plume_error *err);
 /* A nested mapping (e.g. a draft model's own section); *out stays valid as
  * long as s.  An absent key gives *out = NULL and returns 0. */
-PLUME_API int plume_settings_child(const plume_settings *s, const char *key, const plume_settings **out,
-                                   plume_error *err);
+PLUME_API int plume_settings_child(const plume_settings *s, const char *key,
+                                   const plume_settings **out, plume_error *err);
 
 /* Fails on the first key not in accepted[0..n), listing the accepted keys
  * (the provider's and the pipeline's own keys of this section). */
-PLUME_API int plume_settings_check_keys(const plume_settings *s, const char *const *accepted, size_t n,
-                                        plume_error *err);
+PLUME_API int plume_settings_check_keys(const plume_settings *s, const char *const *accepted,
+                                        size_t n, plume_error *err);
 
 /* For checks the getters cannot express: fills err with
  * "file:line:column: <path>.<key>: <message>" positioned at key's value (at
@@ -85,7 +86,8 @@ PLUME_API int plume_settings_error(const plume_settings *s, const char *key, plu
 /* Settings built in code: an empty section named path ("sampling"). */
 PLUME_API int plume_settings_new(const char *path, plume_settings **out, plume_error *err);
 /* Adds key: value, value parsed as an unquoted YAML scalar would be. */
-PLUME_API int plume_settings_set(plume_settings *s, const char *key, const char *value, plume_error *err);
+PLUME_API int plume_settings_set(plume_settings *s, const char *key, const char *value,
+                                 plume_error *err);
 PLUME_API void plume_settings_free(plume_settings *s);
 
 #ifdef __cplusplus

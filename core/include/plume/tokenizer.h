@@ -29,8 +29,9 @@ PLUME_API int plume_tokenizer_from_hf(const char *tokenizer_json, const char *to
  * 0 when unknown.  Token ids must lie below the number of entries in the
  * file, or below n_vocab when that is larger (the ids in between become
  * unused padding tokens); an id beyond is an error naming the entry. */
-PLUME_API int plume_tokenizer_from_hf_sized(const char *tokenizer_json, const char *tokenizer_config_json,
-                                            int64_t n_vocab, plume_tokenizer **out, plume_error *err);
+PLUME_API int plume_tokenizer_from_hf_sized(const char *tokenizer_json,
+                                            const char *tokenizer_config_json, int64_t n_vocab,
+                                            plume_tokenizer **out, plume_error *err);
 
 PLUME_API void plume_tokenizer_free(plume_tokenizer *t);
 
@@ -67,8 +68,8 @@ PLUME_API int plume_tokenize(const plume_tokenizer *t, const char *text, size_t 
  * only when render_special is true, else nothing.  Returns the byte count,
  * which may exceed cap (then only cap bytes were written); -1 for an id out
  * of range.  A token may be a partial UTF-8 sequence. */
-PLUME_API int plume_token_bytes(const plume_tokenizer *t, int32_t id, bool render_special, char *buf,
-                                size_t cap);
+PLUME_API int plume_token_bytes(const plume_tokenizer *t, int32_t id, bool render_special,
+                                char *buf, size_t cap);
 
 /* Streaming detokenizer: feeds ids, emits only complete UTF-8 sequences
  * (a character split across tokens is held until it completes). */
@@ -89,8 +90,8 @@ PLUME_API int plume_detok_push(plume_detok *d, int32_t id, char *out, size_t cap
 PLUME_API int plume_detok_flush(plume_detok *d, char *out, size_t cap);
 
 /* Decodes a whole id sequence into a malloc'd NUL-terminated string. */
-PLUME_API int plume_detokenize(const plume_tokenizer *t, const int32_t *ids, size_t n, bool render_special,
-                               char **out, plume_error *err);
+PLUME_API int plume_detokenize(const plume_tokenizer *t, const int32_t *ids, size_t n,
+                               bool render_special, char **out, plume_error *err);
 
 /* ---- chat templates ---- */
 
