@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "gptq_algo.h"
 #include "gptq_pack.h"
 #include "gptq_rtn.h"

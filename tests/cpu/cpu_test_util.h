@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "backend/cpu/dispatch.h"
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "plume/tensor.h"
 
 static uint64_t tu_state = 0x9E3779B97F4A7C15ull;

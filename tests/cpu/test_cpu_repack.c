@@ -128,7 +128,7 @@ static void test_weight_fallback(void **state)
     float x[256 * 2], y0[6], y1[6];
     tu_fill(x, 512, -1, 1);
     plume_cpu_matmul_w(pool, &pw, x, 2, y0);
-    plume_cpu_matmul(pool, &t, x, 2, y1, NULL);
+    plume_cpu_matmul(pool, &t, x, 2, y1);
     assert_memory_equal(y0, y1, sizeof y0);
     plume_cpu_weight_release(&pw);
     plume_cpu_weight_release(&pw);

@@ -18,7 +18,7 @@
 
 #include "gptq_linear.h"
 #include "gptq_pack.h"
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "gptq_rtn.h"
 #include "plume/plugin.h"
 #include "plume/registry.h"

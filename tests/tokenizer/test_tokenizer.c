@@ -13,6 +13,7 @@
 
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tok_test_util.h"
 #include "tokenizer/tok_internal.h"
 

@@ -15,6 +15,7 @@
 
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
+#include "tokenizer/gguf_vocab.h"
 #include "../smollm2_path.h"
 
 typedef struct fixture {

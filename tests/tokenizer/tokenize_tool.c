@@ -15,6 +15,7 @@
 
 #include "formats/gguf.h"
 #include "plume/tokenizer.h"
+#include "tokenizer/gguf_vocab.h"
 
 /* Decodes the hex digits of s (n of them) into out; false when s is not
  * an even number of hex digits. */

@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "plume/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,24 +27,24 @@ extern "C" {
 /* The level the core's kernels run at in this process: the CPU's best, or
  * the one PLUME_CPU_FEATURES names (scalar, avx2, avx512) when set and
  * supported.  Chosen once; thread-safe. */
-int plume_cpu_active_level(void);
+PLUME_API int plume_cpu_active_level(void);
 
 /* True when this CPU (and OS) can run kernels of the given level. */
-bool plume_cpu_can_run(int level);
+PLUME_API bool plume_cpu_can_run(int level);
 
 /* "scalar", "avx2", "avx512" ("?" for anything else). */
-const char *plume_cpu_level_str(int level);
+PLUME_API const char *plume_cpu_level_str(int level);
 
 /* True when PLUME_CPU_ACTIVATIONS=f32 asked for float activations (the
  * core's reference mode); kernels that quantize activations should then
  * compute in float too. */
-bool plume_cpu_float_activations(void);
+PLUME_API bool plume_cpu_float_activations(void);
 
 /* The core's activation quantizer: one token's K values (K % 32 == 0) in
  * blocks of 32, each with its own scale from that block's values only:
  * x[i] ≈ d[i/32] · q[i], q in [−127, 127], and s[b] = d[b] · Σ q over
  * block b.  Bit-identical at every level. */
-void plume_cpu_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s);
+PLUME_API void plume_cpu_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 #include "plume/model.h"
 #include "plume/sampler.h"
@@ -43,7 +44,7 @@ typedef struct plume_engine_params {
 } plume_engine_params;
 
 /* The defaults listed above. */
-plume_engine_params plume_engine_defaults(void);
+PLUME_API plume_engine_params plume_engine_defaults(void);
 
 typedef enum plume_finish_reason {
     PLUME_FINISH_NONE = 0,   /* still running */
@@ -54,7 +55,7 @@ typedef enum plume_finish_reason {
 } plume_finish_reason;
 
 /* "stop", "length", "abort", "error" ("" for NONE). */
-const char *plume_finish_reason_name(plume_finish_reason r);
+PLUME_API const char *plume_finish_reason_name(plume_finish_reason r);
 
 /* Called for every generated token (text holds the bytes it completes,
  * possibly empty while a UTF-8 character is split across tokens) and once
@@ -84,33 +85,33 @@ typedef struct plume_request_params {
 } plume_request_params;
 
 /* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */
-plume_request_params plume_request_defaults(void);
+PLUME_API plume_request_params plume_request_defaults(void);
 
-int plume_engine_create(const plume_model *m, const plume_engine_params *p, plume_engine **out,
-                        plume_error *err);
+PLUME_API int plume_engine_create(const plume_model *m, const plume_engine_params *p,
+                                  plume_engine **out, plume_error *err);
 /* Frees the engine and every request still in it. */
-void plume_engine_free(plume_engine *e);
+PLUME_API void plume_engine_free(plume_engine *e);
 
 /* Queues a request from token ids.  Returns its id (>= 0), or -1 when it can
  * never be served (longer than the context or than the whole KV cache,
  * bad sampling parameters): then err says why. */
-int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
-                                const plume_request_params *p, plume_error *err);
+PLUME_API int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
+                                          const plume_request_params *p, plume_error *err);
 /* Queues a request from text (tokenized with BOS as the model wants and
  * special tokens recognised). */
-int64_t plume_engine_add_text(plume_engine *e, const char *text, const plume_request_params *p,
-                              plume_error *err);
+PLUME_API int64_t plume_engine_add_text(plume_engine *e, const char *text,
+                                        const plume_request_params *p, plume_error *err);
 
 /* Runs one scheduling step and forward pass.  Returns the number of
  * requests still unfinished, or -1 on an internal error. */
-int plume_engine_step(plume_engine *e, plume_error *err);
+PLUME_API int plume_engine_step(plume_engine *e, plume_error *err);
 
 /* True while any request is waiting or running. */
-bool plume_engine_has_work(const plume_engine *e);
+PLUME_API bool plume_engine_has_work(const plume_engine *e);
 
 /* Finishes a request with reason abort and frees its blocks; 0 if it was
  * unfinished, -1 if unknown or already finished. */
-int plume_engine_abort(plume_engine *e, int64_t request_id);
+PLUME_API int plume_engine_abort(plume_engine *e, int64_t request_id);
 
 /* A finished or running request's outcome so far.  Pointers stay valid
  * until plume_engine_release or the next step. */
@@ -136,22 +137,24 @@ typedef struct plume_request_result {
  * waiting or running.  The model's weights are untouched. */
 struct plume_proposer_vtable;
 struct plume_settings;
-int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
-                              const struct plume_settings *settings, int32_t k, plume_error *err);
+PLUME_API int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
+                                        const struct plume_settings *settings, int32_t k,
+                                        plume_error *err);
 /* Makes vt (with settings) the sampler of requests that name none, or goes
  * back to the built-in sampler (vt NULL).  Only between runs. */
 struct plume_sampler_vtable;
-int plume_engine_set_sampler(plume_engine *e, const struct plume_sampler_vtable *vt,
-                             const struct plume_settings *settings, plume_error *err);
+PLUME_API int plume_engine_set_sampler(plume_engine *e, const struct plume_sampler_vtable *vt,
+                                       const struct plume_settings *settings, plume_error *err);
 /* The default sampler provider's name ("standard" for the built-in). */
-const char *plume_engine_sampler_name(const plume_engine *e);
+PLUME_API const char *plume_engine_sampler_name(const plume_engine *e);
 
 /* The active proposer's name, or NULL when speculation is off. */
-const char *plume_engine_proposer_name(const plume_engine *e);
+PLUME_API const char *plume_engine_proposer_name(const plume_engine *e);
 
-int plume_engine_result(const plume_engine *e, int64_t request_id, plume_request_result *out);
+PLUME_API int plume_engine_result(const plume_engine *e, int64_t request_id,
+                                  plume_request_result *out);
 /* Forgets a finished request (its result is no longer available). */
-void plume_engine_release(plume_engine *e, int64_t request_id);
+PLUME_API void plume_engine_release(plume_engine *e, int64_t request_id);
 
 typedef struct plume_engine_stats {
     int64_t steps;
@@ -169,7 +172,7 @@ typedef struct plume_engine_stats {
     int32_t max_step_seqs;       /* most sequences in one step so far */
 } plume_engine_stats;
 
-plume_engine_stats plume_engine_get_stats(const plume_engine *e);
+PLUME_API plume_engine_stats plume_engine_get_stats(const plume_engine *e);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 
 #include <stdarg.h>
 
+#include "plume/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,16 +35,16 @@ typedef struct plume_error {
 
 /* Fills err (if non-NULL) with code and a printf-style message; returns -1 so
  * that callers can write `return plume_err(err, ...)`. */
-int plume_err(plume_error *err, plume_status code, const char *fmt, ...)
+PLUME_API int plume_err(plume_error *err, plume_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Prepends "prefix: " to an already-set message (used to add context such as
  * a file name as an error travels up). Returns -1. */
-int plume_err_prefix(plume_error *err, const char *fmt, ...)
+PLUME_API int plume_err_prefix(plume_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Short name of a status code, e.g. "format error". */
-const char *plume_status_name(plume_status code);
+PLUME_API const char *plume_status_name(plume_status code);
 
 #ifdef __cplusplus
 }

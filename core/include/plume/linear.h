@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/backend.h"
 #include "plume/error.h"
 #include "plume/settings.h"
@@ -39,8 +40,8 @@ typedef struct plume_weights {
 /* The tensor "<prefix>.<suffix>" of w ("blk.0.attn_q" + "weight"), through
  * the format's find (or a scan when it has none); NULL when absent or when
  * the name would exceed 511 bytes. */
-const plume_tensor *plume_weights_find(const plume_weights *w, const char *prefix,
-                                       const char *suffix);
+PLUME_API const plume_tensor *plume_weights_find(const plume_weights *w, const char *prefix,
+                                                 const char *suffix);
 
 typedef struct plume_linear_vtable {
     uint32_t struct_size;        /* sizeof(plume_linear_vtable) of the provider's build */

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/engine.h"
 #include "plume/error.h"
 #include "plume/registry.h"
@@ -39,77 +40,80 @@ extern "C" {
 typedef struct plume_pipeline plume_pipeline;
 
 /* Reads, parses and validates the pipeline file at path. */
-int plume_pipeline_load(plume_registry *reg, const char *path, plume_pipeline **out,
-                        plume_error *err);
+PLUME_API int plume_pipeline_load(plume_registry *reg, const char *path, plume_pipeline **out,
+                                  plume_error *err);
 
 /* plume_pipeline_load with model (e.g. a --model option next to
  * --pipeline) replacing the file's `model:`, which may then be absent and
  * is not looked at; a relative model resolves against the current
  * directory.  model NULL: the same as plume_pipeline_load. */
-int plume_pipeline_load_with_model(plume_registry *reg, const char *path, const char *model,
-                                   plume_pipeline **out, plume_error *err);
+PLUME_API int plume_pipeline_load_with_model(plume_registry *reg, const char *path,
+                                             const char *model, plume_pipeline **out,
+                                             plume_error *err);
 
 /* Parses and validates len bytes of YAML text; name is used in messages and
  * base_dir resolves a relative model path (NULL: the current directory).
  * With check_model false the model path is not looked at (no existence
  * check, no format probe): for tools and fuzzing. */
-int plume_pipeline_parse(plume_registry *reg, const char *text, size_t len, const char *name,
-                         const char *base_dir, bool check_model, plume_pipeline **out,
-                         plume_error *err);
+PLUME_API int plume_pipeline_parse(plume_registry *reg, const char *text, size_t len,
+                                   const char *name, const char *base_dir, bool check_model,
+                                   plume_pipeline **out, plume_error *err);
 
 /* The built-in default pipeline on model_path: its format's provider, the
  * best backend, the continuous scheduler and the standard sampler with the
  * engine's and sampler's defaults. */
-int plume_pipeline_for_model(plume_registry *reg, const char *model_path, plume_pipeline **out,
-                             plume_error *err);
+PLUME_API int plume_pipeline_for_model(plume_registry *reg, const char *model_path,
+                                       plume_pipeline **out, plume_error *err);
 
-void plume_pipeline_free(plume_pipeline *p);
+PLUME_API void plume_pipeline_free(plume_pipeline *p);
 
 /* The file the pipeline came from ("(default)" for plume_pipeline_for_model). */
-const char *plume_pipeline_file(const plume_pipeline *p);
+PLUME_API const char *plume_pipeline_file(const plume_pipeline *p);
 /* The resolved model path. */
-const char *plume_pipeline_model(const plume_pipeline *p);
+PLUME_API const char *plume_pipeline_model(const plume_pipeline *p);
 /* `threads` (0 = all online CPUs). */
-int plume_pipeline_threads(const plume_pipeline *p);
+PLUME_API int plume_pipeline_threads(const plume_pipeline *p);
 
 /* Fills the engine's parameters from kv_cache, scheduler and threads. */
-void plume_pipeline_engine_params(const plume_pipeline *p, plume_engine_params *out);
+PLUME_API void plume_pipeline_engine_params(const plume_pipeline *p, plume_engine_params *out);
 
 /* Fills the built-in sampler's parameters from `sampling`.  Returns true
  * when the pipeline's sampler is the built-in "standard" (so the params say
  * everything), false when it is another provider (then the params hold the
  * defaults and the seed; use plume_pipeline_sampler).  *seed_given (may be
  * NULL) tells whether the pipeline fixed the seed. */
-bool plume_pipeline_sampling_params(const plume_pipeline *p, plume_sampling_params *out,
-                                    bool *seed_given);
+PLUME_API bool plume_pipeline_sampling_params(const plume_pipeline *p, plume_sampling_params *out,
+                                              bool *seed_given);
 
 /* Replaces the model of a resolved pipeline, resolving (against the current
  * directory) and probing it as for `model:`. */
-int plume_pipeline_set_model(plume_pipeline *p, const char *model_path, plume_error *err);
+PLUME_API int plume_pipeline_set_model(plume_pipeline *p, const char *model_path, plume_error *err);
 
 /* Each slot's provider (vtable in the registry's layout) and its settings
  * (NULL settings: none given).  Never NULL except the optional slots. */
-const plume_weight_format_vtable *plume_pipeline_weight_format(const plume_pipeline *p,
-                                                               const plume_settings **s);
-const plume_backend_vtable *plume_pipeline_backend(const plume_pipeline *p,
-                                                   const plume_settings **s);
-const plume_scheduler_vtable *plume_pipeline_scheduler(const plume_pipeline *p,
-                                                       const plume_settings **s);
-const plume_sampler_vtable *plume_pipeline_sampler(const plume_pipeline *p,
-                                                   const plume_settings **s);
+PLUME_API const plume_weight_format_vtable *plume_pipeline_weight_format(const plume_pipeline *p,
+                                                                         const plume_settings **s);
+PLUME_API const plume_backend_vtable *plume_pipeline_backend(const plume_pipeline *p,
+                                                             const plume_settings **s);
+PLUME_API const plume_scheduler_vtable *plume_pipeline_scheduler(const plume_pipeline *p,
+                                                                 const plume_settings **s);
+PLUME_API const plume_sampler_vtable *plume_pipeline_sampler(const plume_pipeline *p,
+                                                             const plume_settings **s);
 /* NULL when the pipeline has no `speculative` section. */
-const plume_proposer_vtable *plume_pipeline_proposer(const plume_pipeline *p,
-                                                     const plume_settings **s,
-                                                     int32_t *num_speculative_tokens);
-/* NULL when the pipeline has no `kv_connector` section. */
-const plume_kv_connector_vtable *plume_pipeline_kv_connector(const plume_pipeline *p,
-                                                             const plume_settings **s,
-                                                             plume_kv_role *role);
+PLUME_API const plume_proposer_vtable *plume_pipeline_proposer(const plume_pipeline *p,
+                                                               const plume_settings **s,
+                                                               int32_t *num_speculative_tokens);
+/* NULL when the pipeline has no `kv_connector` section, which is always for
+ * now: the engine does not use a KV connector yet, and a pipeline with the
+ * section is refused when it is validated. */
+PLUME_API const plume_kv_connector_vtable *plume_pipeline_kv_connector(const plume_pipeline *p,
+                                                                       const plume_settings **s,
+                                                                       plume_kv_role *role);
 
 /* Writes the resolved pipeline as YAML to f (a FILE *): every slot with its
  * provider, where the provider comes from, and every setting with its
  * value, defaults marked. */
-void plume_pipeline_print(const plume_pipeline *p, void *f);
+PLUME_API void plume_pipeline_print(const plume_pipeline *p, void *f);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/backend.h"
 #include "plume/error.h"
 #include "plume/kv_connector.h"
@@ -122,18 +123,19 @@ typedef const plume_plugin_desc *(*plume_plugin_entry_fn)(void);
  * slot set) and that no provider of the same kind already has the name.
  * Returns 0, or -1 after recording the reason in the registry: the loader
  * then rejects the whole plugin with that reason, whatever init returns. */
-int plume_register_weight_format(plume_registry *reg, const plume_weight_format_vtable *vt);
-int plume_register_linear(plume_registry *reg, const plume_linear_vtable *vt);
-int plume_register_backend(plume_registry *reg, const plume_backend_vtable *vt);
-int plume_register_sampler(plume_registry *reg, const plume_sampler_vtable *vt);
-int plume_register_scheduler(plume_registry *reg, const plume_scheduler_vtable *vt);
-int plume_register_proposer(plume_registry *reg, const plume_proposer_vtable *vt);
-int plume_register_kv_connector(plume_registry *reg, const plume_kv_connector_vtable *vt);
+PLUME_API int plume_register_weight_format(plume_registry *reg,
+                                           const plume_weight_format_vtable *vt);
+PLUME_API int plume_register_linear(plume_registry *reg, const plume_linear_vtable *vt);
+PLUME_API int plume_register_backend(plume_registry *reg, const plume_backend_vtable *vt);
+PLUME_API int plume_register_sampler(plume_registry *reg, const plume_sampler_vtable *vt);
+PLUME_API int plume_register_scheduler(plume_registry *reg, const plume_scheduler_vtable *vt);
+PLUME_API int plume_register_proposer(plume_registry *reg, const plume_proposer_vtable *vt);
+PLUME_API int plume_register_kv_connector(plume_registry *reg, const plume_kv_connector_vtable *vt);
 
 /* The plume version the plugin is running in ("0.1.0") and its ABI, for
  * plugins that want to log or check them. */
-const char *plume_version(void);
-void plume_abi_version(uint32_t *major, uint32_t *minor);
+PLUME_API const char *plume_version(void);
+PLUME_API void plume_abi_version(uint32_t *major, uint32_t *minor);
 
 #ifdef __cplusplus
 }

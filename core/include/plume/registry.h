@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 #include "plume/plugin.h"
 
@@ -49,21 +50,21 @@ typedef enum plume_provider_kind {
 
 /* "weight-format", "linear", "backend", "sampler", "scheduler", "proposer",
  * "kv-connector". */
-const char *plume_kind_name(plume_provider_kind kind);
+PLUME_API const char *plume_kind_name(plume_provider_kind kind);
 
 /* A registry holding the built-in providers and no search directories. */
-int plume_registry_create(plume_registry **out, plume_error *err);
+PLUME_API int plume_registry_create(plume_registry **out, plume_error *err);
 /* Closes every loaded plugin.  No vtable found in r may be used after. */
-void plume_registry_free(plume_registry *r);
+PLUME_API void plume_registry_free(plume_registry *r);
 
 /* Appends dir to the search path (after the ones added before). */
-int plume_registry_add_search_dir(plume_registry *r, const char *dir, plume_error *err);
+PLUME_API int plume_registry_add_search_dir(plume_registry *r, const char *dir, plume_error *err);
 /* Appends PLUME_PLUGIN_PATH's entries, the build tree's plugin directory
  * (when this program runs from that build tree) and the installed
  * pluginsdir. */
-int plume_registry_add_default_search_path(plume_registry *r, plume_error *err);
-size_t plume_registry_n_search_dirs(const plume_registry *r);
-const char *plume_registry_search_dir(const plume_registry *r, size_t i);
+PLUME_API int plume_registry_add_default_search_path(plume_registry *r, plume_error *err);
+PLUME_API size_t plume_registry_n_search_dirs(const plume_registry *r);
+PLUME_API const char *plume_registry_search_dir(const plume_registry *r, size_t i);
 
 /* Calls fn once for every plugin file on the search path, in the order
  * plume_registry_load searches (directory by directory; in each, the
@@ -73,20 +74,20 @@ const char *plume_registry_search_dir(const plume_registry *r, size_t i);
  * it found. */
 typedef void (*plume_plugin_file_fn)(void *ctx, const char *path, const char *name,
                                      bool shadowed);
-size_t plume_registry_scan(const plume_registry *r, plume_plugin_file_fn fn, void *ctx);
+PLUME_API size_t plume_registry_scan(const plume_registry *r, plume_plugin_file_fn fn, void *ctx);
 
 /* Loads plugin `name` from the search path; loading an already loaded
  * plugin again does nothing and returns 0.  Every failure is one line in
  * err naming the file, the plugin, the plugin's and this plume's versions
  * and the fix; the registry is then unchanged. */
-int plume_registry_load(plume_registry *r, const char *name, plume_error *err);
+PLUME_API int plume_registry_load(plume_registry *r, const char *name, plume_error *err);
 /* Loads the plugin file at path (any file name). */
-int plume_registry_load_file(plume_registry *r, const char *path, plume_error *err);
+PLUME_API int plume_registry_load_file(plume_registry *r, const char *path, plume_error *err);
 /* Registers a plugin linked into the program (built with
  * -DPLUME_PLUGIN_STATIC); origin names it in listings and messages.  The
  * same checks and messages as for a file. */
-int plume_registry_add_static(plume_registry *r, plume_plugin_entry_fn entry, const char *origin,
-                              plume_error *err);
+PLUME_API int plume_registry_add_static(plume_registry *r, plume_plugin_entry_fn entry,
+                                        const char *origin, plume_error *err);
 
 /* What the registry knows about one provider. */
 typedef struct plume_provider_info {
@@ -101,39 +102,43 @@ typedef struct plume_provider_info {
 } plume_provider_info;
 
 /* Providers in registration order (built-ins first). */
-size_t plume_registry_n_providers(const plume_registry *r);
-int plume_registry_provider(const plume_registry *r, size_t i, plume_provider_info *out);
+PLUME_API size_t plume_registry_n_providers(const plume_registry *r);
+PLUME_API int plume_registry_provider(const plume_registry *r, size_t i, plume_provider_info *out);
 
 /* The provider of kind named name, or NULL.  When info is non-NULL it is
  * filled on success. */
-const void *plume_registry_find(const plume_registry *r, plume_provider_kind kind,
-                                const char *name, plume_provider_info *info);
+PLUME_API const void *plume_registry_find(const plume_registry *r, plume_provider_kind kind,
+                                          const char *name, plume_provider_info *info);
 /* Comma-separated names of every provider of kind, in registration order,
  * into buf ("none" when there is none).  Returns buf. */
-const char *plume_registry_names(const plume_registry *r, plume_provider_kind kind, char *buf,
-                                 size_t cap);
+PLUME_API const char *plume_registry_names(const plume_registry *r, plume_provider_kind kind,
+                                           char *buf, size_t cap);
 
 /* Typed lookups: the registry's copy of the vtable (slots the provider's
  * build lacked are NULL), or NULL when no provider has that name.  The
  * pointer stays valid until plume_registry_free. */
-const plume_weight_format_vtable *plume_registry_find_weight_format(const plume_registry *r,
-                                                                    const char *name);
-const plume_linear_vtable *plume_registry_find_linear(const plume_registry *r, const char *name);
-const plume_backend_vtable *plume_registry_find_backend(const plume_registry *r, const char *name);
-const plume_sampler_vtable *plume_registry_find_sampler(const plume_registry *r, const char *name);
-const plume_scheduler_vtable *plume_registry_find_scheduler(const plume_registry *r,
-                                                            const char *name);
-const plume_proposer_vtable *plume_registry_find_proposer(const plume_registry *r,
-                                                          const char *name);
-const plume_kv_connector_vtable *plume_registry_find_kv_connector(const plume_registry *r,
+PLUME_API const plume_weight_format_vtable *
+plume_registry_find_weight_format(const plume_registry *r, const char *name);
+PLUME_API const plume_linear_vtable *plume_registry_find_linear(const plume_registry *r,
+                                                                const char *name);
+PLUME_API const plume_backend_vtable *plume_registry_find_backend(const plume_registry *r,
                                                                   const char *name);
+PLUME_API const plume_sampler_vtable *plume_registry_find_sampler(const plume_registry *r,
+                                                                  const char *name);
+PLUME_API const plume_scheduler_vtable *plume_registry_find_scheduler(const plume_registry *r,
+                                                                      const char *name);
+PLUME_API const plume_proposer_vtable *plume_registry_find_proposer(const plume_registry *r,
+                                                                    const char *name);
+PLUME_API const plume_kv_connector_vtable *plume_registry_find_kv_connector(const plume_registry *r,
+                                                                            const char *name);
 
 /* The weight format with the highest probe score for path, or NULL (err
  * then lists the registered formats). */
-const plume_weight_format_vtable *plume_registry_probe_format(const plume_registry *r,
-                                                              const char *path, plume_error *err);
+PLUME_API const plume_weight_format_vtable *plume_registry_probe_format(const plume_registry *r,
+                                                                        const char *path,
+                                                                        plume_error *err);
 /* The backend with the highest score (the meaning of `backend: auto`). */
-const plume_backend_vtable *plume_registry_best_backend(const plume_registry *r);
+PLUME_API const plume_backend_vtable *plume_registry_best_backend(const plume_registry *r);
 
 /* Loaded plugins (the built-in "core" first). */
 typedef struct plume_plugin_info {
@@ -143,8 +148,8 @@ typedef struct plume_plugin_info {
     size_t n_providers;
 } plume_plugin_info;
 
-size_t plume_registry_n_plugins(const plume_registry *r);
-int plume_registry_plugin(const plume_registry *r, size_t i, plume_plugin_info *out);
+PLUME_API size_t plume_registry_n_plugins(const plume_registry *r);
+PLUME_API int plume_registry_plugin(const plume_registry *r, size_t i, plume_plugin_info *out);
 
 #ifdef __cplusplus
 }

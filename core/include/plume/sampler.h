@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 
 #ifdef __cplusplus
@@ -25,27 +26,27 @@ typedef struct plume_sampling_params {
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0 —
  * the defaults of llama.cpp's CLI. */
-plume_sampling_params plume_sampling_defaults(void);
+PLUME_API plume_sampling_params plume_sampling_defaults(void);
 
 /* Checks ranges (temperature >= 0, top_p in (0,1], min_p in [0,1), top_k >= 0,
  * repetition_penalty > 0); the message names the field and its range. */
-int plume_sampling_validate(const plume_sampling_params *p, plume_error *err);
+PLUME_API int plume_sampling_validate(const plume_sampling_params *p, plume_error *err);
 
 /* xoshiro256** generator state. */
 typedef struct plume_rng {
     uint64_t s[4];
 } plume_rng;
 
-void plume_rng_seed(plume_rng *r, uint64_t seed);
-uint64_t plume_rng_next(plume_rng *r);
+PLUME_API void plume_rng_seed(plume_rng *r, uint64_t seed);
+PLUME_API uint64_t plume_rng_next(plume_rng *r);
 /* Uniform in [0, 1). */
-double plume_rng_uniform(plume_rng *r);
+PLUME_API double plume_rng_uniform(plume_rng *r);
 
 typedef struct plume_sampler plume_sampler;
 
-int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab, plume_sampler **out,
-                         plume_error *err);
-void plume_sampler_free(plume_sampler *s);
+PLUME_API int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab,
+                                   plume_sampler **out, plume_error *err);
+PLUME_API void plume_sampler_free(plume_sampler *s);
 
 /* Turns logits into the final distribution the sampler draws from, in
  * vLLM's order: the repetition penalty (over the last repeat_last_n tokens of
@@ -54,23 +55,23 @@ void plume_sampler_free(plume_sampler *s);
  * probs[i] sums to 1 over the kept tokens and is 0 elsewhere.  With
  * temperature 0 the distribution is a point mass on the argmax.  Returns the
  * number of tokens with nonzero probability. */
-int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t *history,
-                            size_t n_history, float *probs);
+PLUME_API int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t *history,
+                                      size_t n_history, float *probs);
 
 /* Picks the next token from logits (n_vocab floats, not modified). */
-int32_t plume_sampler_sample(plume_sampler *s, const float *logits, const int32_t *history,
-                             size_t n_history);
+PLUME_API int32_t plume_sampler_sample(plume_sampler *s, const float *logits,
+                                       const int32_t *history, size_t n_history);
 
 /* Draws a token from a distribution over n_vocab ids (one uniform draw from
  * the sampler's RNG). */
-int32_t plume_sampler_draw(plume_sampler *s, const float *probs);
+PLUME_API int32_t plume_sampler_draw(plume_sampler *s, const float *probs);
 /* One uniform draw in [0, 1) from the sampler's RNG. */
-double plume_sampler_uniform(plume_sampler *s);
-bool plume_sampler_is_greedy(const plume_sampler *s);
-int32_t plume_sampler_n_vocab(const plume_sampler *s);
+PLUME_API double plume_sampler_uniform(plume_sampler *s);
+PLUME_API bool plume_sampler_is_greedy(const plume_sampler *s);
+PLUME_API int32_t plume_sampler_n_vocab(const plume_sampler *s);
 
 /* The sampler's RNG (for verification that must share its stream). */
-plume_rng *plume_sampler_rng(plume_sampler *s);
+PLUME_API plume_rng *plume_sampler_rng(plume_sampler *s);
 
 /* ---- speculative verification (rejection sampling) ----
  *
@@ -88,9 +89,10 @@ plume_rng *plume_sampler_rng(plume_sampler *s);
  * drafts are appended there as the rows advance).  Writes the accepted drafts
  * followed by one target token to out and returns their count (1..n_draft+1);
  * *n_accepted receives the accepted draft count.  work: 2 x n_vocab floats. */
-int32_t plume_sampler_verify(plume_sampler *s, const float *logits, const int32_t *draft,
-                             int32_t n_draft, const float *draft_probs, int32_t *history,
-                             size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
+PLUME_API int32_t plume_sampler_verify(plume_sampler *s, const float *logits, const int32_t *draft,
+                                       int32_t n_draft, const float *draft_probs, int32_t *history,
+                                       size_t n_history, int32_t *out, int32_t *n_accepted,
+                                       float *work);
 
 /* The same rule for any sampler that can state its distribution: probs()
  * writes the distribution it samples from after its own transformations;
@@ -103,9 +105,10 @@ typedef struct plume_verify_target {
     int32_t n_vocab;
 } plume_verify_target;
 
-int32_t plume_spec_verify(const plume_verify_target *t, const float *logits, const int32_t *draft,
-                          int32_t n_draft, const float *draft_probs, int32_t *history,
-                          size_t n_history, int32_t *out, int32_t *n_accepted, float *work);
+PLUME_API int32_t plume_spec_verify(const plume_verify_target *t, const float *logits,
+                                    const int32_t *draft, int32_t n_draft, const float *draft_probs,
+                                    int32_t *history, size_t n_history, int32_t *out,
+                                    int32_t *n_accepted, float *work);
 
 #ifdef __cplusplus
 }

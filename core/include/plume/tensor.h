@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,29 +44,29 @@ typedef struct plume_tensor {
 } plume_tensor;
 
 /* Number of elements of a tensor view (product of ne). */
-int64_t plume_tensor_nelements(const plume_tensor *t);
+PLUME_API int64_t plume_tensor_nelements(const plume_tensor *t);
 
 /* True when plume can dequantize and compute with this ggml type id. */
-bool plume_dtype_supported(uint32_t type);
+PLUME_API bool plume_dtype_supported(uint32_t type);
 
 /* Name of a ggml type id ("F32", "Q4_K", ...), known to plume or not;
  * "unknown" for ids ggml never assigned. */
-const char *plume_dtype_name(uint32_t type);
+PLUME_API const char *plume_dtype_name(uint32_t type);
 
 /* Elements per block (1 for F32/F16/BF16, 32 for Q4_0/Q4_1/Q8_0, 256 for
  * the K-quants) and bytes per block, for any ggml type id whose size is
  * known (including types plume cannot compute with, so that files holding
  * them can still be listed).  Both are 0 for ids of unknown size. */
-size_t plume_dtype_block_elems(uint32_t type);
-size_t plume_dtype_block_bytes(uint32_t type);
+PLUME_API size_t plume_dtype_block_elems(uint32_t type);
+PLUME_API size_t plume_dtype_block_bytes(uint32_t type);
 
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block size
  * or the type's size is unknown. */
-size_t plume_dtype_row_bytes(uint32_t type, int64_t n);
+PLUME_API size_t plume_dtype_row_bytes(uint32_t type, int64_t n);
 
 /* Converts n elements (a multiple of the block size) of a supported type to
  * f32.  src holds plume_dtype_row_bytes(type, n) bytes. */
-void plume_dequantize(plume_dtype type, const void *src, float *dst, int64_t n);
+PLUME_API void plume_dequantize(plume_dtype type, const void *src, float *dst, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* plume — tokenizers: byte-level BPE (GPT-2 style, GGUF model "gpt2") and
  * SentencePiece-style BPE (GGUF model "llama"), loaded from GGUF metadata or
- * an HF tokenizer.json; chat templates rendered by recognising them. */
+ * an HF tokenizer.json (a GGUF model's comes with the model,
+ * plume_model_tokenizer); chat templates rendered by recognising them. */
 #ifndef PLUME_TOKENIZER_H
 #define PLUME_TOKENIZER_H
 
@@ -8,49 +9,47 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+/* A GGUF model's tokenizer comes with the model: plume_model_load, then
+ * plume_model_tokenizer (plume/model.h). */
 typedef struct plume_tokenizer plume_tokenizer;
-struct gguf_file;
 
-/* Builds a tokenizer from a GGUF file's tokenizer.ggml.* metadata and
- * tokenizer.chat_template.  An unknown tokenizer model or pre-tokenizer name
- * is an error that names it and lists the supported ones. */
-int plume_tokenizer_from_gguf(const struct gguf_file *f, plume_tokenizer **out, plume_error *err);
-
-/* Builds a tokenizer from an HF tokenizer.json; tokenizer_config_json (may be
- * NULL) supplies bos/eos, add_bos_token and chat_template. */
-int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_config_json,
-                            plume_tokenizer **out, plume_error *err);
+/* Builds a tokenizer from the HF tokenizer.json at path tokenizer_json;
+ * tokenizer_config_json (a path, may be NULL) supplies bos/eos, add_bos_token and chat_template. */
+PLUME_API int plume_tokenizer_from_hf(const char *tokenizer_json, const char *tokenizer_config_json,
+                                      plume_tokenizer **out, plume_error *err);
 
 /* The same for a model whose vocabulary (embedding rows) has n_vocab entries,
  * 0 when unknown.  Token ids must lie below the number of entries in the
  * file, or below n_vocab when that is larger (the ids in between become
  * unused padding tokens); an id beyond is an error naming the entry. */
-int plume_tokenizer_from_hf_sized(const char *tokenizer_json, const char *tokenizer_config_json,
-                                  int64_t n_vocab, plume_tokenizer **out, plume_error *err);
+PLUME_API int plume_tokenizer_from_hf_sized(const char *tokenizer_json,
+                                            const char *tokenizer_config_json, int64_t n_vocab,
+                                            plume_tokenizer **out, plume_error *err);
 
-void plume_tokenizer_free(plume_tokenizer *t);
+PLUME_API void plume_tokenizer_free(plume_tokenizer *t);
 
-int32_t plume_tokenizer_n_vocab(const plume_tokenizer *t);
+PLUME_API int32_t plume_tokenizer_n_vocab(const plume_tokenizer *t);
 /* "gpt2" (byte-level BPE) or "llama" (SentencePiece BPE). */
-const char *plume_tokenizer_model(const plume_tokenizer *t);
+PLUME_API const char *plume_tokenizer_model(const plume_tokenizer *t);
 /* Pre-tokenizer name ("smollm", "llama-bpe", "qwen2", "gpt2", "default"). */
-const char *plume_tokenizer_pre(const plume_tokenizer *t);
+PLUME_API const char *plume_tokenizer_pre(const plume_tokenizer *t);
 /* -1 when the model has none. */
-int32_t plume_tokenizer_bos(const plume_tokenizer *t);
-int32_t plume_tokenizer_eos(const plume_tokenizer *t);
+PLUME_API int32_t plume_tokenizer_bos(const plume_tokenizer *t);
+PLUME_API int32_t plume_tokenizer_eos(const plume_tokenizer *t);
 /* Whether encoding should start with BOS by default (GGUF add_bos_token). */
-bool plume_tokenizer_add_bos(const plume_tokenizer *t);
+PLUME_API bool plume_tokenizer_add_bos(const plume_tokenizer *t);
 /* True for tokens that end generation: eos, eot and control tokens such as
  * <|im_end|>, <|endoftext|>, <|eot_id|>, </s>. */
-bool plume_tokenizer_is_eog(const plume_tokenizer *t, int32_t id);
+PLUME_API bool plume_tokenizer_is_eog(const plume_tokenizer *t, int32_t id);
 /* True for control/special tokens (not rendered in normal output). */
-bool plume_tokenizer_is_special(const plume_tokenizer *t, int32_t id);
+PLUME_API bool plume_tokenizer_is_special(const plume_tokenizer *t, int32_t id);
 
 /* Encodes len bytes of UTF-8 text.  With parse_special, the texts of
  * special/control tokens (e.g. "<|im_start|>") are matched whole and become
@@ -61,16 +60,16 @@ bool plume_tokenizer_is_special(const plume_tokenizer *t, int32_t id);
  * vocabulary's UNKNOWN-type token, and is dropped when there is neither.
  * text need not be NUL-terminated.  On success *ids is a malloc'd array of
  * *n ids that the caller frees. */
-int plume_tokenize(const plume_tokenizer *t, const char *text, size_t len, bool add_bos,
-                   bool parse_special, int32_t **ids, size_t *n, plume_error *err);
+PLUME_API int plume_tokenize(const plume_tokenizer *t, const char *text, size_t len, bool add_bos,
+                             bool parse_special, int32_t **ids, size_t *n, plume_error *err);
 
 /* The bytes one token stands for (byte-level and <0xNN> byte tokens decoded,
  * SentencePiece '▁' turned into a space).  Special tokens give their text
  * only when render_special is true, else nothing.  Returns the byte count,
  * which may exceed cap (then only cap bytes were written); -1 for an id out
  * of range.  A token may be a partial UTF-8 sequence. */
-int plume_token_bytes(const plume_tokenizer *t, int32_t id, bool render_special, char *buf,
-                      size_t cap);
+PLUME_API int plume_token_bytes(const plume_tokenizer *t, int32_t id, bool render_special,
+                                char *buf, size_t cap);
 
 /* Streaming detokenizer: feeds ids, emits only complete UTF-8 sequences
  * (a character split across tokens is held until it completes). */
@@ -82,17 +81,17 @@ typedef struct plume_detok {
     size_t n_pending;
 } plume_detok;
 
-void plume_detok_init(plume_detok *d, const plume_tokenizer *t, bool render_special);
+PLUME_API void plume_detok_init(plume_detok *d, const plume_tokenizer *t, bool render_special);
 /* Appends the text completed by token id to out (NUL-terminated, cap bytes);
  * returns bytes written (excluding NUL), or -1 when out is too small
  * (64 bytes + longest token always suffices). */
-int plume_detok_push(plume_detok *d, int32_t id, char *out, size_t cap);
+PLUME_API int plume_detok_push(plume_detok *d, int32_t id, char *out, size_t cap);
 /* Flushes a dangling partial sequence as U+FFFD replacement characters. */
-int plume_detok_flush(plume_detok *d, char *out, size_t cap);
+PLUME_API int plume_detok_flush(plume_detok *d, char *out, size_t cap);
 
 /* Decodes a whole id sequence into a malloc'd NUL-terminated string. */
-int plume_detokenize(const plume_tokenizer *t, const int32_t *ids, size_t n, bool render_special,
-                     char **out, plume_error *err);
+PLUME_API int plume_detokenize(const plume_tokenizer *t, const int32_t *ids, size_t n,
+                               bool render_special, char **out, plume_error *err);
 
 /* ---- chat templates ---- */
 
@@ -104,15 +103,15 @@ typedef struct plume_chat_msg {
 /* Which template family the model's chat template was recognised as:
  * "chatml", "llama2", "llama3", "mistral", "zephyr", "gemma", ... or NULL
  * when the model has no template (then chatml is used). */
-const char *plume_chat_template_name(const plume_tokenizer *t);
+PLUME_API const char *plume_chat_template_name(const plume_tokenizer *t);
 
 /* Renders messages with the model's chat template (recognised, not
  * executed) into a malloc'd string, ending with the assistant prefix when
  * add_generation_prompt.  Templates with a default system prompt (SmolLM2)
  * insert it when the first message is not a system message.  An
  * unrecognised template is an error naming the supported families. */
-int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_t n,
-                     bool add_generation_prompt, char **out, plume_error *err);
+PLUME_API int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_t n,
+                               bool add_generation_prompt, char **out, plume_error *err);
 
 #ifdef __cplusplus
 }

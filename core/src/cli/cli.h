@@ -5,6 +5,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "plume/api.h"
+
+/* The `plume` command: argv[1] names the subcommand.  Returns the exit status
+ * (0 ok, 1 runtime error, 2 usage error).  Exported from libplume for the
+ * `plume` executable only: it is not part of the SDK (no header in
+ * core/include/plume/ declares it) and is the one libplume export outside it
+ * (tests/sdk/check_exports.py allows it by name). */
+PLUME_API int plume_cli_main(int argc, char **argv);
+
 /* Each subcommand: argc/argv start at the subcommand name. Returns the exit
  * status (0 ok, 1 runtime error, 2 usage error). */
 int cmd_generate(int argc, char **argv);

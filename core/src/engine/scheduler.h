@@ -8,8 +8,8 @@
  *               budget (vLLM v1);
  *   separate  — a step is all prefill or all decode, prefill first
  *               (nano-vllm). */
-#ifndef PLUME_SCHEDULER_H
-#define PLUME_SCHEDULER_H
+#ifndef PLUME_ENGINE_SCHEDULER_H
+#define PLUME_ENGINE_SCHEDULER_H
 
 #include "engine/block_manager.h"
 #include "engine/sequence.h"

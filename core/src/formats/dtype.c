@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 
 typedef struct dtype_info {
     const char *name;   /* NULL: id never assigned by ggml */

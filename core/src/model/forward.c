@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "backend/cpu/ops.h"
 #include "model/activations.h"
 #include "model/model_internal.h"
@@ -51,11 +51,12 @@ int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_
     kv->k = calloc(n, kv->elem);
     kv->v = calloc(n, kv->elem);
     if (!kv->k || !kv->v) {
+        double mib = 2.0 * (double)n * (double)kv->elem / (1 << 20);
         plume_kv_cache_free(kv);
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory allocating a KV cache of %d blocks x %d tokens (%.1f MiB); "
                          "lower kv_cache.max_tokens",
-                         n_blocks, block_size, 2.0 * (double)n * (double)kv->elem / (1 << 20));
+                         n_blocks, block_size, mib);
     }
     *out = kv;
     return 0;

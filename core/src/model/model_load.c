@@ -10,6 +10,7 @@
 #include "formats/hf_quant_config.h"
 #include "model/model_internal.h"
 #include "runtime/builtin.h"
+#include "tokenizer/gguf_vocab.h"
 
 /* Where a tensor lives under each naming scheme (formats.md §3.4). */
 typedef struct tensor_name {

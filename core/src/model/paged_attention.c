@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "backend/cpu/dispatch.h"
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 
 /* Most query rows of one sequence per tile of attn_paged_tile. */
 #define TILE_ROWS 16

@@ -33,7 +33,7 @@ int plume_hessian(plume_pool *pool, const float *x, int64_t n, int64_t K, double
         plume_tensor w = {.name = "calibration", .type = PLUME_DTYPE_F32, .n_dims = 2,
                           .ne = {c, K, 1, 1}, .data = xt,
                           .nbytes = sizeof(float) * (size_t)(K * c)};
-        plume_cpu_matmul(pool, &w, xt, (int)K, y, NULL);
+        plume_cpu_matmul(pool, &w, xt, (int)K, y);
         for (int64_t i = 0; i < K * K; i++)
             H[i] += y[i];
     }

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "convert/convert_internal.h"
 #include "convert/st_writer.h"
 

@@ -138,7 +138,7 @@ static void linear_f32(qrun *r, const float *w, int64_t in, int64_t out, const f
     enum { ROWS = 4096 }; /* rows per product */
     for (int64_t i = 0; i < r->n; i += ROWS) {
         int64_t c = r->n - i < ROWS ? r->n - i : ROWS;
-        plume_cpu_matmul(r->pool, &t, x + i * in, (int)c, y + i * out, NULL);
+        plume_cpu_matmul(r->pool, &t, x + i * in, (int)c, y + i * out);
     }
     if (bias)
         for (int64_t i = 0; i < r->n; i++)

@@ -80,7 +80,7 @@ static int cpu_matmul(plume_backend *be, const plume_tensor *w, const float *x, 
         return plume_err(err, PLUME_ERR_INVALID,
                          "cpu backend: matmul needs a backend instance (create one first)");
     if (n_tok > 0)
-        plume_cpu_matmul(b->pool, w, x, n_tok, y, NULL);
+        plume_cpu_matmul(b->pool, w, x, n_tok, y);
     return 0;
 }
 

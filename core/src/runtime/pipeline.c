@@ -23,7 +23,6 @@ static const char *const sched_hidden[] = {"method", "max_num_seqs", "max_batche
                                            "prefix_caching"};
 static const char *const sampling_hidden[] = {"method", "seed"};
 static const char *const spec_hidden[] = {"method", "num_speculative_tokens"};
-static const char *const kvc_hidden[] = {"method", "role"};
 
 #define N(a) (sizeof(a) / sizeof *(a))
 
@@ -356,26 +355,21 @@ static int do_speculative(plume_pipeline *p, plume_error *err)
     return validate_slot(p, s, "speculative", vt->validate, err);
 }
 
+/* A kv_connector section is refused, whatever it says: the engine does not
+ * call a KV connector yet, and a section that validated and then did
+ * nothing would promise a prefill/decode split that never happens.  When
+ * the engine takes a connector, validate the section here the way
+ * do_speculative does (method, role: producer | consumer, the provider's
+ * validate) and fill p->kv_connector and p->role. */
 static int do_kv_connector(plume_pipeline *p, plume_error *err)
 {
-    static const char *const roles[] = {"producer", "consumer"};
-    pipe_slot *s = &p->kv_connector;
-    if (!ytree_get(p->root, "kv_connector", NULL))
+    const ynode *key = NULL;
+    if (!ytree_get(p->root, "kv_connector", &key))
         return 0;
-    size_t role;
-    if (section(p, "kv_connector", kvc_hidden, N(kvc_hidden), &s->full, &s->prov, &s->written,
-                err) ||
-        pick(p, s, PLUME_KIND_KV_CONNECTOR, "kv_connector", NULL, err))
-        return -1;
-    if (!plume_settings_has(s->full, "role"))
-        return plume_settings_error(s->full, NULL, err,
-                                    "needs role: producer (computes prefills and sends KV) or "
-                                    "consumer (receives KV and decodes)");
-    if (plume_settings_choice(s->full, "role", roles, 2, 0, &role, err))
-        return -1;
-    p->role = role == 0 ? PLUME_KV_PRODUCER : PLUME_KV_CONSUMER;
-    const plume_kv_connector_vtable *vt = s->vt;
-    return validate_slot(p, s, "kv_connector", vt->validate, err);
+    return fail_at(p, key, err,
+                   "kv_connector: KV connectors are not wired into the engine yet (prefill/decode "
+                   "disaggregation, the pd-ipc plugin, comes with a later issue), so this section "
+                   "would do nothing; remove it");
 }
 
 /* The model given in code instead of the file's `model:`. */

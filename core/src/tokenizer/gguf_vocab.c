@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "formats/gguf.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tok_internal.h"
 
 /* Reads an optional token id key into *id (left unchanged when absent; a

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "backend/cpu/dispatch.h"
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 
 typedef struct plume_sub32 {
     int8_t v[32];

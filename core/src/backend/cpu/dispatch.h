@@ -65,7 +65,7 @@ typedef struct plume_kernels {
     /* out = x / rms(x) * w; out may alias x. */
     void (*rmsnorm)(float *out, const float *x, const float *w, int n, float eps);
     /* Rotates head_dim values by the angles whose cos/sin are given
-     * (head_dim/2 each); pairs as in plume_cpu_rope. */
+     * (head_dim/2 each); pairs as in plume_cpu_rope_heads. */
     void (*rope)(float *v, int head_dim, const float *cos_t, const float *sin_t, int adjacent);
     /* x[i] = silu(x[i]) * y[i] */
     void (*swiglu)(float *x, const float *y, int n);

@@ -6,7 +6,7 @@
 
 #include "backend/cpu/blocks.h"
 #include "backend/cpu/dispatch.h"
-#include "backend/cpu/fp16.h"
+#include "plume/fp16.h"
 #include "backend/cpu/repack.h"
 
 static void quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)

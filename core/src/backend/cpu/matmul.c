@@ -205,9 +205,8 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
 }
 
 void plume_cpu_matmul(plume_pool *pool, const plume_tensor *w, const float *x, int n_tok,
-                      float *y, float *scratch)
+                      float *y)
 {
-    (void)scratch;
     plume_cpu_matmul_with(plume_kernels_active(), pool, w, x, n_tok, y);
 }
 

@@ -15,17 +15,6 @@ void plume_cpu_get_row(const plume_tensor *w, int64_t row, float *dst)
         plume_dequantize((plume_dtype)w->type, src, dst, w->ne[0]);
 }
 
-float plume_cpu_dot(const float *a, const float *b, int n)
-{
-    return plume_kernels_active()->dot(a, b, n);
-}
-
-void plume_cpu_attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
-                         int n, int hd, float scale, float *m, float *l, float *o)
-{
-    plume_kernels_active()->attn_step(q, nq, k, v, stride, n, hd, scale, m, l, o);
-}
-
 void plume_cpu_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
                           int kv_f16, const int32_t *block_table, int block_size, int n_pos,
                           int hd, float scale, float *o)
@@ -72,53 +61,7 @@ void plume_cpu_rope_heads(float *v, int n_heads, int head_dim, int pos, const fl
         k->rope(v + (size_t)h * head_dim, head_dim, c, s, adjacent);
 }
 
-void plume_cpu_rope(float *v, int head_dim, int pos, const float *inv_freq, int adjacent)
-{
-    plume_cpu_rope_heads(v, 1, head_dim, pos, inv_freq, adjacent);
-}
-
 void plume_cpu_swiglu(float *x, const float *y, int n)
 {
     plume_kernels_active()->swiglu(x, y, n);
-}
-
-typedef struct attn_job {
-    const plume_kernels *k;
-    const float *q, *kc, *vc;
-    int kv_stride, n_tok, pos0, n_head, n_head_kv, head_dim, n_ctx;
-    float *out, *scratch;
-} attn_job;
-
-/* One (token, head) pair per work item, strided over threads. */
-static void attn_worker(void *ctx, int ith, int nth)
-{
-    const attn_job *j = ctx;
-    const plume_kernels *k = j->k;
-    const int hd = j->head_dim;
-    const int group = j->n_head / j->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *scores = j->scratch + (size_t)ith * j->n_ctx;
-    const int q_stride = j->n_head * hd;
-    for (int item = ith; item < j->n_tok * j->n_head; item += nth) {
-        const int t = item / j->n_head, h = item % j->n_head;
-        const int kvh = h / group;
-        const int n_pos = j->pos0 + t + 1; /* causal: keys 0..pos */
-        const float *q = j->q + (size_t)t * q_stride + (size_t)h * hd;
-        for (int p = 0; p < n_pos; p++)
-            scores[p] = k->dot(q, j->kc + (size_t)p * j->kv_stride + (size_t)kvh * hd, hd) * scale;
-        const float inv = 1.0f / k->softmax_exp(scores, n_pos);
-        float *o = j->out + (size_t)t * q_stride + (size_t)h * hd;
-        memset(o, 0, sizeof(float) * (size_t)hd);
-        for (int p = 0; p < n_pos; p++)
-            k->axpy(o, scores[p] * inv, j->vc + (size_t)p * j->kv_stride + (size_t)kvh * hd, hd);
-    }
-}
-
-void plume_cpu_attention(plume_pool *pool, const float *q, const float *k_cache,
-                         const float *v_cache, int kv_stride, int n_tok, int pos0, int n_head,
-                         int n_head_kv, int head_dim, float *out, float *scratch, int n_ctx)
-{
-    attn_job j = {plume_kernels_active(), q, k_cache, v_cache, kv_stride, n_tok, pos0, n_head,
-                  n_head_kv, head_dim, n_ctx, out, scratch};
-    plume_pool_run(pool, attn_worker, &j);
 }

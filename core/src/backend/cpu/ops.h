@@ -18,9 +18,9 @@
  * own max) and multiplied with integer dot products, so y matches
  * x · dequant(W)ᵀ to within that quantization (relative error ~1e-2 of
  * Σ|x·w| at worst, typically far less).  F32/F16/BF16 W: float FMAs.
- * Scratch is the pool's own workspace; `scratch` is unused (may be NULL). */
+ * Scratch space is the pool's own workspace. */
 void plume_cpu_matmul(plume_pool *pool, const plume_tensor *w, const float *x, int n_tok,
-                      float *y, float *scratch);
+                      float *y);
 
 /* plume_cpu_matmul with an explicit kernel table (tests, benchmarks). */
 void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume_tensor *w,
@@ -71,26 +71,15 @@ void plume_cpu_get_row(const plume_tensor *w, int64_t row, float *dst);
 /* out = x / rms(x) * weight, over n features (out may alias x). */
 void plume_cpu_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
 
-/* Rotates one head's vector of head_dim values at position pos in place.
+/* Rotates n_heads consecutive heads (v, v + head_dim, ...) of one token at
+ * position pos in place, computing the angles' cos/sin once for all heads.
  * adjacent: pairs (2i, 2i+1) (GGUF llama); otherwise (i, i + head_dim/2).
  * inv_freq holds head_dim/2 values theta^(-2i/head_dim). */
-void plume_cpu_rope(float *v, int head_dim, int pos, const float *inv_freq, int adjacent);
-
-/* plume_cpu_rope on n_heads consecutive heads (v, v + head_dim, ...) of one
- * token, computing the angles' cos/sin once: the same result, a twelfth
- * of the trigonometry for a 12-head token. */
 void plume_cpu_rope_heads(float *v, int n_heads, int head_dim, int pos, const float *inv_freq,
                           int adjacent);
 
 /* x[i] = silu(x[i]) * y[i]. */
 void plume_cpu_swiglu(float *x, const float *y, int n);
-
-/* One online-softmax attention step of the active level (plume_kernels.
- * attn_step): nq queries q[nq][hd] sharing the keys (one GQA group) fold n
- * keys/values, stride floats apart, into their running max m[nq], sum
- * l[nq] and unnormalized output o[nq][hd]. */
-void plume_cpu_attn_step(const float *q, int nq, const float *k, const float *v, int64_t stride,
-                         int n, int hd, float scale, float *m, float *l, float *o);
 
 /* plume_kernels.attn_paged of the active level: one query row's GQA group
  * (nq heads sharing a K/V head; k, v point at that head's first value in
@@ -100,16 +89,5 @@ void plume_cpu_attn_step(const float *q, int nq, const float *k, const float *v,
 void plume_cpu_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
                           int kv_f16, const int32_t *block_table, int block_size, int n_pos,
                           int hd, float scale, float *o);
-
-/* Dot product of two f32 vectors. */
-float plume_cpu_dot(const float *a, const float *b, int n);
-
-/* Causal grouped-query attention of n_tok queries at positions pos0.. over a
- * contiguous cache of K and V rows (kv_stride floats apart, each row holding
- * n_head_kv * head_dim values) covering positions 0 .. pos0 + n_tok - 1.
- * q: [n_tok][n_head * head_dim]; out: same shape.  scratch: nth * n_ctx floats. */
-void plume_cpu_attention(plume_pool *pool, const float *q, const float *k_cache,
-                         const float *v_cache, int kv_stride, int n_tok, int pos0, int n_head,
-                         int n_head_kv, int head_dim, float *out, float *scratch, int n_ctx);
 
 #endif

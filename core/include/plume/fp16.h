@@ -1,4 +1,6 @@
-/* IEEE binary16 and bfloat16 conversions (scalar, exact, round-to-nearest-even). */
+/* plume — IEEE binary16 and bfloat16 conversions (scalar, exact,
+ * round-to-nearest-even), header-only: the core and plugins convert the
+ * same way. */
 #ifndef PLUME_FP16_H
 #define PLUME_FP16_H
 
