@@ -420,7 +420,8 @@ static int law_build(law_tree *t, plume_context *c, const plume_sampling_params 
     assert_true(t->n < LAW_NODES);
     int id = t->n++;
     law_node *nd = &t->node[id];
-    memcpy(nd->prefix, prefix, sizeof(int32_t) * (size_t)len);
+    if (len)
+        memcpy(nd->prefix, prefix, sizeof(int32_t) * (size_t)len);
     nd->len = len;
     nd->p = calloc((size_t)nv, sizeof(double));
     nd->count = calloc((size_t)nv, sizeof(int));
