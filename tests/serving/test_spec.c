@@ -429,7 +429,8 @@ static int law_build(law_tree *t, plume_context *c, const plume_sampling_params 
     assert_non_null(nd->count);
     int32_t seq[64];
     memcpy(seq, prompt, sizeof(int32_t) * (size_t)n_prompt);
-    memcpy(seq + n_prompt, prefix, sizeof(int32_t) * (size_t)len);
+    if (len)
+        memcpy(seq + n_prompt, prefix, sizeof(int32_t) * (size_t)len);
     float *logits = malloc(sizeof(float) * (size_t)nv);
     plume_error err = {0};
     plume_context_reset(c);
@@ -443,7 +444,8 @@ static int law_build(law_tree *t, plume_context *c, const plume_sampling_params 
             if (nd->p[v] <= 0)
                 continue;
             int32_t next[LAW_TOKENS];
-            memcpy(next, prefix, sizeof(int32_t) * (size_t)len);
+            if (len)
+                memcpy(next, prefix, sizeof(int32_t) * (size_t)len);
             next[len] = v;
             int k = t->node[id].n_child++;
             t->node[id].child_tok[k] = v;
