@@ -677,6 +677,8 @@ const char *gguf_path(const gguf_file *f) { return f->path; }
 uint32_t gguf_version(const gguf_file *f) { return f->version; }
 uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
+const void *gguf_map(const gguf_file *f) { return f->map; }
+size_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 size_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 size_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }
 
