@@ -549,7 +549,8 @@ static int place_tensor(reader *r, gguf_file *f, size_t i, uint64_t offset, size
     show_name(name, sizeof name, f->tensor_names[i].ptr, f->tensor_names[i].len);
     set_ctx(r, "tensor info #%zu '%s' offset", i, name);
     uint64_t room = f->data_offset <= f->size ? f->size - f->data_offset : 0;
-    if (offset > room || t->nbytes > room - offset) {
+    /* an empty tensor too: a file cut inside the padding has no data section */
+    if (f->data_offset > f->size || offset > room || t->nbytes > room - offset) {
         uint64_t end;
         if (__builtin_add_overflow(offset, (uint64_t)t->nbytes, &end) ||
             __builtin_add_overflow(end, (uint64_t)f->data_offset, &end))
