@@ -208,7 +208,7 @@ def gguf_variants(g, d):
         path = p("cut_" + name)
         with open(g.path, "rb") as src, open(path, "wb") as f:
             f.write(src.read(at))
-        v.append(("cut_" + name, path, ["truncated", "offset", "bytes", "empty"]))
+        v.append(("cut_" + name, path, ["header ", "metadata key #", "tensor info #"]))
     # counts of 2^62
     add("tensor_count_2e62", ["tensor_count"], patches=[(8, u64(1 << 62))])
     add("kv_count_2e62", ["metadata_kv_count", "metadata pairs"], patches=[(16, u64(1 << 62))])
@@ -292,7 +292,10 @@ def hf_variants(tiny, d):
     files = {n: open(os.path.join(src, n), "rb").read() for n in os.listdir(src)}
     v = []
 
-    def add(name, fields, **changed):
+    def add(name, fields, names_file=True, **changed):
+        """A copy of the model with files replaced (None: removed); the error
+        must name the changed file unless names_file is False (errors about
+        the model as a whole name its directory and the tensor)."""
         out = os.path.join(d, name)
         os.makedirs(out)
         for n, data in files.items():
@@ -302,17 +305,19 @@ def hf_variants(tiny, d):
                 continue
             with open(os.path.join(out, n), "wb") as f:
                 f.write(data if isinstance(data, bytes) else data.encode())
-        v.append((name, out, fields))
+        changed_files = [n for n in files if n.replace(".", "_") in changed]
+        must = changed_files[0] if names_file and len(changed_files) == 1 else None
+        v.append((name, out, fields, must))
 
     cfg = json.loads(files["config.json"])
 
     def cfgv(name, fields, **kv):
         c = dict(cfg)
         c.update(kv)
-        add("config_" + name, ["config.json"] + fields, config_json=json.dumps(c))
+        add("config_" + name, fields, names_file=name != "hidden_mismatch", config_json=json.dumps(c))
 
     for at in (1, len(files["config.json"]) // 2, len(files["config.json"]) - 3):
-        add("config_cut_%d" % at, ["config.json"], config_json=files["config.json"][:at])
+        add("config_cut_%d" % at, ["line"], config_json=files["config.json"][:at])
     cfgv("layers_5e6", ["num_hidden_layers", "n_layer", "layers"], num_hidden_layers=5000000)
     cfgv("layers_2e62", ["num_hidden_layers"], num_hidden_layers=1 << 62)
     cfgv("hidden_neg", ["hidden_size"], hidden_size=-64)
@@ -327,10 +332,10 @@ def hf_variants(tiny, d):
     cfgv("model_type_newline", ["model_type", "architectures"], model_type="x\ny",
          architectures=["X\nY"])
     cfgv("hidden_mismatch", ["hidden_size", "model.embed_tokens.weight", "shape"], hidden_size=128)
-    add("config_not_object", ["config.json", "object"], config_json="[1, 2, 3]")
-    add("config_duplicate_key", ["config.json", "duplicate"],
+    add("config_not_object", ["object"], config_json="[1, 2, 3]")
+    add("config_duplicate_key", ["duplicate"],
         config_json=files["config.json"].decode().replace('"vocab_size": 300,', '"vocab_size": 300, "vocab_size": 300,'))
-    add("config_nesting_100k", ["config.json"], config_json='{"x": ' + "[" * 100000 + "]" * 100000 + "}")
+    add("config_nesting_100k", ["depth"], config_json='{"x": ' + "[" * 100000 + "]" * 100000 + "}")
     add("config_missing", ["config.json"], config_json=None)
 
     tok = json.loads(files["tokenizer.json"])
@@ -338,10 +343,10 @@ def hf_variants(tiny, d):
     def tokv(name, fields, fn):
         t = json.loads(files["tokenizer.json"])
         fn(t)
-        add("tokenizer_" + name, ["tokenizer.json"] + fields, tokenizer_json=json.dumps(t))
+        add("tokenizer_" + name, fields, tokenizer_json=json.dumps(t))
 
     for at in (1, len(files["tokenizer.json"]) // 2, len(files["tokenizer.json"]) - 3):
-        add("tokenizer_cut_%d" % at, ["tokenizer.json"], tokenizer_json=files["tokenizer.json"][:at])
+        add("tokenizer_cut_%d" % at, ["line"], tokenizer_json=files["tokenizer.json"][:at])
     first = next(iter(tok["model"]["vocab"]))
     tokv("id_2e31", ["vocab", "id"], lambda t: t["model"]["vocab"].__setitem__(first, 2**31 - 2))
     tokv("id_negative", ["vocab", "id"], lambda t: t["model"]["vocab"].__setitem__(first, -5))
@@ -360,10 +365,10 @@ def hf_variants(tiny, d):
         "pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a\nb"}, "behavior": "Isolated"}))
     tokv("pretok_unknown", ["pre_tokenizer", "pre-tokenizer"],
          lambda t: t.__setitem__("pre_tokenizer", {"type": "Whitespace"}))
-    add("tokenizer_nesting_100k", ["tokenizer.json"],
+    add("tokenizer_nesting_100k", ["depth"],
         tokenizer_json='{"model": ' + "[" * 100000 + "]" * 100000 + "}")
     add("tokenizer_missing", ["tokenizer.json"], tokenizer_json=None)
-    add("tokenizer_config_template_int", ["tokenizer_config.json", "chat_template"],
+    add("tokenizer_config_template_int", ["chat_template"],
         tokenizer_config_json=json.dumps(dict(json.loads(files["tokenizer_config.json"]), chat_template=5)))
 
     st = files["model.safetensors"]
@@ -377,11 +382,12 @@ def hf_variants(tiny, d):
             b = fn(h)
             hb = json.dumps(h).encode()
             raw = struct.pack("<Q", len(hb)) + hb + (body if b is None else b)
-        add("st_" + name, ["model.safetensors"] + fields, model_safetensors=raw)
+        add("st_" + name, fields, names_file=name not in ("missing_tensor", "wrong_shape"),
+            model_safetensors=raw)
 
     for name, at in (("size_field", 4), ("header", 8 + n // 2), ("data_start", 8 + n),
                      ("data_mid", 8 + n + len(body) // 2), ("minus_1", len(st) - 1)):
-        stv("cut_" + name, [], raw=st[:at])
+        stv("cut_" + name, ["header size", "data_offsets", "too short"], raw=st[:at])
     names = [k for k in hdr if k != "__metadata__"]
     t0 = min(names, key=lambda k: hdr[k]["data_offsets"][0])
     tl = max(names, key=lambda k: hdr[k]["data_offsets"][1])
@@ -389,8 +395,13 @@ def hf_variants(tiny, d):
     stv("header_size_past_end", ["header size"], raw=struct.pack("<Q", len(st)) + st[8:])
     stv("offsets_past_end", [tl, "data_offsets"],
         lambda h: h[tl].__setitem__("data_offsets", [h[tl]["data_offsets"][0], len(body) + 4096]))
-    stv("offsets_wrap", [t0, "data_offsets"],
+    stv("offsets_2e64", ["header"],
         lambda h: h[t0].__setitem__("data_offsets", [2**64 - 8, h[t0]["data_offsets"][1]]))
+
+    def near_wrap(h):  # the right size, ending at 2^63 - 1
+        b, e = h[t0]["data_offsets"]
+        h[t0]["data_offsets"] = [2**63 - 1 - (e - b), 2**63 - 1]
+    stv("offsets_near_2e63", [t0, "data_offsets"], near_wrap)
     stv("offsets_reversed", [t0, "data_offsets"],
         lambda h: h[t0].__setitem__("data_offsets", [h[t0]["data_offsets"][1], h[t0]["data_offsets"][0]]))
     stv("shape_overflow", [t0, "shape"], lambda h: h[t0].__setitem__("shape", [2**32, 2**32, 16]))
@@ -421,7 +432,7 @@ def hf_variants(tiny, d):
 
 # ---------------------------------------------------------------- runner
 
-def run_case(plume, args, path, fields, limit_s, sanitized):
+def run_case(plume, args, path, fields, must_name, limit_s, sanitized):
     env = dict(os.environ)
     if sanitized:
         env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":max_allocation_size_mb=2048:"
@@ -447,9 +458,10 @@ def run_case(plume, args, path, fields, limit_s, sanitized):
         return "exit %d (expected 1); stderr: %s" % (r.returncode, err[:300])
     if len(lines) != 1:
         return "%d lines on stderr (expected 1): %r" % (len(lines), err[:400])
-    base = os.path.basename(path.rstrip("/"))
-    if path not in err and base not in err:
-        return "stderr does not name the file %s: %s" % (path, err.strip())
+    if path not in err:
+        return "stderr does not name the model %s: %s" % (path, err.strip())
+    if must_name and must_name not in err:
+        return "stderr does not name the file %s: %s" % (must_name, err.strip())
     if fields and not any(f in err for f in fields):
         return "stderr names none of the fields %s: %s" % (fields, err.strip())
     if dt > limit_s:
@@ -477,9 +489,9 @@ def main():
         g = Gguf(SMOL)
         os.makedirs(os.path.join(d, "gguf"))
         os.makedirs(os.path.join(d, "hf"))
-        cases = [("gguf", *c) for c in gguf_variants(g, os.path.join(d, "gguf"))]
+        cases = [("gguf", *c, None) for c in gguf_variants(g, os.path.join(d, "gguf"))]
         cases += [("hf", *c) for c in hf_variants(a.tiny_dir, os.path.join(d, "hf"))]
-        for kind, name, path, fields in cases:
+        for kind, name, path, fields, must_name in cases:
             if a.only and a.only not in name:
                 continue
             runs = [["info", path], ["generate", "--model", path, "--max-tokens", "1", "--prompt", "hi"]]
@@ -487,7 +499,7 @@ def main():
                 runs.append(["tokenize", path, "Hello world"])
             for args in runs:
                 what = "%s %s: plume %s" % (kind, name, args[0])
-                why = run_case(a.plume, args, path, fields, limit, a.sanitized)
+                why = run_case(a.plume, args, path, fields, must_name, limit, a.sanitized)
                 if why and name in KNOWN:
                     print("KNOWN %s: %s (issue #20: %s)" % (what, why, KNOWN[name]))
                 elif why:
