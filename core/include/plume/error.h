@@ -34,12 +34,15 @@ typedef struct plume_error {
 } plume_error;
 
 /* Fills err (if non-NULL) with code and a printf-style message; returns -1 so
- * that callers can write `return plume_err(err, ...)`. */
+ * that callers can write `return plume_err(err, ...)`.  A message is always
+ * one line: control bytes (a newline in a tensor name or a regex read from a
+ * model file) become '?'. */
 PLUME_API int plume_err(plume_error *err, plume_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Prepends "prefix: " to an already-set message (used to add context such as
- * a file name as an error travels up). Returns -1. */
+ * a file name as an error travels up); control bytes become '?' as in
+ * plume_err.  Returns -1. */
 PLUME_API int plume_err_prefix(plume_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/jsonl_request.h"
 #include "cli/pipeline_args.h"
 #include "plume/pipeline.h"
 #include "plume/engine.h"
@@ -71,7 +72,7 @@ static const char help[] =
     "  --logits-out FILE     write the logits of the last prompt position to FILE as\n"
     "                        raw little-endian float32 (n_vocab values)\n";
 
-#define MAX_STOP 16
+#define MAX_STOP CLI_JSONL_MAX_STOP
 
 /* Which engine/sampling settings the command line gave (they override the
  * pipeline's). */
@@ -441,106 +442,14 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
     return 0;
 }
 
-/* Reads a number field of a JSONL request if present; false on a wrong type. */
-static bool field_num(json_t *o, const char *k, double *v)
+/* Builds one request from a parsed JSONL line and adds it to the engine. */
+static int64_t add_jsonl_request(const plume_model *m, plume_engine *e, cli_jsonl_request *q,
+                                 const char *path, int line, plume_error *err)
 {
-    json_t *x = json_object_get(o, k);
-    if (!x)
-        return true;
-    if (!json_is_number(x))
-        return false;
-    *v = json_number_value(x);
-    return true;
-}
-
-/* Name of a JSON value's type for error messages ("an array", ...). */
-static const char *json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-/* Builds one request from a JSONL object; the command line gives defaults. */
-static int64_t add_jsonl_request(const gen_opts *o, const plume_model *m, plume_engine *e,
-                                 json_t *obj, const char *path, int line, const char **stops,
-                                 plume_error *err)
-{
-    json_t *jp = json_object_get(obj, "prompt");
-    if (!json_is_string(jp))
-        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: each line needs a string \"prompt\"",
-                         path, line);
-    plume_request_params rp = plume_request_defaults();
-    rp.sampling = o->sp;
-    rp.sampling.seed = o->sp.seed + (uint64_t)line; /* distinct streams per line by default */
-    rp.max_tokens = o->max_tokens;
-    rp.ignore_eos = o->ignore_eos;
-    double v[7] = {rp.max_tokens, rp.sampling.temperature, rp.sampling.top_k, rp.sampling.top_p,
-                   rp.sampling.min_p, rp.sampling.repetition_penalty, (double)rp.sampling.seed};
-    static const char *keys[7] = {"max_tokens", "temperature", "top_k", "top_p",
-                                  "min_p", "repeat_penalty", "seed"};
-    for (int i = 0; i < 7; i++)
-        if (!field_num(obj, keys[i], &v[i]))
-            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be a number", path,
-                             line, keys[i]);
-    /* ranges first: a double outside an integer type's range is undefined to cast */
-    static const double lo[7] = {1, 0, 0, 1e-6, 0, 1e-3, 0};
-    static const double hi[7] = {1 << 24, 100, 1 << 30, 1, 0.999999, 100, 9.007199254740992e15};
-    for (int i = 0; i < 7; i++)
-        if (!(v[i] >= lo[i] && v[i] <= hi[i]))
-            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be in [%g, %g], got %g",
-                             path, line, keys[i], lo[i], hi[i], v[i]);
-    rp.max_tokens = (int32_t)v[0];
-    rp.sampling.temperature = (float)v[1];
-    rp.sampling.top_k = (int32_t)v[2];
-    rp.sampling.top_p = (float)v[3];
-    rp.sampling.min_p = (float)v[4];
-    rp.sampling.repetition_penalty = (float)v[5];
-    rp.sampling.seed = (uint64_t)v[6];
-    size_t n_stop = 0;
-    json_t *js = json_object_get(obj, "stop");
-    if (js) {
-        if (!json_is_array(js) || json_array_size(js) > MAX_STOP)
-            return plume_err(err, PLUME_ERR_INVALID,
-                             "%s:%d: \"stop\" must be a list of at most %d strings", path, line,
-                             MAX_STOP);
-        for (size_t i = 0; i < json_array_size(js); i++) {
-            json_t *s = json_array_get(js, i);
-            if (!json_is_string(s))
-                return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"stop\" entries must be strings",
-                                 path, line);
-            stops[n_stop++] = json_string_value(s);
-        }
-    } else {
-        for (size_t i = 0; i < o->n_stop; i++)
-            stops[n_stop++] = o->stop[i];
-    }
-    rp.stop = stops;
-    rp.n_stop = n_stop;
-    json_t *jc = json_object_get(obj, "chat"), *jsys = json_object_get(obj, "system");
-    if (json_is_null(jc))
-        jc = NULL; /* null: the command line's setting */
-    if (json_is_null(jsys))
-        jsys = NULL;
-    if (jc && !json_is_boolean(jc))
-        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"chat\" must be true or false", path,
-                         line);
-    if (jsys && !json_is_string(jsys))
-        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"system\" must be a string", path,
-                         line);
-    bool chat = jc ? json_is_true(jc) : o->chat;
-    const char *system = jsys ? json_string_value(jsys) : o->system;
     char *text;
-    if (prompt_text(plume_model_tokenizer(m), json_string_value(jp), chat, system, &text, err))
+    if (prompt_text(plume_model_tokenizer(m), q->prompt, q->chat, q->system, &text, err))
         return -1;
-    int64_t id = plume_engine_add_text(e, text, &rp, err);
+    int64_t id = plume_engine_add_text(e, text, &q->rp, err);
     free(text);
     if (id < 0)
         plume_err_prefix(err, "%s:%d", path, line);
@@ -558,28 +467,25 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
     char *line = NULL;
     size_t lcap = 0;
     int lineno = 0, rc = 0;
-    while (getline(&line, &lcap, f) > 0) {
+    plume_request_params dflt = plume_request_defaults();
+    dflt.sampling = o->sp;
+    dflt.max_tokens = o->max_tokens;
+    dflt.ignore_eos = o->ignore_eos;
+    cli_jsonl_defaults d = {.rp = dflt, .stop = o->stop, .n_stop = o->n_stop, .chat = o->chat,
+                            .system = o->system};
+    ssize_t got;
+    while ((got = getline(&line, &lcap, f)) > 0) {
         lineno++;
-        if (strspn(line, " \t\r\n") == strlen(line))
+        cli_jsonl_request q;
+        int prc = cli_jsonl_parse(line, (size_t)got, o->prompts_file, lineno, &d, &q, err);
+        if (prc == 1)
             continue;
-        json_error_t je;
-        json_t *obj = json_loads(line, JSON_DECODE_ANY, &je);
-        if (!obj) {
-            rc = plume_err(err, PLUME_ERR_INVALID, "%s:%d:%d: not valid JSON: %s",
-                           o->prompts_file, lineno, je.column, je.text);
+        if (prc < 0) {
+            rc = -1;
             break;
         }
-        if (!json_is_object(obj)) {
-            rc = plume_err(err, PLUME_ERR_INVALID,
-                           "%s:%d: each line must be a JSON object such as {\"prompt\": "
-                           "\"...\"}, found %s",
-                           o->prompts_file, lineno, json_type_name(obj));
-            json_decref(obj);
-            break;
-        }
-        const char *stops[MAX_STOP];
-        int64_t id = add_jsonl_request(o, m, e, obj, o->prompts_file, lineno, stops, err);
-        json_decref(obj); /* the engine copied prompt and stop strings */
+        int64_t id = add_jsonl_request(m, e, &q, o->prompts_file, lineno, err);
+        cli_jsonl_request_free(&q); /* the engine copied prompt and stop strings */
         if (id < 0) {
             rc = -1;
             break;

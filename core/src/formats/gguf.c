@@ -549,7 +549,8 @@ static int place_tensor(reader *r, gguf_file *f, size_t i, uint64_t offset, size
     show_name(name, sizeof name, f->tensor_names[i].ptr, f->tensor_names[i].len);
     set_ctx(r, "tensor info #%zu '%s' offset", i, name);
     uint64_t room = f->data_offset <= f->size ? f->size - f->data_offset : 0;
-    if (offset > room || t->nbytes > room - offset) {
+    /* an empty tensor too: a file cut inside the padding has no data section */
+    if (f->data_offset > f->size || offset > room || t->nbytes > room - offset) {
         uint64_t end;
         if (__builtin_add_overflow(offset, (uint64_t)t->nbytes, &end) ||
             __builtin_add_overflow(end, (uint64_t)f->data_offset, &end))
@@ -677,6 +678,8 @@ const char *gguf_path(const gguf_file *f) { return f->path; }
 uint32_t gguf_version(const gguf_file *f) { return f->version; }
 uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
 uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
+const void *gguf_map(const gguf_file *f) { return f->map; }
+size_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
 size_t gguf_n_kv(const gguf_file *f) { return f->n_kv; }
 size_t gguf_n_tensors(const gguf_file *f) { return f->n_tensors; }
 

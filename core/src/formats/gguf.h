@@ -69,6 +69,10 @@ const char *gguf_path(const gguf_file *f);
 uint32_t gguf_version(const gguf_file *f);
 uint32_t gguf_alignment(const gguf_file *f);
 uint64_t gguf_file_size(const gguf_file *f);
+/* The read-only mapping of the whole file (gguf_file_size bytes) and where
+ * its data section starts; every tensor's data lies in [data_offset, size). */
+const void *gguf_map(const gguf_file *f);
+size_t gguf_data_offset(const gguf_file *f);
 
 /* Metadata pairs in file order. */
 size_t gguf_n_kv(const gguf_file *f);

@@ -3,6 +3,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Replaces control bytes (below 0x20, and 0x7f) in msg with '?', so that text
+ * quoted from an untrusted file cannot split a message into several lines. */
+static void one_line(char *msg)
+{
+    for (unsigned char *c = (unsigned char *)msg; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = '?';
+}
+
 int plume_err(plume_error *err, plume_status code, const char *fmt, ...)
 {
     if (!err)
@@ -12,6 +21,7 @@ int plume_err(plume_error *err, plume_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
+    one_line(err->msg);
     return -1;
 }
 
@@ -35,6 +45,7 @@ int plume_err_prefix(plume_error *err, const char *fmt, ...)
     size_t m = strnlen(old, room);
     memcpy(err->msg + n + 2, old, m);
     err->msg[n + 2 + m] = '\0';
+    one_line(err->msg);
     return -1;
 }
 
