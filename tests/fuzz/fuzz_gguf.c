@@ -16,6 +16,7 @@
 #include "model/model_internal.h"
 #include "plume/tensor.h"
 #include "plume/tokenizer.h"
+#include "tokenizer/gguf_vocab.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -11,6 +11,7 @@
 #include "formats/gguf.h"
 #include "fuzz_util.h"
 #include "plume/tokenizer.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tok_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
