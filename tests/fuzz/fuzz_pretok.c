@@ -64,15 +64,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         tok_pretok_free(&p);
         return 0;
     }
-    /* Issue #20 known finding 5 (a regex that matches empty at the end of a
-     * piece reads one byte past it) is fixed on another branch; until it
-     * merges, PLUME_FUZZ_SKIP_KNOWN (set by the meson test and scripts/fuzz)
-     * adds one NUL byte of slack after the text, which hides exactly that
-     * read.  Inputs: tests/fuzz/known/pretok/. */
-    static int slack = -1;
-    if (slack < 0)
-        slack = getenv("PLUME_FUZZ_SKIP_KNOWN") != NULL;
-    char *text = calloc(left + (size_t)slack + !left, 1);
+    /* exactly the text's bytes, no NUL after them: a split that reads past a
+     * piece is an ASan report (issue #20 finding 5, fixed; its input is in
+     * tests/fuzz/corpus/pretok/) */
+    char *text = calloc(left + !left, 1);
     FUZZ_CHECK(text != NULL, "out of memory");
     memcpy(text, rest, left);
     tok_spans spans = {0};
