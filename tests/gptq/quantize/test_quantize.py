@@ -106,7 +106,9 @@ def dequant_layer(t, prefix, bits, fmt):
     z = unpack_bits(qzeros, bits, N, 1)                # [G][N], packed along the output dim
     if fmt == "gptq":
         z = z + 1                                      # v1 stores zero - 1 (§1.3)
-    assert g_idx.shape == (K,) and scales.shape == (G, N) and qzeros.shape == (G, N * bits // 32)
+    if not (g_idx.shape == (K,) and scales.shape == (G, N) and qzeros.shape == (G, N * bits // 32)):
+        raise ValueError("%s: GPTQ tensor shapes disagree: g_idx %s, scales %s, qzeros %s for K=%d N=%d"
+                         % (prefix, g_idx.shape, scales.shape, qzeros.shape, K, N))
     W = scales[g_idx] * (q - z[g_idx])                 # §1.5, [K][N]
     return np.ascontiguousarray(W.T.astype(np.float32)), g_idx, G
 
