@@ -4,7 +4,7 @@
  * permuted input order (or, for layers those cannot take, a row-major
  * layout), the CPU reference kernel and the driver of the fast kernels
  * (activation quantization, threads).  Modelled on the built-in "native"
- * provider (core/src/runtime/builtin_cpu.c). */
+ * provider (core/src/runtime/native_linear.c). */
 #include "gptq_linear.h"
 
 #include <inttypes.h>
@@ -604,11 +604,12 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
                      const plume_backend_vtable *bvt, plume_backend *b, plume_linear **out,
                      plume_error *err)
 {
-    (void)b;
-    if (bvt && strcmp(bvt->name, "cpu") != 0)
+    /* the kernels compute on the host, in the backend's buffers */
+    if (!bvt || !b || !bvt->host_ptr)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "gptq: layer %s: backend \"%s\" has no gptq kernels yet (cpu only)",
-                         prefix, bvt->name);
+                         "gptq: layer %s: backend \"%s\" has no host-addressable buffers, and "
+                         "the gptq kernels run on the host (backend cpu)",
+                         prefix, bvt ? bvt->name : "?");
     gptq_load_config cfg;
     if (gptq_config_from_settings(s, &cfg, err))
         return -1;
@@ -695,9 +696,15 @@ static void gptq_shape(const plume_linear *l, int64_t *in, int64_t *out)
 }
 
 static int gptq_forward(plume_linear *l, const plume_backend_vtable *bvt, plume_backend *b,
-                        const float *x, int32_t n_tok, float *y, plume_error *err)
+                        const plume_buf *x, int32_t n_tok, plume_buf *y, plume_error *err)
 {
-    return gptq_forward_level(l->g, GPTQ_LEVEL_ACTIVE, bvt, b, x, n_tok, y, err);
+    const float *hx = bvt->host_ptr(b, x);
+    float *hy = bvt->host_ptr(b, y);
+    if (!hx || !hy)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "gptq: backend \"%s\" handed over buffers that are not in host memory",
+                         bvt->name);
+    return gptq_forward_level(l->g, GPTQ_LEVEL_ACTIVE, bvt, b, hx, n_tok, hy, err);
 }
 
 static const plume_linear_vtable k_gptq_linear = {

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "cpu_test_util.h"
-#include "model/paged_attention.h"
+#include "backend/cpu/paged_attention.h"
 
 static const plume_kernels *levels[PLUME_CPU_LEVEL_COUNT];
 static int n_levels;

@@ -653,7 +653,17 @@ static void test_provider(void **st)
         assert_int_equal(in, K);
         assert_int_equal(out, N);
         for (int32_t nt = 1; nt <= 5; nt += 2) {
-            assert_int_equal(fx->lin->forward(l, fx->bvt, fx->be, x, nt, y, &err), 0);
+            /* through the cpu backend's buffers, as the forward pass does */
+            plume_buf *bx = fx->bvt->buf_alloc(fx->be, sizeof(float) * (size_t)(nt * K), &err);
+            plume_buf *by = fx->bvt->buf_alloc(fx->be, sizeof(float) * (size_t)(nt * N), &err);
+            assert_true(bx && by);
+            assert_int_equal(
+                fx->bvt->upload(fx->be, bx, 0, x, sizeof(float) * (size_t)(nt * K), &err), 0);
+            assert_int_equal(fx->lin->forward(l, fx->bvt, fx->be, bx, nt, by, &err), 0);
+            assert_int_equal(
+                fx->bvt->download(fx->be, y, by, 0, sizeof(float) * (size_t)(nt * N), &err), 0);
+            fx->bvt->buf_free(fx->be, bx);
+            fx->bvt->buf_free(fx->be, by);
             check_linear_q8(x, nt, D, b, K, N, y);
         }
         fx->lin->destroy(l);

@@ -248,7 +248,7 @@ static void test_defaults_and_mapping(void **state)
     assert_int_equal(ep.max_batched_tokens, d.max_batched_tokens);
     assert_int_equal(ep.prefix_caching, d.prefix_caching);
     assert_int_equal(ep.mixed_batches, d.mixed_batches);
-    assert_int_equal(ep.n_threads, d.n_threads);
+    assert_int_equal(plume_pipeline_threads(p), 0);
     plume_sampling_params sp, sd = plume_sampling_defaults();
     bool seed_given = true;
     assert_true(plume_pipeline_sampling_params(p, &sp, &seed_given));
@@ -278,7 +278,6 @@ static void test_defaults_and_mapping(void **state)
     assert_int_equal(ep.max_batched_tokens, 256);
     assert_false(ep.prefix_caching);
     assert_false(ep.mixed_batches);
-    assert_int_equal(ep.n_threads, 3);
     assert_int_equal(plume_pipeline_threads(p), 3);
     assert_true(plume_pipeline_sampling_params(p, &sp, &seed_given));
     assert_true(seed_given);

@@ -39,7 +39,7 @@ int main(int argc, char **argv)
     int32_t nv = plume_model_n_vocab(m);
     plume_context *c;
     plume_sampler_state *st;
-    if (plume_context_create(m, 256, 1, &c, &err) ||
+    if (plume_context_create(m, 256, &c, &err) ||
         svt->create(ss, nv, sp.seed, &st, &err))
         return fail(err.msg);
     int32_t hist[256];

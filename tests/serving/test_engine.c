@@ -98,7 +98,6 @@ static void test_reference_solo(void **state)
         plume_engine *e;
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 256;
-        ep.n_threads = 2;
         assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
         plume_request_params rp = greedy(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
@@ -120,7 +119,6 @@ static plume_engine_stats serve_together(fixture *f, plume_engine_params ep)
 {
     plume_error err = {0};
     plume_engine *e;
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
@@ -216,7 +214,6 @@ static void test_f16_kv(void **state)
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 256;
         ep.kv_dtype = PLUME_KV_F16;
-        ep.n_threads = 2;
         assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
         plume_request_params rp = greedy(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
@@ -235,7 +232,6 @@ static void test_f16_kv(void **state)
     ep.kv_dtype = PLUME_KV_F16;
     ep.block_size = 8;
     ep.kv_max_tokens = 120;
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
@@ -261,7 +257,6 @@ static void test_abort_random_order(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 160;
     ep.block_size = 8;
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int64_t ids[N_REQ];
     bool aborted[N_REQ] = {0};
@@ -320,7 +315,6 @@ static void test_prefix_cached_when_finishing_at_once(void **state)
     plume_error err = {0};
     plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
-    ep.n_threads = 1;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int32_t prompt[64];
     for (int i = 0; i < 64; i++)
@@ -344,7 +338,6 @@ static void test_rejects_what_cannot_fit(void **state)
     plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 32;
-    ep.n_threads = 1;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int32_t prompt[40] = {0};
     plume_request_params rp = greedy(4);
@@ -374,7 +367,6 @@ static void test_stop_strings(void **state)
     plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 256;
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     plume_request_params rp = greedy(30);
     int64_t id = plume_engine_add_tokens(e, f->reqs[1].prompt, (size_t)f->reqs[1].n_prompt, &rp,

@@ -62,7 +62,6 @@ static plume_engine *new_engine(const fixture *f, plume_engine_params ep)
 {
     plume_error err = {0};
     plume_engine *e;
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     return e;
 }
@@ -121,7 +120,6 @@ static int setup(void **state)
     f->tok = plume_model_tokenizer(f->m);
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
-    ep.n_threads = 2;
     plume_engine *e;
     if (plume_engine_create(f->m, &ep, &e, &err)) {
         fprintf(stderr, "engine: %s\n", err.msg);

@@ -105,7 +105,6 @@ static void fresh(const plume_sampler_vtable *vt, int32_t *out)
     plume_error err = {0};
     plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
-    ep.n_threads = 1;
     assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
     assert_int_equal(plume_engine_set_sampler(e, vt, NULL, &err), 0);
     run(e, out);
@@ -122,7 +121,6 @@ static void test_swap_equals_fresh(void **state)
     plume_error err = {0};
     plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
-    ep.n_threads = 1;
     assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
     const plume_sampler_vtable *order[] = {NULL, &second_vt, NULL, &second_noprobs_vt, &second_vt};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
@@ -144,7 +142,6 @@ static void test_spec_with_provider_sampler(void **state)
         plume_error err = {0};
         plume_engine *e;
         plume_engine_params ep = plume_engine_defaults();
-        ep.n_threads = 1;
         assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
         assert_int_equal(plume_engine_set_sampler(e, vts[i], NULL, &err), 0);
         assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);

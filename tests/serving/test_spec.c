@@ -115,7 +115,6 @@ static plume_engine *engine(fixture *f, plume_engine_params ep)
 {
     plume_engine *e;
     plume_error err = {0};
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     return e;
 }
@@ -337,7 +336,7 @@ static int dm_create(const plume_settings *settings, int32_t n_vocab, plume_prop
     p->n_vocab = n_vocab;
     p->logits = malloc(sizeof(float) * (size_t)n_vocab);
     plume_rng_seed(&p->rng, 4242);
-    if (!p->logits || plume_context_create(g_draft_model, 64, 1, &p->ctx, err)) {
+    if (!p->logits || plume_context_create(g_draft_model, 64, &p->ctx, err)) {
         free(p->logits);
         free(p);
         return -1;
@@ -471,7 +470,7 @@ static void test_sampled_drafts_follow_target_law(void **state)
     law_tree *t = calloc(1, sizeof *t);
     plume_context *c;
     plume_error err = {0};
-    assert_int_equal(plume_context_create(f->m, 64, 1, &c, &err), 0);
+    assert_int_equal(plume_context_create(f->m, 64, &c, &err), 0);
     law_build(t, c, &rp.sampling, prompt, n_prompt, NULL, 0, nv);
     plume_context_free(c);
 

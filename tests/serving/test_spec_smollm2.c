@@ -67,7 +67,6 @@ static plume_engine *engine(int64_t kv_tokens, int spec_k)
     plume_error err = {0};
     plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
-    ep.n_threads = 2;
     ep.kv_max_tokens = kv_tokens;
     assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
     if (spec_k)

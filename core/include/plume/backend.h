@@ -1,14 +1,35 @@
-/* plume — the backend provider interface: memory, copies and the kernels
- * of the forward pass on one kind of device.
+/* plume — the backend provider interface: memory, weights, the KV cache
+ * pool and the layer ops of the forward pass on one kind of device.
  *
- * Built in: "cpu" (always usable).  A device backend (backend-cuda) adds
- * its own.  `backend: auto` in a pipeline picks the registered backend with
- * the highest score on this machine.  Slots for more forward-pass kernels
- * are appended as backends need them (struct_size keeps old plugins
- * working: a slot they lack is NULL, i.e. the core's CPU default). */
+ * The forward pass (core/src/model/forward.c) is one loop over layers that
+ * calls only this vtable and the linear methods (plume/linear.h).  A
+ * backend owns everything that lives on its device:
+ *   - buffers: opaque handles (plume_buf).  The core never dereferences one;
+ *     it moves bytes with upload/download.  host_ptr tells a plugin kernel
+ *     that computes on the host where a host-resident buffer lives.
+ *   - weights: weight_prepare uploads (and may repack) a checkpoint tensor
+ *     into the backend's own layout once, at load; plume_bweight is opaque.
+ *   - the KV cache pool: kv_alloc allocates K and V for every layer and
+ *     describes their layout (dtype, byte strides) in plume_kv_pool.
+ *   - activations: buffers the runner allocates with buf_alloc.
+ *   - the ops: embedding gather, rmsnorm, rope, KV store, paged attention
+ *     over block tables (prefill chunks and decode rows alike), swiglu,
+ *     residual and bias adds, row gather and matmul of prepared weights.
+ * Activations are f32, row-major [rows][features], rows packed.
+ *
+ * Per-step metadata (token ids, positions, cache slots, block tables) is
+ * host memory described by plume_step; step_begin lets a device backend
+ * copy it over once per forward instead of once per op.
+ *
+ * Built in: "cpu" (always usable).  `backend: auto` in a pipeline picks the
+ * registered backend with the highest score on this machine.  Learned from
+ * ggml's backend interface (ggml-backend-impl.h), made smaller: no graph,
+ * one op per call.  Worked example of a plugin: examples/plugins/backend-ref
+ * and docs/writing-a-backend.md. */
 #ifndef PLUME_BACKEND_H
 #define PLUME_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,9 +41,62 @@
 extern "C" {
 #endif
 
-#define PLUME_BACKEND_INTERFACE_VERSION 1
+/* 2: opaque buffers, weights, KV pool and layer ops (version 1 passed host
+ * pointers and had only matmul; the registry refuses it). */
+#define PLUME_BACKEND_INTERFACE_VERSION 2
 
 typedef struct plume_backend plume_backend; /* a backend instance */
+typedef struct plume_buf plume_buf;         /* a buffer on the backend's device */
+typedef struct plume_bweight plume_bweight; /* a weight prepared by the backend */
+
+/* How the KV cache stores keys and values. */
+typedef enum plume_kv_dtype {
+    PLUME_KV_F32 = 0,
+    PLUME_KV_F16 = 1, /* half the memory and bandwidth; values rounded to binary16 */
+} plume_kv_dtype;
+
+/* The KV cache of every layer.  The caller fills the shape fields; kv_alloc
+ * allocates k and v and fills the layout: the value of (layer l, slot s,
+ * kv head h, dimension d) is at byte l*layer_stride + s*slot_stride +
+ * h*head_stride + d*elem_bytes of k (and v), where slot s = block *
+ * block_size + position % block_size. */
+typedef struct plume_kv_pool {
+    /* shape, set by the caller */
+    int32_t n_layer, n_blocks, block_size, n_head_kv, head_dim;
+    plume_kv_dtype dtype;
+    /* set by kv_alloc */
+    plume_buf *k, *v;
+    size_t elem_bytes, head_stride, slot_stride, layer_stride;
+} plume_kv_pool;
+
+/* One sequence's share of a step: positions pos0 .. pos0+n-1, its rows
+ * consecutive in the step, its block table covering them. */
+typedef struct plume_step_seq {
+    int32_t row0, n, pos0;
+    const int32_t *block_table;
+    int32_t n_table;            /* entries of block_table in use: ceil((pos0+n)/block_size) */
+} plume_step_seq;
+
+/* One forward pass's metadata, host memory valid until step_end. */
+typedef struct plume_step {
+    int32_t n_rows;             /* positions in the step */
+    const int32_t *tokens;      /* [n_rows] token ids, checked against the vocabulary */
+    const int32_t *pos;         /* [n_rows] positions */
+    const int32_t *slots;       /* [n_rows] KV slots, checked against the pool */
+    const plume_step_seq *seqs; /* [n_seqs], in row order */
+    int32_t n_seqs;
+    const int32_t *out_rows;    /* [n_out] rows whose logits are wanted, ascending */
+    int32_t n_out;
+    void *backend_data;         /* the backend's own (set by step_begin), else NULL */
+} plume_step;
+
+/* What a backend may not run, for supports(). */
+typedef enum plume_backend_feature {
+    PLUME_FEAT_WEIGHT_TYPE = 0, /* arg: a plume_dtype, for weight_prepare and matmul */
+    PLUME_FEAT_KV_DTYPE,        /* arg: a plume_kv_dtype */
+    PLUME_FEAT_HEAD_DIM,        /* arg: attention head size */
+    PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
+} plume_backend_feature;
 
 typedef struct plume_backend_vtable {
     uint32_t struct_size;        /* sizeof(plume_backend_vtable) of the provider's build */
@@ -38,24 +112,104 @@ typedef struct plume_backend_vtable {
     int (*score)(void);
 
     /* Creates an instance; n_threads is the pipeline's `threads` (0 = the
-     * backend's choice). */
+     * backend's choice: host threads for its own work and parallel_for). */
     int (*create)(const plume_settings *s, int n_threads, plume_backend **out, plume_error *err);
     void (*destroy)(plume_backend *b);
 
-    /* Device memory.  alloc returns NULL with err filled when out of memory. */
-    void *(*alloc)(plume_backend *b, size_t bytes, plume_error *err);
-    void (*free)(plume_backend *b, void *ptr);
-    /* Host -> device and device -> host copies of bytes. */
-    int (*upload)(plume_backend *b, void *dst, const void *src, size_t bytes, plume_error *err);
-    int (*download)(plume_backend *b, void *dst, const void *src, size_t bytes,
-                    plume_error *err);
+    /* 1 when this instance can run feature f with argument arg, else 0.
+     * The loader asks before it prepares anything, so that a model the
+     * backend cannot run is one clear error naming both. */
+    int (*supports)(plume_backend *b, plume_backend_feature f, int64_t arg);
 
-    /* y[t][n] = sum_k x[t][k] * W[n][k] for t < n_tok, W with ne[0] = K
-     * (in) and ne[1] = N (out) of any type plume_dtype_supported accepts;
-     * w->data, x and y are memory this backend reads and writes (for the
-     * CPU backend, any host memory). */
-    int (*matmul)(plume_backend *b, const plume_tensor *w, const float *x, int32_t n_tok,
-                  float *y, plume_error *err);
+    /* ---- buffers ---- */
+
+    /* A buffer of bytes (contents undefined); NULL with err filled when out
+     * of memory.  buf_free(NULL) does nothing. */
+    plume_buf *(*buf_alloc)(plume_backend *b, size_t bytes, plume_error *err);
+    void (*buf_free)(plume_backend *b, plume_buf *buf);
+    /* Copies bytes from host memory into dst at byte offset off, and back. */
+    int (*upload)(plume_backend *b, plume_buf *dst, size_t off, const void *src, size_t bytes,
+                  plume_error *err);
+    int (*download)(plume_backend *b, void *dst, const plume_buf *src, size_t off, size_t bytes,
+                    plume_error *err);
+    /* Optional: the host address of buf's first byte when the buffer lives
+     * in host memory (the cpu backend), else NULL.  Host-side plugin
+     * kernels need it; NULL (or absent) means they cannot run here. */
+    void *(*host_ptr)(plume_backend *b, const plume_buf *buf);
+
+    /* ---- weights ---- */
+
+    /* Prepares a checkpoint tensor (a matrix with ne[0] = in, ne[1] = out,
+     * or a vector) for this backend's ops.  t->data is host memory that
+     * stays valid, unchanged, until weight_free (the checkpoint stays
+     * mapped), so a host backend may keep referring to it. */
+    int (*weight_prepare)(plume_backend *b, const plume_tensor *t, plume_bweight **out,
+                          plume_error *err);
+    void (*weight_free)(plume_backend *b, plume_bweight *w);
+
+    /* ---- the KV cache ---- */
+
+    /* Allocates kv->k and kv->v for the shape in kv and fills the layout
+     * fields; the contents start undefined.  kv_free releases them. */
+    int (*kv_alloc)(plume_backend *b, plume_kv_pool *kv, plume_error *err);
+    void (*kv_free)(plume_backend *b, plume_kv_pool *kv);
+
+    /* ---- a step ---- */
+
+    /* Optional: called once before a forward's ops with its metadata (e.g.
+     * to copy it to the device and hang it on st->backend_data), and
+     * step_end after them. */
+    int (*step_begin)(plume_backend *b, plume_step *st, plume_error *err);
+    void (*step_end)(plume_backend *b, plume_step *st);
+
+    /* ---- layer ops.  Row r of an activation buffer is at byte r * dim * 4.
+     * Each returns 0, or -1 with err filled (a device error). ---- */
+
+    /* x[r] = the row st->tokens[r] of table ([n_vocab][dim]) as f32, for
+     * every row of the step. */
+    int (*embed)(plume_backend *b, const plume_step *st, const plume_bweight *table,
+                 plume_buf *x, int32_t dim, plume_error *err);
+    /* out[r] = x[r] / sqrt(mean(x[r]²) + eps) * w, for r < n_rows (out may
+     * be x). */
+    int (*rmsnorm)(plume_backend *b, plume_buf *out, const plume_buf *x, const plume_bweight *w,
+                   int32_t n_rows, int32_t dim, float eps, plume_error *err);
+    /* Rotates the n_heads heads of head_dim values of every row in place by
+     * the row's position (st->pos), angle pos * inv_freq[i] for the pair i
+     * (inv_freq: a prepared f32 vector of head_dim/2); adjacent: pairs
+     * (2i, 2i+1), else (i, i + head_dim/2). */
+    int (*rope)(plume_backend *b, const plume_step *st, plume_buf *x, int32_t n_heads,
+                int32_t head_dim, const plume_bweight *inv_freq, int adjacent, plume_error *err);
+    /* Writes every row's k and v ([n_rows][n_head_kv * head_dim]) into
+     * layer's cache at the row's slot. */
+    int (*kv_store)(plume_backend *b, const plume_step *st, plume_kv_pool *kv, int32_t layer,
+                    const plume_buf *k, const plume_buf *v, plume_error *err);
+    /* Causal paged attention: for every row, each of n_head query heads of
+     * q ([n_rows][n_head * head_dim]) attends over positions 0 .. pos of
+     * its sequence in layer's cache through the sequence's block table
+     * (grouped-query: head h reads kv head h / (n_head / n_head_kv)), with
+     * softmax scale 1/sqrt(head_dim); normalized results to out. */
+    int (*attention)(plume_backend *b, const plume_step *st, const plume_kv_pool *kv,
+                     int32_t layer, const plume_buf *q, int32_t n_head, plume_buf *out,
+                     plume_error *err);
+    /* gate[i] = silu(gate[i]) * up[i] for i < n. */
+    int (*swiglu)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
+                  plume_error *err);
+    /* x[i] += y[i] for i < n (the residual stream). */
+    int (*add)(plume_backend *b, plume_buf *x, const plume_buf *y, size_t n, plume_error *err);
+    /* y[r][i] += bias[i] for r < n_rows, i < dim. */
+    int (*add_bias)(plume_backend *b, plume_buf *y, const plume_bweight *bias, int32_t n_rows,
+                    int32_t dim, plume_error *err);
+    /* dst[i] = src[st->out_rows[i]] for i < st->n_out, rows of dim. */
+    int (*gather_out_rows)(plume_backend *b, const plume_step *st, plume_buf *dst,
+                           const plume_buf *src, int32_t dim, plume_error *err);
+    /* y[j][t][o] = Σ_i x[t][i] · W_j[o][i] for j < n_w, t < n_rows: n_w
+     * prepared matrices of equal in-features applied to the same x (a
+     * backend may share work between them, e.g. one quantization of x);
+     * each y[j] must be exactly what the call with that weight alone gives,
+     * and every value must depend only on its weight row and its x row
+     * (the same bits whatever n_rows, batching or threads). */
+    int (*matmul)(plume_backend *b, const plume_bweight *const *w, int n_w, const plume_buf *x,
+                  int32_t n_rows, plume_buf *const *y, plume_error *err);
 
     /* Optional: waits for queued work (NULL: work is synchronous). */
     int (*synchronize)(plume_backend *b, plume_error *err);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "plume/api.h"
+#include "plume/backend.h"
 #include "plume/error.h"
 #include "plume/model.h"
 #include "plume/sampler.h"
@@ -21,12 +22,6 @@ extern "C" {
 #endif
 
 typedef struct plume_engine plume_engine;
-
-/* How the KV cache stores keys and values. */
-typedef enum plume_kv_dtype {
-    PLUME_KV_F32 = 0,
-    PLUME_KV_F16 = 1, /* half the memory and bandwidth; values rounded to binary16 */
-} plume_kv_dtype;
 
 typedef struct plume_engine_params {
     int32_t block_size;          /* tokens per KV block (default 16) */
@@ -40,7 +35,6 @@ typedef struct plume_engine_params {
                                     Default true: decode never waits behind a long
                                     prefill; throughput is within noise of separate
                                     steps (docs/engine.md has the measurements) */
-    int n_threads;               /* 0 = default */
 } plume_engine_params;
 
 /* The defaults listed above. */

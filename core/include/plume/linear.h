@@ -2,8 +2,8 @@
  * linear layer from a checkpoint and running y = x·Wᵀ on a backend.
  *
  * Built in: "native", the unquantized types (F32, F16, BF16) and the GGUF
- * block types plume computes with (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K), run by
- * the backend's matmul.  A quant plugin (quant-gptq, quant-awq) owns its
+ * block types plume computes with (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K): prepared
+ * by the backend's weight_prepare and run by its matmul.  A quant plugin (quant-gptq, quant-awq) owns its
  * on-disk format and its kernels and may repack at load time.  The core
  * asks every registered method to probe a layer and uses the highest score,
  * so a pipeline selects a method by listing the plugin, not by a key. */
@@ -24,7 +24,9 @@
 extern "C" {
 #endif
 
-#define PLUME_LINEAR_INTERFACE_VERSION 1
+/* 2: forward takes backend buffers (version 1 took host pointers; the
+ * registry refuses it) and forward_multi was appended. */
+#define PLUME_LINEAR_INTERFACE_VERSION 2
 
 typedef struct plume_linear plume_linear; /* one loaded linear layer */
 struct plume_quant_job;
@@ -37,9 +39,9 @@ typedef struct plume_weights {
     plume_checkpoint *ck;
 } plume_weights;
 
-/* The tensor "<prefix>.<suffix>" of w ("blk.0.attn_q" + "weight"), through
- * the format's find (or a scan when it has none); NULL when absent or when
- * the name would exceed 511 bytes. */
+/* The tensor "<prefix>.<suffix>" of w ("blk.0.attn_q" + "weight"), or
+ * "<prefix>" when suffix is NULL, through the format's find (or a scan when
+ * it has none); NULL when absent or when the name would exceed 511 bytes. */
 PLUME_API const plume_tensor *plume_weights_find(const plume_weights *w, const char *prefix,
                                                  const char *suffix);
 
@@ -57,8 +59,10 @@ typedef struct plume_linear_vtable {
      * only. */
     int (*probe)(const plume_weights *w, const char *prefix);
 
-    /* Loads the layer for backend b (uploading or repacking as the
-     * method's kernels want). */
+    /* Loads the layer for backend b (the instance the forward pass runs
+     * on: uploading or repacking as the method's kernels want).  A method
+     * whose kernels cannot run on that backend fails here with a message
+     * naming the method and bvt->name. */
     int (*load)(const plume_weights *w, const char *prefix, const plume_settings *s,
                 const plume_backend_vtable *bvt, plume_backend *b, plume_linear **out,
                 plume_error *err);
@@ -69,11 +73,12 @@ typedef struct plume_linear_vtable {
 
     /* y[t] = x[t]·Wᵀ (+ the layer's bias, prefix.bias, when the checkpoint
      * has one: a method that loads a layer owns its bias) for t < n_tok; x
-     * is n_tok x in, y n_tok x out, both in the backend's memory.  b is the
-     * backend instance of the forward pass (for the CPU backend, its
-     * parallel_for runs on the forward pass's threads). */
+     * holds n_tok rows of in features, y n_tok rows of out, f32, both
+     * buffers of backend b (the one the layer was loaded for).  A host
+     * kernel reaches their memory through bvt->host_ptr and runs on
+     * bvt->parallel_for. */
     int (*forward)(plume_linear *l, const plume_backend_vtable *bvt, plume_backend *b,
-                   const float *x, int32_t n_tok, float *y, plume_error *err);
+                   const plume_buf *x, int32_t n_tok, plume_buf *y, plume_error *err);
 
     /* ---- optional: making checkpoints (`plume quantize`) ---- */
 
@@ -91,6 +96,16 @@ typedef struct plume_linear_vtable {
      * caller-allocated) and out->loss. */
     int (*quantize)(const plume_settings *s, const struct plume_quant_job *job,
                     struct plume_quant_result *out, plume_error *err);
+
+    /* ---- optional (version 2) ---- */
+
+    /* n layers of this method (all loaded by it, equal in_features) on the
+     * same x, into y[i]: each y[i] exactly what forward(l[i], ...) gives,
+     * with work shared where the kernels can (the native method quantizes
+     * x once for q, k and v).  NULL: the core calls forward n times. */
+    int (*forward_multi)(plume_linear *const *l, int n, const plume_backend_vtable *bvt,
+                         plume_backend *b, const plume_buf *x, int32_t n_tok, plume_buf *const *y,
+                         plume_error *err);
 } plume_linear_vtable;
 
 /* One float Linear handed to quantize(). */

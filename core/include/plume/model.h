@@ -7,8 +7,10 @@
 #include <stdint.h>
 
 #include "plume/api.h"
+#include "plume/backend.h"
 #include "plume/error.h"
 #include "plume/tokenizer.h"
+#include "plume/weight_format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,16 +25,50 @@ typedef struct plume_context plume_context;
 PLUME_API int plume_model_load(const char *path, plume_model **out, plume_error *err);
 
 typedef struct plume_registry plume_registry;
-/* plume_model_load with the linear methods of reg: each linear layer is
+/* plume_model_load with the providers of reg: the checkpoint is opened by
+ * the weight format whose probe scores highest, and each linear layer is
  * loaded by the registered method whose probe of the checkpoint scores
  * highest (the core's "native" for float and GGUF block types).  A
  * checkpoint whose config names a quant_method with no provider in reg gets
  * the plugin "quant-<method>" loaded into reg from its search path.  reg
- * NULL: the native method only, except for a checkpoint whose config names
- * a quant_method, which gets a registry of the model's own (default search
- * path) to load that plugin into. */
+ * NULL: the built-in formats and the native method only, except for a
+ * checkpoint whose config names a quant_method, which gets a registry of the
+ * model's own (default search path) to load that plugin into.  The weights
+ * go to a new instance of the built-in cpu backend. */
 PLUME_API int plume_model_load_with(const char *path, plume_registry *reg, plume_model **out,
                                     plume_error *err);
+
+/* Where and how a model is loaded (plume_model_load_ex). */
+typedef struct plume_load_params {
+    plume_registry *registry;                /* as for plume_model_load_with; NULL allowed */
+    /* The weight format to open the checkpoint with (e.g. the pipeline's);
+     * NULL: the one whose probe scores highest. */
+    const plume_weight_format_vtable *format;
+    /* The backend the weights are prepared for and the forward pass runs
+     * on: an existing instance (borrowed: it must outlive the model), or
+     * else a new instance of backend_vt (NULL: the built-in cpu) created
+     * with backend_settings and n_threads (0: the backend's default) and
+     * owned by the model. */
+    const plume_backend_vtable *backend_vt;
+    plume_backend *backend;
+    const plume_settings *backend_settings;
+    int n_threads;
+} plume_load_params;
+
+/* No registry, a new cpu backend with the default thread count. */
+PLUME_API plume_load_params plume_load_defaults(void);
+
+/* Loads path onto the backend p names.  Before preparing any weight it asks
+ * the backend (supports) whether it can run the model's tensor types, head
+ * size and rope style, and fails naming what it cannot. */
+PLUME_API int plume_model_load_ex(const char *path, const plume_load_params *p,
+                                  plume_model **out, plume_error *err);
+
+/* The backend a model's weights live on, and its instance (when inst is
+ * non-NULL).  Runners, engines and contexts of the model run on it. */
+PLUME_API const plume_backend_vtable *plume_model_backend(const plume_model *m,
+                                                           plume_backend **inst);
+
 /* The quantization method of a quantized checkpoint ("gptq"), or NULL. */
 PLUME_API const char *plume_model_quant_method(const plume_model *m);
 
@@ -50,10 +86,10 @@ PLUME_API int64_t plume_model_weight_bytes(const plume_model *m);
  * tokenizer) to the stream f (a FILE *). */
 PLUME_API void plume_model_describe(const plume_model *m, void *f);
 
-/* A context: KV cache for one sequence of up to n_ctx tokens, activation
- * buffers and a thread pool of n_threads (0 = all online CPUs). */
-PLUME_API int plume_context_create(const plume_model *m, int n_ctx, int n_threads,
-                                   plume_context **out, plume_error *err);
+/* A context: KV cache for one sequence of up to n_ctx tokens and
+ * activation buffers, on the model's backend (its threads). */
+PLUME_API int plume_context_create(const plume_model *m, int n_ctx, plume_context **out,
+                                   plume_error *err);
 PLUME_API void plume_context_free(plume_context *c);
 PLUME_API int plume_context_n_ctx(const plume_context *c);
 /* Number of positions already in the cache. */

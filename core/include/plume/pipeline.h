@@ -110,6 +110,26 @@ PLUME_API const plume_kv_connector_vtable *plume_pipeline_kv_connector(const plu
                                                                        const plume_settings **s,
                                                                        plume_kv_role *role);
 
+/* What a caller changes of a pipeline when building from it (the command
+ * line's flags); zeroed fields keep the pipeline's values. */
+typedef struct plume_build_opts {
+    const plume_engine_params *engine; /* NULL: the pipeline's kv_cache and scheduler */
+    int n_threads;                     /* 0: the pipeline's `threads` */
+} plume_build_opts;
+
+/* Assembles what the pipeline describes, with the providers of reg (the
+ * registry the pipeline was resolved against):
+ *   - a new instance of its backend (settings, threads),
+ *   - the model, opened by its weight format and loaded onto that backend
+ *     with reg's linear methods (plume_model_load_ex),
+ *   - when engine is non-NULL, an engine on that model (KV cache on the
+ *     backend) with the pipeline's scheduler, sampler and proposer.
+ * o may be NULL.  On failure nothing is left allocated.  Free the engine,
+ * then the model, then (after both) the registry. */
+PLUME_API int plume_pipeline_build(const plume_pipeline *p, plume_registry *reg,
+                                   const plume_build_opts *o, plume_model **model,
+                                   plume_engine **engine, plume_error *err);
+
 /* Writes the resolved pipeline as YAML to f (a FILE *): every slot with its
  * provider, where the provider comes from, and every setting with its
  * value, defaults marked. */

@@ -281,15 +281,12 @@ int bench_spec(int argc, char **argv)
                 goto done;
         }
     }
-    if (plume_model_load_with(plume_pipeline_model(pipe), reg, &m, &err))
-        goto done;
     int model_loads = 1;
     plume_engine_params ep;
     plume_pipeline_engine_params(pipe, &ep);
-    if (threads)
-        ep.n_threads = threads;
     ep.max_num_seqs = batch > ep.max_num_seqs ? batch : ep.max_num_seqs;
-    if (plume_engine_create(m, &ep, &e, &err) ||
+    plume_build_opts bo = {.engine = &ep, .n_threads = threads};
+    if (plume_pipeline_build(pipe, reg, &bo, &m, &e, &err) ||
         load_prompts(prompts, plume_model_tokenizer(m), cap_tokens, &ps, &err))
         goto done;
     ref = calloc((size_t)ps.n, sizeof *ref);

@@ -151,7 +151,7 @@ fail:
 int bench_throughput(int argc, char **argv)
 {
     const char *model = NULL;
-    int n = 64, in_lo = 64, in_hi = 512, out_lo = 64, out_hi = 256, shared = 0;
+    int n = 64, in_lo = 64, in_hi = 512, out_lo = 64, out_hi = 256, shared = 0, threads = 0;
     uint64_t seed = 0;
     bool compare = false, as_json = false;
     plume_engine_params ep = plume_engine_defaults();
@@ -177,7 +177,7 @@ int bench_throughput(int argc, char **argv)
         } else if (cli_flag(argv, i, "--json")) {
             as_json = true;
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            ep.n_threads = (int)cli_int("--threads", v, 1, 1024);
+            threads = (int)cli_int("--threads", v, 1, 1024);
         } else if (cli_opt(argc, argv, &i, "--ctx-size", &v)) {
             ep.kv_max_tokens = cli_int("--ctx-size", v, 1, 1 << 30);
         } else if (cli_opt(argc, argv, &i, "--block-size", &v)) {
@@ -208,7 +208,9 @@ int bench_throughput(int argc, char **argv)
     plume_model *m = NULL;
     workload w = {0};
     int status = 1;
-    if (plume_model_load(model, &m, &err))
+    plume_load_params lp = plume_load_defaults();
+    lp.n_threads = threads;
+    if (plume_model_load_ex(model, &lp, &m, &err))
         goto done;
     if (make_workload(m, n + 1, in_lo, in_hi, out_lo, out_hi, shared, seed, &w)) {
         plume_err(&err, PLUME_ERR_NOMEM, "out of memory building the workload");
@@ -234,7 +236,7 @@ int bench_throughput(int argc, char **argv)
             (json_int_t)batched.stats.prefill_tokens, "cached_prompt_tokens",
             (json_int_t)batched.stats.cached_prompt_tokens, "preemptions",
             (json_int_t)batched.stats.preemptions, "num_seqs", (json_int_t)n, "threads",
-            ep.n_threads, "prefix_caching", ep.prefix_caching, "mixed_batches", ep.mixed_batches);
+            threads, "prefix_caching", ep.prefix_caching, "mixed_batches", ep.mixed_batches);
         if (compare) {
             json_object_set_new(o, "sequential_tok_s", json_real(stput));
             json_object_set_new(o, "speedup", json_real(tput / stput));

@@ -150,7 +150,7 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
     plume_context *ctx = NULL;
     const int32_t nv = plume_model_n_vocab(m);
     const int n_ctx = PREFILL_TOKENS + DECODE_PROMPT + DECODE_STEPS;
-    if (plume_context_create(m, n_ctx, o->threads, &ctx, &err)) {
+    if (plume_context_create(m, n_ctx, &ctx, &err)) {
         fprintf(stderr, "plume bench: %s\n", err.msg);
         return -1;
     }
@@ -232,7 +232,9 @@ static int roofline(const bench_opts *o)
     bool have_model = false, int8_roof = false;
     if (o->model) {
         plume_model *m;
-        if (plume_model_load(o->model, &m, &err)) {
+        plume_load_params lp = plume_load_defaults();
+        lp.n_threads = o->threads;
+        if (plume_model_load_ex(o->model, &lp, &m, &err)) {
             fprintf(stderr, "plume bench: %s\n", err.msg);
             return 1;
         }

@@ -149,7 +149,7 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_flag(argv, i, "--ignore-eos")) {
             o->ignore_eos = true;
         } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
-            o->ep.n_threads = (int)cli_int("--threads", v, 1, 1024);
+            o->threads = (int)cli_int("--threads", v, 1, 1024);
             o->set |= SET_THREADS;
         } else if (cli_opt(argc, argv, &i, "--ctx-size", &v) || cli_opt(argc, argv, &i, "-c", &v)) {
             o->ep.kv_max_tokens = cli_int("--ctx-size", v, 1, 1 << 30);
@@ -212,7 +212,6 @@ static void merge(gen_opts *o, const plume_pipeline *p)
     bool seed_given = false;
     plume_pipeline_engine_params(p, &ep);
     plume_pipeline_sampling_params(p, &sp, &seed_given);
-    if (o->set & SET_THREADS) ep.n_threads = o->ep.n_threads;
     if (o->set & SET_CTX) ep.kv_max_tokens = o->ep.kv_max_tokens;
     if (o->set & SET_BLOCK) ep.block_size = o->ep.block_size;
     if (o->set & SET_SEQS) ep.max_num_seqs = o->ep.max_num_seqs;
@@ -556,20 +555,8 @@ int cmd_generate(int argc, char **argv)
                   (long long)o.ep.kv_max_tokens, o.ep.block_size);
         goto done;
     }
-    if (plume_model_load_with(plume_pipeline_model(pipe), reg, &m, &err) ||
-        plume_engine_create(m, &o.ep, &e, &err))
-        goto done;
-    plume_sampling_params unused;
-    if (!plume_pipeline_sampling_params(pipe, &unused, NULL)) { /* a sampler provider */
-        const plume_settings *ss;
-        const plume_sampler_vtable *svt = plume_pipeline_sampler(pipe, &ss);
-        if (plume_engine_set_sampler(e, svt, ss, &err))
-            goto done;
-    }
-    const plume_settings *ps;
-    int32_t k = 0;
-    const plume_proposer_vtable *pvt = plume_pipeline_proposer(pipe, &ps, &k);
-    if (pvt && plume_engine_set_proposer(e, pvt, ps, k, &err))
+    plume_build_opts bo = {.engine = &o.ep, .n_threads = o.threads};
+    if (plume_pipeline_build(pipe, reg, &bo, &m, &e, &err))
         goto done;
     if (o.prompts_file ? generate_file(&o, m, e, &err) : generate_one(&o, m, e, &err))
         goto done;

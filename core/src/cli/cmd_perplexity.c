@@ -58,6 +58,7 @@ typedef struct ppl_opts {
     const char *text, *base;
     const char *model_path, *base_path; /* resolved */
     plume_ppl_params p;
+    int threads;
     bool json;
 } ppl_opts;
 
@@ -80,7 +81,7 @@ static int parse(int argc, char **argv, ppl_opts *o)
         } else if (cli_opt(argc, argv, &i, "--chunks", &v)) {
             o->p.max_windows = (int32_t)cli_int("--chunks", v, 1, 1 << 30);
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            o->p.n_threads = (int)cli_int("--threads", v, 1, 1024);
+            o->threads = (int)cli_int("--threads", v, 1, 1024);
         } else if (cli_opt(argc, argv, &i, "--kl-base", &v)) {
             o->base = v;
         } else if (cli_flag(argv, i, "--json")) {
@@ -227,8 +228,8 @@ int cmd_perplexity(int argc, char **argv)
     if (cli_pipeline_resolve("perplexity", &o.po, &reg, &pipe))
         goto out;
     o.model_path = plume_pipeline_model(pipe);
-    if (o.p.n_threads == 0)
-        o.p.n_threads = plume_pipeline_threads(pipe);
+    if (o.threads == 0)
+        o.threads = plume_pipeline_threads(pipe);
     o.base_path = o.base;
     if (o.base && is_pipeline_file(o.base)) {
         if (plume_pipeline_load(reg, o.base, &bpipe, &err)) {
@@ -237,8 +238,12 @@ int cmd_perplexity(int argc, char **argv)
         }
         o.base_path = plume_pipeline_model(bpipe);
     }
-    if (plume_model_load_with(o.model_path, reg, &m, &err) ||
-        (o.base && plume_model_load_with(o.base_path, reg, &base, &err))) {
+    plume_load_params lp = plume_load_defaults();
+    lp.registry = reg;
+    lp.backend_vt = plume_pipeline_backend(pipe, &lp.backend_settings);
+    lp.n_threads = o.threads;
+    if (plume_model_load_ex(o.model_path, &lp, &m, &err) ||
+        (o.base && plume_model_load_ex(o.base_path, &lp, &base, &err))) {
         fprintf(stderr, "plume perplexity: %s\n", err.msg);
         goto out;
     }

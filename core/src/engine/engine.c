@@ -46,7 +46,7 @@ plume_engine_params plume_engine_defaults(void)
 {
     plume_engine_params p = {
         .block_size = 16, .kv_max_tokens = 16384, .kv_dtype = PLUME_KV_F32, .max_num_seqs = 64,
-        .max_batched_tokens = 512, .prefix_caching = true, .mixed_batches = true, .n_threads = 0,
+        .max_batched_tokens = 512, .prefix_caching = true, .mixed_batches = true,
     };
     return p;
 }
@@ -173,7 +173,7 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     }
     if (plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
         plume_kv_cache_create(m, n_blocks, p->block_size, p->kv_dtype, &e->kv, err) ||
-        plume_runner_create(m, e->kv, p->max_batched_tokens, p->n_threads, &e->runner, err)) {
+        plume_runner_create(m, e->kv, p->max_batched_tokens, &e->runner, err)) {
         plume_engine_free(e);
         return -1;
     }

@@ -33,7 +33,6 @@ typedef struct plume_ppl_params {
     int32_t n_ctx;       /* window length in tokens (>= 4) */
     int32_t stride;      /* 0 = non-overlapping windows, else see above */
     int32_t max_windows; /* evaluate at most this many windows (0 = all) */
-    int n_threads;       /* 0 = all online CPUs */
 } plume_ppl_params;
 
 /* Running totals, reported after every window and at the end. */

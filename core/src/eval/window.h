@@ -14,8 +14,8 @@
 typedef struct plume_window plume_window;
 
 /* A scorer for windows of up to n_ctx tokens, running chunks of at most
- * chunk positions on n_threads threads (0 = all online CPUs). */
-int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk, int n_threads,
+ * chunk positions, on the model's backend. */
+int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk,
                         plume_window **out, plume_error *err);
 void plume_window_free(plume_window *w);
 

@@ -18,8 +18,7 @@ struct plume_context {
     int n_past;
 };
 
-int plume_context_create(const plume_model *m, int n_ctx, int n_threads, plume_context **out,
-                         plume_error *err)
+int plume_context_create(const plume_model *m, int n_ctx, plume_context **out, plume_error *err)
 {
     if (n_ctx <= 0)
         n_ctx = m->cfg.n_ctx_train;
@@ -39,7 +38,7 @@ int plume_context_create(const plume_model *m, int n_ctx, int n_threads, plume_c
     for (int32_t i = 0; i < n_blocks; i++)
         c->block_table[i] = i;
     if (plume_kv_cache_create(m, n_blocks, CTX_BLOCK, PLUME_KV_F32, &c->kv, err) ||
-        plume_runner_create(m, c->kv, CTX_CHUNK, n_threads, &c->runner, err)) {
+        plume_runner_create(m, c->kv, CTX_CHUNK, &c->runner, err)) {
         plume_context_free(c);
         return -1;
     }

@@ -1,62 +1,65 @@
-/* The Llama-family forward pass on the CPU (llama2.c's shape: one straight
- * loop over layers) over a batch of sequences with a paged f32 KV cache.
- * Linear layers run as one matrix product over all positions of the batch;
- * attention reads each sequence's K/V through its block table. */
+/* The Llama-family forward pass (llama2.c's shape: one straight loop over
+ * layers) over a batch of sequences with a paged KV cache.  It calls only
+ * the backend vtable (plume/backend.h) and the linear methods
+ * (plume/linear.h): every buffer is the model's backend's, so the same code
+ * runs on the cpu backend, a device backend or backend-ref.  Linear layers
+ * run as one matrix product over all positions of the batch; attention
+ * reads each sequence's K/V through its block table. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "plume/fp16.h"
-#include "backend/cpu/ops.h"
-#include "model/activations.h"
 #include "model/model_internal.h"
-#include "model/paged_attention.h"
 #include "model/runner.h"
-#include "runtime/builtin.h"
+
+/* The runner's activation buffers, [max_tokens][...] on the backend. */
+enum { A_X, A_XN, A_Q, A_K, A_V, A_ATTN, A_GATE, A_UP, A_COUNT };
 
 struct plume_runner {
     const plume_model *m;
+    const plume_backend_vtable *bvt;
+    plume_backend *b;
     plume_kv_cache *kv;
-    plume_pool *pool;
     int32_t max_tokens;
-    plume_acts a;            /* activations, [max_tokens][...] */
-    plume_attn_row *rows;    /* per position */
-    int32_t *slots;          /* per position: cache slot */
-    int32_t *tokens;         /* per position: token id */
-    int32_t *logit_rows;     /* positions whose logits are wanted */
-    plume_backend *backend;  /* the cpu backend over pool, for plugin linears */
+    plume_buf *a[A_COUNT];
+    plume_buf *out;          /* logits rows, out_cap of them */
+    int32_t out_cap;
+    /* the current step (host) */
+    plume_step st;
+    bool in_step;
+    int32_t *tokens, *pos, *slots, *out_rows; /* [max_tokens] */
+    plume_step_seq *seqs;                      /* [max_tokens] */
 };
 
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
                           plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err)
 {
+    return plume_kv_cache_create_layers(m, m->cfg.n_layer, n_blocks, block_size, dtype, out, err);
+}
+
+int plume_kv_cache_create_layers(const plume_model *m, int32_t n_layer, int32_t n_blocks,
+                                 int32_t block_size, plume_kv_dtype dtype, plume_kv_cache **out,
+                                 plume_error *err)
+{
     const plume_model_config *c = &m->cfg;
-    if (c->head_dim > 512) /* the attention kernels' row buffers */
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "plume's attention supports head_dim up to 512, the model has %d",
-                         c->head_dim);
     if (n_blocks <= 0 || block_size <= 0)
         return plume_err(err, PLUME_ERR_INVALID,
                          "KV cache needs a positive number of blocks and block size (got %d x %d)",
                          n_blocks, block_size);
+    if (!m->bvt->supports(m->b, PLUME_FEAT_KV_DTYPE, dtype))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "backend %s cannot store the KV cache as %s; use kv_cache.dtype f32",
+                         m->bvt->name, dtype == PLUME_KV_F16 ? "f16" : "f32");
     plume_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    kv->n_layer = c->n_layer;
-    kv->n_blocks = n_blocks;
-    kv->block_size = block_size;
-    kv->kv_dim = c->n_head_kv * c->head_dim;
-    kv->dtype = dtype;
-    kv->elem = dtype == PLUME_KV_F16 ? 2 : sizeof(float);
-    size_t n = (size_t)c->n_layer * (size_t)n_blocks * (size_t)block_size * (size_t)kv->kv_dim;
-    kv->k = calloc(n, kv->elem);
-    kv->v = calloc(n, kv->elem);
-    if (!kv->k || !kv->v) {
-        double mib = 2.0 * (double)n * (double)kv->elem / (1 << 20);
-        plume_kv_cache_free(kv);
-        return plume_err(err, PLUME_ERR_NOMEM,
-                         "out of memory allocating a KV cache of %d blocks x %d tokens (%.1f MiB); "
-                         "lower kv_cache.max_tokens",
-                         n_blocks, block_size, mib);
+    kv->bvt = m->bvt;
+    kv->b = m->b;
+    kv->pool = (plume_kv_pool){.n_layer = n_layer, .n_blocks = n_blocks,
+                               .block_size = block_size, .n_head_kv = c->n_head_kv,
+                               .head_dim = c->head_dim, .dtype = dtype};
+    if (m->bvt->kv_alloc(m->b, &kv->pool, err)) {
+        free(kv);
+        return plume_err_prefix(err, "backend %s", m->bvt->name);
     }
     *out = kv;
     return 0;
@@ -66,41 +69,47 @@ void plume_kv_cache_free(plume_kv_cache *kv)
 {
     if (!kv)
         return;
-    free(kv->k);
-    free(kv->v);
+    kv->bvt->kv_free(kv->b, &kv->pool);
     free(kv);
 }
 
 int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_tokens,
-                        int n_threads, plume_runner **out, plume_error *err)
+                        plume_runner **out, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
     if (max_tokens <= 0)
         return plume_err(err, PLUME_ERR_INVALID, "max batched tokens must be positive, got %d",
                          max_tokens);
-    if (n_threads <= 0)
-        n_threads = plume_cpu_count();
+    if (kv->b != m->b)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "the KV cache lives on another backend instance than the model");
     plume_runner *r = calloc(1, sizeof *r);
     if (!r)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     r->m = m;
+    r->bvt = m->bvt;
+    r->b = m->b;
     r->kv = kv;
     r->max_tokens = max_tokens;
-    const size_t T = (size_t)max_tokens;
-    int acts = plume_acts_alloc(c, T, &r->a);
-    r->rows = malloc(sizeof *r->rows * T);
-    r->slots = malloc(sizeof *r->slots * T);
-    r->tokens = malloc(sizeof *r->tokens * T);
-    r->logit_rows = malloc(sizeof *r->logit_rows * T);
-    if (acts || !r->rows || !r->slots || !r->tokens || !r->logit_rows) {
+    const size_t T = (size_t)max_tokens, E = (size_t)c->n_embd,
+                 Q = (size_t)c->n_head * (size_t)c->head_dim,
+                 KV = (size_t)c->n_head_kv * (size_t)c->head_dim, F = (size_t)c->n_ff;
+    const size_t width[A_COUNT] = {[A_X] = E, [A_XN] = E > Q ? E : Q, [A_Q] = Q, [A_K] = KV,
+                                   [A_V] = KV, [A_ATTN] = Q, [A_GATE] = F, [A_UP] = F};
+    for (int i = 0; i < A_COUNT; i++)
+        if (!(r->a[i] = r->bvt->buf_alloc(r->b, sizeof(float) * T * width[i], err))) {
+            plume_runner_free(r);
+            return plume_err_prefix(err, "activations for %d batched tokens", max_tokens);
+        }
+    r->tokens = malloc(sizeof(int32_t) * T);
+    r->pos = malloc(sizeof(int32_t) * T);
+    r->slots = malloc(sizeof(int32_t) * T);
+    r->out_rows = malloc(sizeof(int32_t) * T);
+    r->seqs = malloc(sizeof *r->seqs * T);
+    if (!r->tokens || !r->pos || !r->slots || !r->out_rows || !r->seqs) {
         plume_runner_free(r);
         return plume_err(err, PLUME_ERR_NOMEM,
-                         "out of memory allocating activations for %d batched tokens", max_tokens);
-    }
-    if (plume_pool_create(n_threads, &r->pool, err) ||
-        !(r->backend = plume_cpu_backend_wrap(r->pool, err))) {
-        plume_runner_free(r);
-        return -1;
+                         "out of memory allocating a batch of %d tokens", max_tokens);
     }
     *out = r;
     return 0;
@@ -110,79 +119,26 @@ void plume_runner_free(plume_runner *r)
 {
     if (!r)
         return;
-    plume_builtin_cpu.destroy(r->backend);
-    plume_pool_free(r->pool);
-    plume_acts_free(&r->a);
-    free(r->rows);
-    free(r->slots);
+    if (r->in_step && r->bvt->step_end)
+        r->bvt->step_end(r->b, &r->st);
+    for (int i = 0; i < A_COUNT; i++)
+        r->bvt->buf_free(r->b, r->a[i]);
+    r->bvt->buf_free(r->b, r->out);
     free(r->tokens);
-    free(r->logit_rows);
+    free(r->pos);
+    free(r->slots);
+    free(r->out_rows);
+    free(r->seqs);
     free(r);
 }
 
 int32_t plume_runner_max_tokens(const plume_runner *r) { return r->max_tokens; }
-int plume_runner_threads(const plume_runner *r) { return plume_pool_threads(r->pool); }
 
-/* Writes one position's kv_dim values into its cache slot. */
-static void store_kv(const plume_kv_cache *kv, uint8_t *layer, int32_t slot, const float *src,
-                     int kv_dim)
+/* Flattens the batch into the step's per-row token, position and slot,
+ * checking ids, positions and block tables. */
+static int plan(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs, plume_error *err)
 {
-    if (kv->dtype == PLUME_KV_F32) {
-        memcpy(layer + (size_t)slot * kv_dim * sizeof(float), src, sizeof(float) * (size_t)kv_dim);
-        return;
-    }
-    uint16_t *dst = (uint16_t *)(layer + (size_t)slot * kv_dim * 2);
-    for (int i = 0; i < kv_dim; i++)
-        dst[i] = plume_fp32_to_fp16(src[i]);
-}
-
-static void add_bias(float *y, const float *b, int n_tok, int n)
-{
-    if (!b)
-        return;
-    for (int t = 0; t < n_tok; t++)
-        for (int i = 0; i < n; i++)
-            y[(size_t)t * n + i] += b[i];
-}
-
-/* y = x·Wᵀ for n rows through the layer's method. */
-static int lin_forward(plume_runner *r, const plume_lin *L, const float *x, int n, float *y,
-                       plume_error *err)
-{
-    if (!L->vt) {
-        plume_cpu_matmul_w(r->pool, &L->cw, x, n, y);
-        return 0;
-    }
-    return L->vt->forward(L->pl, &plume_builtin_cpu, r->backend, x, n, y, err);
-}
-
-/* Several layers on the same input: one shared activation quantization and
- * pool pass when all are native, else one after another. */
-static int lin_forward_multi(plume_runner *r, const plume_lin *const *L, int n_lin,
-                             const float *x, int n, float *const *y, plume_error *err)
-{
-    bool native = true;
-    for (int i = 0; i < n_lin; i++)
-        native = native && !L[i]->vt;
-    if (native) {
-        const plume_cpu_weight *w[4];
-        for (int i = 0; i < n_lin; i++)
-            w[i] = &L[i]->cw;
-        plume_cpu_matmul_multi(r->pool, w, n_lin, x, n, y);
-        return 0;
-    }
-    for (int i = 0; i < n_lin; i++)
-        if (lin_forward(r, L[i], x, n, y[i], err))
-            return -1;
-    return 0;
-}
-
-/* Flattens the batch into per-position token, slot and attention context,
- * checking ids, positions and block tables. Returns the position count. */
-static int32_t plan(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
-                    int32_t *n_logits, plume_error *err)
-{
-    const int32_t nv = r->m->cfg.n_vocab, bs = r->kv->block_size;
+    const int32_t nv = r->m->cfg.n_vocab, bs = r->kv->pool.block_size;
     int32_t T = 0, L = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         const plume_batch_seq *q = &seqs[s];
@@ -194,6 +150,8 @@ static int32_t plan(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs
             return plume_err(err, PLUME_ERR_RANGE,
                              "the batch has more than %d positions (the runner's maximum)",
                              r->max_tokens);
+        r->seqs[s] = (plume_step_seq){T, q->n, q->pos0, q->block_table,
+                                      (q->pos0 + q->n + bs - 1) / bs};
         for (int32_t i = 0; i < q->n; i++) {
             int32_t tok = q->tokens[i], pos = q->pos0 + i;
             if (tok < 0 || tok >= nv)
@@ -201,94 +159,155 @@ static int32_t plan(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs
                                  "token id %d at index %d is outside the vocabulary [0, %d)", tok,
                                  i, nv);
             int32_t blk = q->block_table[pos / bs];
-            if (blk < 0 || blk >= r->kv->n_blocks)
+            if (blk < 0 || blk >= r->kv->pool.n_blocks)
                 return plume_err(err, PLUME_ERR_INTERNAL,
                                  "block table entry %d = %d is outside the cache of %d blocks",
-                                 pos / bs, blk, r->kv->n_blocks);
+                                 pos / bs, blk, r->kv->pool.n_blocks);
             r->tokens[T] = tok;
+            r->pos[T] = pos;
             r->slots[T] = blk * bs + pos % bs;
-            r->rows[T] = (plume_attn_row){pos, q->block_table};
             if (i >= q->n - q->n_logits)
-                r->logit_rows[L++] = T;
+                r->out_rows[L++] = T;
             T++;
         }
     }
-    *n_logits = L;
-    return T;
+    if (T == 0)
+        return plume_err(err, PLUME_ERR_INVALID, "empty batch");
+    r->st = (plume_step){T, r->tokens, r->pos, r->slots, r->seqs, n_seqs, r->out_rows, L, NULL};
+    return 0;
+}
+
+/* Stops the pass at the first failing call. */
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        if (call)                                                                                  \
+            return -1;                                                                             \
+    } while (0)
+
+/* Several layers on the same input: through their method's forward_multi
+ * when they share one (one quantization of x for the cpu backend), else
+ * one after another. */
+static int lin_group(plume_runner *r, const plume_lin *const *L, int n_lin, const plume_buf *x,
+                     int32_t n, plume_buf *const *y, plume_error *err)
+{
+    const plume_linear_vtable *vt = L[0]->vt;
+    bool same = vt->forward_multi != NULL;
+    for (int i = 1; i < n_lin; i++)
+        same = same && L[i]->vt == vt;
+    if (same) {
+        plume_linear *pl[4];
+        for (int i = 0; i < n_lin; i++)
+            pl[i] = L[i]->pl;
+        if (vt->forward_multi(pl, n_lin, r->bvt, r->b, x, n, y, err))
+            return plume_err_prefix(err, "linear method %s", vt->name);
+        return 0;
+    }
+    for (int i = 0; i < n_lin; i++)
+        if (L[i]->vt->forward(L[i]->pl, r->bvt, r->b, x, n, y[i], err))
+            return plume_err_prefix(err, "linear method %s", L[i]->vt->name);
+    return 0;
+}
+
+static int lin(plume_runner *r, const plume_lin *L, const plume_buf *x, int32_t n, plume_buf *y,
+               plume_error *err)
+{
+    return lin_group(r, &L, 1, x, n, &y, err);
+}
+
+int plume_runner_begin(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
+                       plume_error *err)
+{
+    TRY(plan(r, seqs, n_seqs, err));
+    if (r->bvt->step_begin && r->bvt->step_begin(r->b, &r->st, err))
+        return plume_err_prefix(err, "backend %s", r->bvt->name);
+    r->in_step = true;
+    if (r->bvt->embed(r->b, &r->st, r->m->tok_embd, r->a[A_X], r->m->cfg.n_embd, err)) {
+        plume_runner_end(r, NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook, void *hook_ctx,
+                       plume_error *err)
+{
+    const plume_backend_vtable *B = r->bvt;
+    plume_backend *b = r->b;
+    const plume_step *st = &r->st;
+    const plume_model_config *c = &r->m->cfg;
+    const plume_layer *Ly = &r->m->layers[l];
+    const int32_t n = st->n_rows, E = c->n_embd, F = c->n_ff;
+    const int adjacent = c->rope_style == PLUME_ROPE_ADJACENT;
+    plume_buf *const *a = r->a;
+#define HOOK(which, x) TRY(hook && hook(hook_ctx, l, which, x, n, err))
+
+    TRY(B->rmsnorm(b, a[A_XN], a[A_X], Ly->attn_norm, n, E, c->rms_eps, err));
+    HOOK(PLUME_LIN_QKV, a[A_XN]);
+    {   /* q, k and v share their input (and, natively, its quantization) */
+        const plume_lin *const qkv[3] = {&Ly->q, &Ly->k, &Ly->v};
+        plume_buf *const y[3] = {a[A_Q], a[A_K], a[A_V]};
+        TRY(lin_group(r, qkv, 3, a[A_XN], n, y, err));
+    }
+    TRY(B->rope(b, st, a[A_Q], c->n_head, c->head_dim, r->m->rope_freq, adjacent, err));
+    TRY(B->rope(b, st, a[A_K], c->n_head_kv, c->head_dim, r->m->rope_freq, adjacent, err));
+    TRY(B->kv_store(b, st, &r->kv->pool, kv_layer, a[A_K], a[A_V], err));
+    TRY(B->attention(b, st, &r->kv->pool, kv_layer, a[A_Q], c->n_head, a[A_ATTN], err));
+    HOOK(PLUME_LIN_O, a[A_ATTN]);
+    TRY(lin(r, &Ly->o, a[A_ATTN], n, a[A_XN], err));
+    TRY(B->add(b, a[A_X], a[A_XN], (size_t)n * E, err));
+
+    TRY(B->rmsnorm(b, a[A_XN], a[A_X], Ly->ffn_norm, n, E, c->rms_eps, err));
+    HOOK(PLUME_LIN_GATE_UP, a[A_XN]);
+    {   /* gate and up share their input */
+        const plume_lin *const gu[2] = {&Ly->gate, &Ly->up};
+        plume_buf *const y[2] = {a[A_GATE], a[A_UP]};
+        TRY(lin_group(r, gu, 2, a[A_XN], n, y, err));
+    }
+    TRY(B->swiglu(b, a[A_GATE], a[A_UP], (size_t)n * F, err));
+    HOOK(PLUME_LIN_DOWN, a[A_GATE]);
+    TRY(lin(r, &Ly->down, a[A_GATE], n, a[A_XN], err));
+    TRY(B->add(b, a[A_X], a[A_XN], (size_t)n * E, err));
+#undef HOOK
+    return 0;
+}
+
+/* The final norm of the wanted rows only, gathered, then the head and the
+ * copy back to the host. */
+static int logits_rows(plume_runner *r, float *logits, plume_error *err)
+{
+    const plume_backend_vtable *B = r->bvt;
+    const int32_t L = r->st.n_out, E = r->m->cfg.n_embd, V = r->m->cfg.n_vocab;
+    if (L > r->out_cap) {
+        B->buf_free(r->b, r->out);
+        r->out_cap = 0;
+        if (!(r->out = B->buf_alloc(r->b, sizeof(float) * (size_t)L * V, err)))
+            return plume_err_prefix(err, "logits of %d rows", L);
+        r->out_cap = L;
+    }
+    TRY(B->gather_out_rows(r->b, &r->st, r->a[A_XN], r->a[A_X], E, err));
+    TRY(B->rmsnorm(r->b, r->a[A_XN], r->a[A_XN], r->m->out_norm, L, E, r->m->cfg.rms_eps, err));
+    TRY(lin(r, &r->m->output, r->a[A_XN], L, r->out, err));
+    TRY(B->synchronize && B->synchronize(r->b, err));
+    return B->download(r->b, logits, r->out, 0, sizeof(float) * (size_t)L * V, err);
+}
+
+int plume_runner_end(plume_runner *r, float *logits, plume_error *err)
+{
+    int rc = r->st.n_out > 0 && logits ? logits_rows(r, logits, err) : 0;
+    if (r->in_step && r->bvt->step_end)
+        r->bvt->step_end(r->b, &r->st);
+    r->in_step = false;
+    return rc;
 }
 
 int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
                          float *logits, plume_error *err)
 {
-    int32_t L = 0;
-    int32_t n = plan(r, seqs, n_seqs, &L, err);
-    if (n <= 0)
-        return n == 0 ? plume_err(err, PLUME_ERR_INVALID, "empty batch") : -1;
-    const plume_model *m = r->m;
-    const plume_model_config *cfg = &m->cfg;
-    const int E = cfg->n_embd, hd = cfg->head_dim, H = cfg->n_head, HKV = cfg->n_head_kv;
-    const int Q = H * hd, KV = HKV * hd, F = cfg->n_ff;
-    const int adjacent = cfg->rope_style == PLUME_ROPE_ADJACENT;
-    const size_t layer_stride = (size_t)r->kv->n_blocks * r->kv->block_size * KV;
-    plume_pool *pool = r->pool;
-
-    for (int t = 0; t < n; t++)
-        plume_cpu_get_row(m->tok_embd, r->tokens[t], r->a.x + (size_t)t * E);
-
-    for (int l = 0; l < cfg->n_layer; l++) {
-        const plume_layer *Ly = &m->layers[l];
-        uint8_t *kc = (uint8_t *)r->kv->k + (size_t)l * layer_stride * r->kv->elem;
-        uint8_t *vc = (uint8_t *)r->kv->v + (size_t)l * layer_stride * r->kv->elem;
-        for (int t = 0; t < n; t++)
-            plume_cpu_rmsnorm(r->a.xn + (size_t)t * E, r->a.x + (size_t)t * E, Ly->attn_norm, E,
-                              cfg->rms_eps);
-        {   /* Q, K, V share one quantization of xn and one pool pass */
-            const plume_lin *const qkv[3] = {&Ly->q, &Ly->k, &Ly->v};
-            float *const qkv_y[3] = {r->a.q, r->a.k, r->a.v};
-            if (lin_forward_multi(r, qkv, 3, r->a.xn, n, qkv_y, err))
-                return -1;
-        }
-        add_bias(r->a.q, Ly->bq, n, Q);
-        add_bias(r->a.k, Ly->bk, n, KV);
-        add_bias(r->a.v, Ly->bv, n, KV);
-        for (int t = 0; t < n; t++) {
-            const int pos = r->rows[t].pos;
-            plume_cpu_rope_heads(r->a.q + (size_t)t * Q, H, hd, pos, m->rope_inv_freq, adjacent);
-            plume_cpu_rope_heads(r->a.k + (size_t)t * KV, HKV, hd, pos, m->rope_inv_freq, adjacent);
-            store_kv(r->kv, kc, r->slots[t], r->a.k + (size_t)t * KV, KV);
-            store_kv(r->kv, vc, r->slots[t], r->a.v + (size_t)t * KV, KV);
-        }
-        plume_paged_attention(pool, r->a.q, kc, vc, r->kv->dtype == PLUME_KV_F16, r->rows, n,
-                              r->kv->block_size, H, HKV, hd,
-                              r->a.attn);
-        if (lin_forward(r, &Ly->o, r->a.attn, n, r->a.xn, err))
+    TRY(plume_runner_begin(r, seqs, n_seqs, err));
+    for (int l = 0; l < r->m->cfg.n_layer; l++)
+        if (plume_runner_layer(r, l, l, NULL, NULL, err)) {
+            plume_runner_end(r, NULL, NULL);
             return -1;
-        add_bias(r->a.xn, Ly->bo, n, E);
-        for (size_t i = 0; i < (size_t)n * E; i++)
-            r->a.x[i] += r->a.xn[i];
-
-        for (int t = 0; t < n; t++)
-            plume_cpu_rmsnorm(r->a.xn + (size_t)t * E, r->a.x + (size_t)t * E, Ly->ffn_norm, E,
-                              cfg->rms_eps);
-        {   /* gate and up share one quantization of xn and one pool pass */
-            const plume_lin *const gu[2] = {&Ly->gate, &Ly->up};
-            float *const gu_y[2] = {r->a.gate, r->a.up};
-            if (lin_forward_multi(r, gu, 2, r->a.xn, n, gu_y, err))
-                return -1;
         }
-        plume_cpu_swiglu(r->a.gate, r->a.up, n * F);
-        if (lin_forward(r, &Ly->down, r->a.gate, n, r->a.xn, err))
-            return -1;
-        for (size_t i = 0; i < (size_t)n * E; i++)
-            r->a.x[i] += r->a.xn[i];
-    }
-    if (L > 0 && logits) {
-        /* final norm of the wanted rows only, gathered, then one head matmul */
-        for (int i = 0; i < L; i++)
-            plume_cpu_rmsnorm(r->a.xn + (size_t)i * E, r->a.x + (size_t)r->logit_rows[i] * E,
-                              m->out_norm, E, cfg->rms_eps);
-        if (lin_forward(r, &m->output, r->a.xn, L, logits, err))
-            return -1;
-    }
-    return 0;
+    return plume_runner_end(r, logits, err);
 }

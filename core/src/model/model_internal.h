@@ -3,41 +3,50 @@
 #ifndef PLUME_MODEL_INTERNAL_H
 #define PLUME_MODEL_INTERNAL_H
 
-#include "backend/cpu/ops.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
+#include "plume/backend.h"
 #include "plume/linear.h"
 #include "plume/model.h"
 #include "plume/registry.h"
 
-/* One linear layer: either the core's own ("native": a float or GGUF
- * block-type matrix run by the CPU matmul) or a method a plugin provides
- * (chosen by probing the checkpoint, linear.h), which owns its bias. */
+/* One linear layer, loaded by a method (the core's "native" or a plugin's,
+ * chosen by probing the checkpoint, linear.h), which owns its bias. */
 typedef struct plume_lin {
-    const plume_tensor *w;          /* native: the [out][in] matrix */
-    plume_cpu_weight cw;            /* native: prepared for the CPU matmul */
-    const plume_linear_vtable *vt;  /* a plugin's method, NULL when native */
+    const plume_linear_vtable *vt; /* NULL only while unloaded */
     plume_linear *pl;
 } plume_lin;
 
 typedef struct plume_layer {
     plume_lin q, k, v, o, gate, up, down;
-    float *attn_norm, *ffn_norm;            /* owned f32 copies, n_embd */
-    float *bq, *bk, *bv, *bo;               /* owned f32 biases of native q/k/v/o, or NULL */
+    plume_bweight *attn_norm, *ffn_norm; /* n_embd */
 } plume_layer;
 
+/* Every weight is a handle of the model's backend (backend.h), so the
+ * model itself never touches device memory. */
 struct plume_model {
     plume_model_config cfg;
     char *path;
-    gguf_file *gguf;      /* exactly one of gguf / st is set */
+    /* the checkpoint, opened by the weight format that won the probe */
+    const plume_weight_format_vtable *fmt;
+    plume_checkpoint *ck;
+    gguf_file *gguf;      /* the built-in formats' own handles (== ck), else NULL */
     safetensors *st;
     plume_tokenizer *tok;
-    const plume_tensor *tok_embd; /* [n_vocab][n_embd] */
-    plume_lin output;             /* the head; its w == tok_embd when tied */
-    float *out_norm;              /* owned, n_embd */
+    /* the backend the weights live on */
+    const plume_backend_vtable *bvt;
+    plume_backend *b;
+    bool owns_backend;
+    const plume_tensor *tok_embd_t;   /* [n_vocab][n_embd], for shapes and descriptions */
+    const plume_bweight *tok_embd;    /* the embedding table: own_embd, or the tied head's */
+    plume_bweight *own_embd;
+    plume_lin output;                 /* the head (the embedding matrix when tied) */
+    plume_bweight *out_norm;          /* n_embd */
     plume_layer *layers;
-    float *rope_inv_freq;         /* head_dim/2 */
+    float *rope_inv_freq;             /* head_dim/2, host */
+    plume_tensor rope_t;              /* rope_inv_freq as an F32 vector */
+    plume_bweight *rope_freq;         /* ... prepared */
     int64_t n_params;
     int64_t weight_bytes;
     /* a quantized checkpoint: its method ("gptq") and settings, else "" / NULL */

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend/cpu/ops.h"
 #include "formats/hf_quant_config.h"
 #include "model/model_internal.h"
 #include "runtime/builtin.h"
@@ -39,9 +38,13 @@ static const tensor_name linear_names[L_COUNT] = {
     [L_DOWN] = {"blk.%d.ffn_down", "model.layers.%d.mlp.down_proj"},
 };
 
+/* The open checkpoint as the weight-format interface sees it. */
+static plume_weights weights_of(const plume_model *m) { return (plume_weights){m->fmt, m->ck}; }
+
 static const plume_tensor *find(const plume_model *m, const char *name)
 {
-    return m->gguf ? gguf_find_tensor(m->gguf, name) : safetensors_find(m->st, name);
+    plume_weights w = weights_of(m);
+    return plume_weights_find(&w, name, NULL);
 }
 
 static const char *source_path(const plume_model *m) { return m->path; }
@@ -68,16 +71,21 @@ static int get_matrix(plume_model *m, const char *name, int64_t ne0, int64_t ne1
         return plume_err(err, PLUME_ERR_FORMAT,
                          "%s: tensor '%s' rows of %lld elements are not a whole number of %s blocks",
                          source_path(m), name, (long long)ne0, plume_dtype_name(t->type));
+    if (!m->bvt->supports(m->b, PLUME_FEAT_WEIGHT_TYPE, t->type))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: tensor '%s' has type %s, which backend %s cannot run; choose "
+                         "another backend (cpu runs every type plume reads)",
+                         source_path(m), name, plume_dtype_name(t->type), m->bvt->name);
     m->n_params += ne0 * ne1;
     m->weight_bytes += (int64_t)t->nbytes;
     *out = t;
     return 0;
 }
 
-/* A 1-D weight of n elements, copied to an owned f32 array.  Absent
+/* A 1-D float weight of n elements, prepared by the backend.  Absent
  * optional vectors give *out = NULL. */
-static int get_vector(plume_model *m, const char *name, int64_t n, bool required, float **out,
-                      plume_error *err)
+static int get_vector(plume_model *m, const char *name, int64_t n, bool required,
+                      plume_bweight **out, plume_error *err)
 {
     *out = NULL;
     const plume_tensor *t = find(m, name);
@@ -88,31 +96,22 @@ static int get_vector(plume_model *m, const char *name, int64_t n, bool required
         return 0;
     }
     if (!plume_dtype_supported(t->type) || plume_tensor_nelements(t) != n ||
-        plume_dtype_row_bytes(t->type, n) == 0)
+        plume_dtype_block_elems(t->type) != 1)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "%s: tensor '%s' should be a vector of %lld elements in a float type, "
                          "found %lld elements of type %s",
                          source_path(m), name, (long long)n,
                          (long long)plume_tensor_nelements(t), plume_dtype_name(t->type));
-    float *v = malloc(sizeof(float) * (size_t)n);
-    if (!v)
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory loading '%s'", name);
-    plume_tensor row = *t;
-    row.ne[0] = n;
-    row.ne[1] = row.ne[2] = row.ne[3] = 1;
-    plume_cpu_get_row(&row, 0, v);
+    plume_tensor v = *t; /* as a 1-D vector, whatever shape the file gave it */
+    v.n_dims = 1;
+    v.ne[0] = n;
+    v.ne[1] = v.ne[2] = v.ne[3] = 1;
+    if (m->bvt->weight_prepare(m->b, &v, out, err))
+        return plume_err_prefix(err, "%s: backend %s preparing '%s'", source_path(m),
+                                m->bvt->name, name);
     m->n_params += n;
     m->weight_bytes += (int64_t)t->nbytes;
-    *out = v;
     return 0;
-}
-
-/* The open checkpoint as the weight-format interface sees it. */
-static plume_weights weights_of(const plume_model *m)
-{
-    if (m->gguf)
-        return (plume_weights){&plume_builtin_gguf, (plume_checkpoint *)m->gguf};
-    return (plume_weights){&plume_builtin_safetensors, (plume_checkpoint *)m->st};
 }
 
 /* Bytes of every tensor named "<prefix>.*" (a plugin layer's storage). */
@@ -186,7 +185,14 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
                              "\"%s\" does not claim it (its tensors are not what that method "
                              "reads)",
                              source_path(m), prefix, prefix, m->quant_method);
-        return get_matrix(m, name, in, out, &L->w, err);
+        const plume_tensor *t;
+        if (get_matrix(m, name, in, out, &t, err))
+            return -1;
+        vt = &plume_builtin_native_linear;
+        if (vt->load(&w, prefix, NULL, m->bvt, m->b, &L->pl, err))
+            return plume_err_prefix(err, "%s", source_path(m));
+        L->vt = vt;
+        return 0;
     }
     if (!m->quant)
         return plume_err(err, PLUME_ERR_FORMAT,
@@ -194,8 +200,9 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
                          "quantization_config (config.json) or quantize_config.json giving its "
                          "bits, group_size, sym and format",
                          source_path(m), prefix, vt->name);
-    if (vt->load(&w, prefix, m->quant, &plume_builtin_cpu, NULL, &L->pl, err))
-        return plume_err_prefix(err, "%s: linear method %s", source_path(m), vt->name);
+    if (vt->load(&w, prefix, m->quant, m->bvt, m->b, &L->pl, err))
+        return plume_err_prefix(err, "%s: linear method %s on backend %s", source_path(m),
+                                vt->name, m->bvt->name);
     L->vt = vt;
     int64_t li, lo;
     vt->shape(L->pl, &li, &lo);
@@ -268,36 +275,16 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
             if (get_linear(m, reg, p[i], dims[i][0], dims[i][1], lins[i], err))
                 return -1;
         }
-        /* biases of native q/k/v/o (a plugin's method adds its own) */
-        float **bias[4] = {&L->bq, &L->bk, &L->bv, &L->bo};
-        for (int i = L_Q; i <= L_O; i++) {
+        /* every method owns its layer's bias; the config says q/k/v have one */
+        for (int i = L_Q; i < L_O && c->qkv_bias; i++) {
             snprintf(b, sizeof b, "%.159s.bias", p[i]);
-            if (lins[i]->vt) {
-                if (c->qkv_bias && i != L_O && !find(m, b))
-                    return plume_err(err, PLUME_ERR_FORMAT,
-                                     "%s: tensor '%s' is missing (the config has q/k/v biases)",
-                                     source_path(m), b);
-                continue;
-            }
-            if (get_vector(m, b, dims[i][1], c->qkv_bias && i != L_O, bias[i], err))
-                return -1;
+            if (!find(m, b))
+                return plume_err(err, PLUME_ERR_FORMAT,
+                                 "%s: tensor '%s' is missing (the config has q/k/v biases)",
+                                 source_path(m), b);
         }
     }
     return 0;
-}
-
-/* Load-time preparation of every native matrix for the CPU matmul
- * (repack.h). */
-static int prepare_weights(plume_model *m, plume_error *err)
-{
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        plume_layer *L = &m->layers[l];
-        plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
-        for (int i = 0; i < L_COUNT; i++)
-            if (!lins[i]->vt && plume_cpu_weight_init(&lins[i]->cw, lins[i]->w, err))
-                return -1;
-    }
-    return m->output.vt ? 0 : plume_cpu_weight_init(&m->output.cw, m->output.w, err);
 }
 
 /* For a quantized checkpoint: makes sure reg has the method its config
@@ -326,14 +313,13 @@ static bool is_dir(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-/* Opens the HF directory layout: config.json, safetensors, tokenizer.json. */
-static int open_hf(plume_model *m, const char *dir, plume_error *err)
+/* The HF layout around a checkpoint: config.json, an optional quantization
+ * config and tokenizer.json in dir. */
+static int open_hf_meta(plume_model *m, const char *dir, plume_error *err)
 {
     char p[4096], p2[4096];
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (plume_config_from_hf_json(p, &m->cfg, err))
-        return -1;
-    if (safetensors_open(dir, &m->st, err))
         return -1;
     if (plume_hf_quant_config(dir, &m->quant, m->quant_method, sizeof m->quant_method, err))
         return -1;
@@ -346,41 +332,135 @@ static int open_hf(plume_model *m, const char *dir, plume_error *err)
                          "config.json",
                          dir);
     /* token ids are bounded by the embedding rows the checkpoint really has */
-    const plume_tensor *emb = safetensors_find(m->st, "model.embed_tokens.weight");
+    const plume_tensor *emb = find(m, "model.embed_tokens.weight");
     int64_t rows = emb && emb->n_dims == 2 ? emb->ne[1] : 0;
     return plume_tokenizer_from_hf_sized(p, stat(p2, &sb) == 0 ? p2 : NULL, rows, &m->tok, err);
 }
 
-static int open_gguf(plume_model *m, const char *path, plume_error *err)
+/* Opens path with the weight format whose probe scores highest among reg's
+ * (the built-ins when reg is NULL).  When none claims it, the built-in that
+ * fits its shape (a directory: safetensors, a file: gguf) opens it, so that
+ * the error says what is wrong with it.  given: the caller's choice, used
+ * without probing.  gguf carries config and tokenizer
+ * in its metadata; any other format's checkpoint is a tensor container in
+ * an HF directory (config.json and tokenizer.json beside it, HF names). */
+static int open_checkpoint(plume_model *m, const plume_registry *reg,
+                           const plume_weight_format_vtable *given, const char *path,
+                           plume_error *err)
 {
-    if (gguf_open(path, &m->gguf, err))
-        return -1;
-    if (plume_config_from_gguf(m->gguf, &m->cfg, err))
-        return -1;
-    return plume_tokenizer_from_gguf(m->gguf, &m->tok, err);
+    const plume_weight_format_vtable *fmt = given;
+    int best = 0;
+    for (size_t i = 0, n = reg && !given ? plume_registry_n_providers(reg) : 0; i < n; i++) {
+        plume_provider_info info;
+        if (plume_registry_provider(reg, i, &info) || info.kind != PLUME_KIND_WEIGHT_FORMAT)
+            continue;
+        const plume_weight_format_vtable *f = info.vtable;
+        int score = f->probe(path);
+        if (score > best) {
+            best = score;
+            fmt = f;
+        }
+    }
+    if (!fmt)
+        fmt = is_dir(path) ? &plume_builtin_safetensors : &plume_builtin_gguf;
+    if (fmt->open(path, NULL, &m->ck, err))
+        return plume_err_prefix(err, "weight format %s", fmt->name);
+    m->fmt = fmt;
+    if (strcmp(fmt->name, "gguf") == 0 && fmt->open == plume_builtin_gguf.open) {
+        m->gguf = (gguf_file *)m->ck;
+        if (plume_config_from_gguf(m->gguf, &m->cfg, err))
+            return -1;
+        return plume_tokenizer_from_gguf(m->gguf, &m->tok, err);
+    }
+    if (fmt->open == plume_builtin_safetensors.open)
+        m->st = (safetensors *)m->ck;
+    if (!is_dir(path))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: weight format %s opened it, but plume reads the config and "
+                         "tokenizer of a non-GGUF checkpoint from config.json and "
+                         "tokenizer.json in its directory; give the model directory",
+                         path, fmt->name);
+    return open_hf_meta(m, path, err);
 }
 
-int plume_model_load_with(const char *path, plume_registry *reg, plume_model **out,
-                          plume_error *err)
+/* The backend of p: a borrowed instance, or a new one the model owns. */
+static int open_backend(plume_model *m, const plume_load_params *p, plume_error *err)
+{
+    m->bvt = p->backend_vt ? p->backend_vt : &plume_builtin_cpu;
+    if (p->backend) {
+        m->b = p->backend;
+        return 0;
+    }
+    if (m->bvt->create(p->backend_settings, p->n_threads, &m->b, err))
+        return plume_err_prefix(err, "backend %s", m->bvt->name);
+    m->owns_backend = true;
+    return 0;
+}
+
+/* Asks the backend about everything the forward pass needs beyond weight
+ * types (those are asked tensor by tensor). */
+static int check_backend(const plume_model *m, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    int adjacent = c->rope_style == PLUME_ROPE_ADJACENT;
+    if (!m->bvt->supports(m->b, PLUME_FEAT_HEAD_DIM, c->head_dim))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: backend %s cannot run attention heads of %d values; choose "
+                         "another backend",
+                         source_path(m), m->bvt->name, c->head_dim);
+    if (!m->bvt->supports(m->b, PLUME_FEAT_ROPE_ADJACENT, adjacent))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: backend %s cannot run the model's rope style (%s pairs); choose "
+                         "another backend",
+                         source_path(m), m->bvt->name, adjacent ? "adjacent" : "half-split");
+    return 0;
+}
+
+/* The rope frequencies theta^(-2i/head_dim), on the host and prepared. */
+static int prepare_rope(plume_model *m, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    int half = c->head_dim / 2;
+    m->rope_inv_freq = malloc(sizeof(float) * (size_t)(half > 0 ? half : 1));
+    if (!m->rope_inv_freq)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < half; i++)
+        m->rope_inv_freq[i] = (float)pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+    m->rope_t = (plume_tensor){.name = "rope.inv_freq", .type = PLUME_DTYPE_F32, .n_dims = 1,
+                               .ne = {half, 1, 1, 1}, .data = m->rope_inv_freq,
+                               .nbytes = sizeof(float) * (size_t)half};
+    return m->bvt->weight_prepare(m->b, &m->rope_t, &m->rope_freq, err);
+}
+
+plume_load_params plume_load_defaults(void)
+{
+    plume_load_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+int plume_model_load_ex(const char *path, const plume_load_params *p, plume_model **out,
+                        plume_error *err)
 {
     *out = NULL;
+    plume_load_params d = plume_load_defaults();
+    if (!p)
+        p = &d;
+    plume_registry *reg = p->registry;
     plume_model *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
         free(m);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory loading %s", path);
     }
     struct stat sb;
-    int rc;
-    if (stat(path, &sb) != 0)
-        rc = plume_err(err, PLUME_ERR_IO,
-                       "%s: no such file or directory (give a .gguf file or an HF model "
-                       "directory; `scripts/fetch-model` downloads the default model)",
-                       path);
-    else if (is_dir(path))
-        rc = open_hf(m, path, err);
-    else
-        rc = open_gguf(m, path, err);
-    if (rc)
+    if (stat(path, &sb) != 0) {
+        plume_err(err, PLUME_ERR_IO,
+                  "%s: no such file or directory (give a .gguf file or an HF model "
+                  "directory; `scripts/fetch-model` downloads the default model)",
+                  path);
+        goto fail;
+    }
+    if (open_checkpoint(m, reg, p->format, path, err))
         goto fail;
     if (!reg && m->quant_method[0]) { /* only a quantized checkpoint needs plugins */
         if (plume_registry_create(&m->own_reg, err) ||
@@ -399,8 +479,10 @@ int plume_model_load_with(const char *path, plume_registry *reg, plume_model **o
                   path, plume_tokenizer_n_vocab(m->tok), c->n_vocab);
         goto fail;
     }
-    if (get_matrix(m, m->gguf ? "token_embd.weight" : "model.embed_tokens.weight", c->n_embd,
-                   c->n_vocab, &m->tok_embd, err))
+    if (open_backend(m, p, err) || check_backend(m, err))
+        goto fail;
+    const char *embd_name = m->gguf ? "token_embd.weight" : "model.embed_tokens.weight";
+    if (get_matrix(m, embd_name, c->n_embd, c->n_vocab, &m->tok_embd_t, err))
         goto fail;
     const char *out_prefix = m->gguf ? "output" : "lm_head";
     /* GGUF: a separate head exists iff output.weight does; HF: the config's
@@ -410,8 +492,24 @@ int plume_model_load_with(const char *path, plume_registry *reg, plume_model **o
         if (get_linear(m, reg, out_prefix, c->n_embd, c->n_vocab, &m->output, err))
             goto fail;
         c->tied_embeddings = false;
+        if (m->bvt->weight_prepare(m->b, m->tok_embd_t, &m->own_embd, err)) {
+            plume_err_prefix(err, "%s: backend %s preparing '%s'", path, m->bvt->name,
+                             embd_name);
+            goto fail;
+        }
+        m->tok_embd = m->own_embd;
     } else {
-        m->output.w = m->tok_embd;
+        /* the head is the embedding matrix, run by the native method */
+        plume_weights w = weights_of(m);
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s", m->gguf ? "token_embd" : "model.embed_tokens");
+        if (plume_builtin_native_linear.load(&w, prefix, NULL, m->bvt, m->b, &m->output.pl,
+                                             err)) {
+            plume_err_prefix(err, "%s", path);
+            goto fail;
+        }
+        m->output.vt = &plume_builtin_native_linear;
+        m->tok_embd = plume_native_linear_weight(m->output.pl);
         c->tied_embeddings = true;
     }
     if (get_vector(m, m->gguf ? "output_norm.weight" : "model.norm.weight", c->n_embd, true,
@@ -419,21 +517,21 @@ int plume_model_load_with(const char *path, plume_registry *reg, plume_model **o
         goto fail;
     if (load_layers(m, reg, err))
         goto fail;
-    if (prepare_weights(m, err))
+    if (prepare_rope(m, err))
         goto fail;
-    int half = c->head_dim / 2;
-    m->rope_inv_freq = malloc(sizeof(float) * (size_t)half);
-    if (!m->rope_inv_freq) {
-        plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < half; i++)
-        m->rope_inv_freq[i] = (float)pow((double)c->rope_theta, -2.0 * i / c->head_dim);
     *out = m;
     return 0;
 fail:
     plume_model_free(m);
     return -1;
+}
+
+int plume_model_load_with(const char *path, plume_registry *reg, plume_model **out,
+                          plume_error *err)
+{
+    plume_load_params p = plume_load_defaults();
+    p.registry = reg;
+    return plume_model_load_ex(path, &p, out, err);
 }
 
 int plume_model_load(const char *path, plume_model **out, plume_error *err)
@@ -446,13 +544,26 @@ const char *plume_model_quant_method(const plume_model *m)
     return m->quant_method[0] ? m->quant_method : NULL;
 }
 
-/* Releases one linear layer (either kind). */
+const plume_backend_vtable *plume_model_backend(const plume_model *m, plume_backend **inst)
+{
+    if (inst)
+        *inst = m->b;
+    return m->bvt;
+}
+
 static void lin_release(plume_lin *L)
 {
-    if (L->vt)
+    if (L->vt && L->pl)
         L->vt->destroy(L->pl);
-    else
-        plume_cpu_weight_release(&L->cw);
+    L->vt = NULL;
+    L->pl = NULL;
+}
+
+static void weight_release(plume_model *m, plume_bweight **w)
+{
+    if (*w)
+        m->bvt->weight_free(m->b, *w);
+    *w = NULL;
 }
 
 void plume_model_free(plume_model *m)
@@ -462,24 +573,24 @@ void plume_model_free(plume_model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layer; l++) {
             plume_layer *L = &m->layers[l];
-            free(L->attn_norm);
-            free(L->ffn_norm);
-            free(L->bq);
-            free(L->bk);
-            free(L->bv);
-            free(L->bo);
+            weight_release(m, &L->attn_norm);
+            weight_release(m, &L->ffn_norm);
             plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
             for (int i = 0; i < L_COUNT; i++)
                 lin_release(lins[i]);
         }
         free(m->layers);
     }
-    free(m->out_norm);
+    weight_release(m, &m->out_norm);
+    weight_release(m, &m->own_embd);
+    weight_release(m, &m->rope_freq);
     lin_release(&m->output);
     free(m->rope_inv_freq);
+    if (m->owns_backend)
+        m->bvt->destroy(m->b);
     plume_tokenizer_free(m->tok);
-    gguf_close(m->gguf);
-    safetensors_close(m->st);
+    if (m->ck)
+        m->fmt->close(m->ck);
     plume_settings_free(m->quant);
     plume_registry_free(m->own_reg); /* after every plugin layer is gone */
     free(m->path);

@@ -7,21 +7,27 @@
 
 #include <stdint.h>
 
+#include "plume/backend.h"
 #include "plume/engine.h"
 #include "plume/model.h"
 
-/* K and V of every layer: [n_layer][n_blocks * block_size][kv_dim] of f32
- * or binary16 (dtype). */
+/* K and V of every layer in a pool the model's backend allocated
+ * (backend.h describes the layout). */
 typedef struct plume_kv_cache {
-    int32_t n_layer, n_blocks, block_size, kv_dim;
-    plume_kv_dtype dtype;
-    size_t elem;      /* bytes per value: 4 or 2 */
-    void *k, *v;
+    plume_kv_pool pool;
+    const plume_backend_vtable *bvt;
+    plume_backend *b;
 } plume_kv_cache;
 
-/* Allocates a cache of n_blocks blocks of block_size positions. */
+/* Allocates a cache of n_blocks blocks of block_size positions on the
+ * model's backend, after asking it whether it can store dtype. */
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
                           plume_kv_dtype dtype, plume_kv_cache **out, plume_error *err);
+/* The same with n_layer layers instead of the model's (the calibration
+ * pass reuses one layer of cache for every layer). */
+int plume_kv_cache_create_layers(const plume_model *m, int32_t n_layer, int32_t n_blocks,
+                                 int32_t block_size, plume_kv_dtype dtype, plume_kv_cache **out,
+                                 plume_error *err);
 void plume_kv_cache_free(plume_kv_cache *kv);
 
 /* One sequence's share of a step. */
@@ -35,13 +41,20 @@ typedef struct plume_batch_seq {
 
 typedef struct plume_runner plume_runner;
 
-/* A runner for batches of at most max_tokens positions, on n_threads
- * threads (0 = default), writing into kv. */
+/* A runner for batches of at most max_tokens positions on the model's
+ * backend (the instance the weights live on), writing into kv. */
 int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_tokens,
-                        int n_threads, plume_runner **out, plume_error *err);
+                        plume_runner **out, plume_error *err);
 void plume_runner_free(plume_runner *r);
 int32_t plume_runner_max_tokens(const plume_runner *r);
-int plume_runner_threads(const plume_runner *r);
+
+/* Called by plume_runner_forward_hooked before each group of linear layers
+ * of layer l with their common input x (n rows of in features, a buffer of
+ * the model's backend): which is PLUME_LIN_QKV, _O, _GATE_UP or _DOWN.
+ * Returns 0 to go on, -1 (err filled) to stop the pass. */
+enum { PLUME_LIN_QKV, PLUME_LIN_O, PLUME_LIN_GATE_UP, PLUME_LIN_DOWN };
+typedef int (*plume_lin_hook)(void *ctx, int layer, int which, const plume_buf *x, int32_t n,
+                              plume_error *err);
 
 /* Runs the forward pass over the batch (total positions <= max_tokens) and
  * writes, seq by seq, n_logits rows of n_vocab logits to logits.  Token
@@ -49,5 +62,21 @@ int plume_runner_threads(const plume_runner *r);
  * sequences intact. */
 int plume_runner_forward(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
                          float *logits, plume_error *err);
+
+/* The same pass in stages, for passes that are not the plain forward
+ * (the quantizer's calibration runs the layers one by one over all its
+ * tokens, quantizing each group of linears on its way, through this same
+ * layer code):
+ *   begin: checks and plans the batch and gathers the embeddings;
+ *   layer: decoder layer l, K/V in layer kv_layer of the cache, calling
+ *          hook (when non-NULL) before each group of linears;
+ *   end:   the logits (when logits is non-NULL) and the step's end.
+ * After a failed begin nothing is to be ended; after a failed layer call
+ * end(r, NULL) still must be called. */
+int plume_runner_begin(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs,
+                       plume_error *err);
+int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook, void *hook_ctx,
+                       plume_error *err);
+int plume_runner_end(plume_runner *r, float *logits, plume_error *err);
 
 #endif

@@ -11,26 +11,29 @@
 #include <time.h>
 #include <sys/stat.h>
 
-#include "backend/cpu/ops.h"
-#include "backend/cpu/threadpool.h"
-#include "model/activations.h"
 #include "model/model_internal.h"
-#include "model/paged_attention.h"
+#include "model/runner.h"
 #include "plume/model.h"
 #include "quant/hessian.h"
 #include "quant/quant_output.h"
 #include "runtime/builtin.h"
 
+/* The seven linears of a decoder layer, in the pass's order, by HF name. */
+static const char *const lin_names[7] = {"self_attn.q_proj", "self_attn.k_proj",
+                                         "self_attn.v_proj", "self_attn.o_proj",
+                                         "mlp.gate_proj",    "mlp.up_proj",
+                                         "mlp.down_proj"};
+
 typedef struct qrun {
     plume_model *m;
     const plume_quantize_opts *o;
-    plume_pool *pool;
+    plume_pool *pool;       /* the cpu backend's threads (Hessians) */
     int64_t S, T, n;        /* samples, tokens per sample, n = S·T (0: no calibration) */
-    plume_acts a;           /* activations [n][dim] */
     double *Hbase, *H;      /* [Kmax][Kmax] */
-    float *w, *wdeq;        /* [max out][max in] */
-    int32_t *blocks;        /* [S] = s: sample s is "block" s of T slots */
-    plume_attn_row *rows;   /* [n] */
+    float *w;               /* [max out][max in] */
+    float *deq[7];          /* the current layer's dequantized weights, which its
+                               linears now compute with */
+    plume_tensor deq_t[7];
     quant_output out;
     plume_quantize_report *rep;
     struct timespec t0;
@@ -128,24 +131,6 @@ fail:
 
 /* ---- the layer pass ---- */
 
-/* y = x·wᵀ (+ bias) for the run's n rows, w [out][in] f32. */
-static void linear_f32(qrun *r, const float *w, int64_t in, int64_t out, const float *bias,
-                       const float *x, float *y)
-{
-    plume_tensor t = {.name = "quantized", .type = PLUME_DTYPE_F32, .n_dims = 2,
-                      .ne = {in, out, 1, 1}, .data = w,
-                      .nbytes = sizeof(float) * (size_t)(in * out)};
-    enum { ROWS = 4096 }; /* rows per product */
-    for (int64_t i = 0; i < r->n; i += ROWS) {
-        int64_t c = r->n - i < ROWS ? r->n - i : ROWS;
-        plume_cpu_matmul(r->pool, &t, x + i * in, (int)c, y + i * out);
-    }
-    if (bias)
-        for (int64_t i = 0; i < r->n; i++)
-            for (int64_t j = 0; j < out; j++)
-                y[i * out + j] += bias[j];
-}
-
 static void report(qrun *r, const char *name, int idx, double loss)
 {
     if (!r->o->progress)
@@ -154,115 +139,173 @@ static void report(qrun *r, const char *name, int idx, double loss)
     r->o->progress(r->o->user, &p);
 }
 
-/* Quantizes one linear of the current layer with Hessian Hbase (NULL
- * without calibration); with calibration, then y = xin·w_deqᵀ (+ bias).
- * idx counts the linears done in this layer (for progress). */
-static int do_linear(qrun *r, const char *prefix, const char *short_name, int idx,
-                     const plume_lin *L, const float *bias, const float *xin, float *y,
-                     plume_error *err)
+static plume_lin *layer_lin(plume_model *m, int l, int i)
 {
-    const plume_tensor *t = L->w;
+    plume_layer *L = &m->layers[l];
+    plume_lin *lins[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+    return lins[i];
+}
+
+/* The checkpoint tensor "model.layers.<l>.<name>.<suffix>", or NULL. */
+static const plume_tensor *layer_tensor(const plume_model *m, int l, int i, const char *suffix)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "model.layers.%d.%s", l, lin_names[i]);
+    plume_weights w = {m->fmt, m->ck};
+    return plume_weights_find(&w, prefix, suffix);
+}
+
+/* Quantizes linear i of layer l with Hessian Hbase (NULL without
+ * calibration).  With calibration, the layer's linear then computes with
+ * the dequantized result (a native f32 layer over r->deq[i]), so that the
+ * rest of the pass sees the quantized model. */
+static int do_linear(qrun *r, int l, int i, plume_error *err)
+{
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "model.layers.%d.%s", l, lin_names[i]);
+    const plume_tensor *t = layer_tensor(r->m, l, i, "weight");
     const int64_t in = t->ne[0], out = t->ne[1];
     plume_dequantize((plume_dtype)t->type, t->data, r->w, in * out);
     if (r->n)
         memcpy(r->H, r->Hbase, sizeof(double) * (size_t)(in * in));
+    if (r->n && !(r->deq[i] = malloc(sizeof(float) * (size_t)(in * out))))
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory quantizing %s", prefix);
     plume_quant_job job = {prefix, in, out, r->w, r->n ? r->H : NULL, r->n};
     plume_quant_result res;
     memset(&res, 0, sizeof res);
-    res.w_deq = r->wdeq;
+    res.w_deq = r->n ? r->deq[i] : r->w;
     res.loss = -1;
     int rc = r->o->method->quantize(r->o->settings, &job, &res, err);
-    for (int i = 0; i < res.n_tensors; i++) {
-        if (!rc && quant_output_take(&r->out, prefix, &res.tensors[i], err))
+    for (int j = 0; j < res.n_tensors; j++) {
+        if (!rc && quant_output_take(&r->out, prefix, &res.tensors[j], err))
             rc = -1;
-        free(res.tensors[i].data);
+        free(res.tensors[j].data);
     }
     if (rc)
         return plume_err_prefix(err, "quantizing %s", prefix);
-    if (r->n)
-        linear_f32(r, r->wdeq, in, out, bias, xin, y);
+    if (r->n) {
+        r->deq_t[i] = (plume_tensor){.name = t->name, .type = PLUME_DTYPE_F32, .n_dims = 2,
+                                     .ne = {in, out, 1, 1}, .data = r->deq[i],
+                                     .nbytes = sizeof(float) * (size_t)(in * out)};
+        const plume_tensor *bias = layer_tensor(r->m, l, i, "bias");
+        plume_tensor bv;
+        if (bias) {
+            bv = *bias;
+            bv.n_dims = 1;
+            bv.ne[0] = out;
+            bv.ne[1] = bv.ne[2] = bv.ne[3] = 1;
+        }
+        plume_lin *L = layer_lin(r->m, l, i);
+        plume_linear *pl;
+        if (plume_native_linear_create(r->m->bvt, r->m->b, &r->deq_t[i], bias ? &bv : NULL, &pl,
+                                       err))
+            return -1;
+        L->vt->destroy(L->pl);
+        L->pl = pl;
+        L->vt = &plume_builtin_native_linear;
+    }
     r->rep->n_linears++;
     if (res.loss >= 0)
         r->rep->total_loss += res.loss;
-    report(r, short_name, idx, res.loss);
+    report(r, lin_names[i], i + 1, res.loss);
     return 0;
 }
 
-/* The Hessian of xin ([n][K]) into Hbase (nothing without calibration). */
-static int stage_hessian(qrun *r, const float *xin, int64_t K, plume_error *err)
+/* The runner's hook: the Hessian of a group's input, then each linear of
+ * the group quantized (q/k/v, then o, then gate/up, then down: the
+ * reference's true-sequential order). */
+static int calib_hook(void *ctx, int l, int which, const plume_buf *x, int32_t n,
+                      plume_error *err)
 {
-    return r->n ? plume_hessian(r->pool, xin, r->n, K, r->Hbase, err) : 0;
-}
-
-static void rmsnorm_rows(qrun *r, const float *w)
-{
-    const int E = r->m->cfg.n_embd;
-    for (int64_t i = 0; i < r->n; i++)
-        plume_cpu_rmsnorm(r->a.xn + i * E, r->a.x + i * E, w, E, r->m->cfg.rms_eps);
-}
-
-static void add_rows(float *x, const float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] += y[i];
-}
-
-/* One decoder layer: q/k/v, o, gate/up, down, each quantized on inputs
- * that went through the already quantized linears before it. */
-static int run_layer(qrun *r, int l, plume_error *err)
-{
-    const plume_model_config *c = &r->m->cfg;
-    const plume_layer *L = &r->m->layers[l];
-    const int E = c->n_embd, hd = c->head_dim, Hn = c->n_head, HKV = c->n_head_kv;
-    const int Q = Hn * hd, KV = HKV * hd, F = c->n_ff;
-    char p[7][160];
-    static const char *const names[7] = {"self_attn.q_proj", "self_attn.k_proj",
-                                         "self_attn.v_proj", "self_attn.o_proj",
-                                         "mlp.gate_proj",    "mlp.up_proj",
-                                         "mlp.down_proj"};
-    for (int i = 0; i < 7; i++)
-        snprintf(p[i], sizeof p[i], "model.layers.%d.%s", l, names[i]);
-    r->layer = l;
-    report(r, NULL, 0, -1);
-
-    if (r->n)
-        rmsnorm_rows(r, L->attn_norm);
-    if (stage_hessian(r, r->a.xn, E, err) ||
-        do_linear(r, p[0], names[0], 1, &L->q, L->bq, r->a.xn, r->a.q, err) ||
-        do_linear(r, p[1], names[1], 2, &L->k, L->bk, r->a.xn, r->a.k, err) ||
-        do_linear(r, p[2], names[2], 3, &L->v, L->bv, r->a.xn, r->a.v, err))
+    qrun *r = ctx;
+    static const int first[] = {[PLUME_LIN_QKV] = 0, [PLUME_LIN_O] = 3, [PLUME_LIN_GATE_UP] = 4,
+                                [PLUME_LIN_DOWN] = 6};
+    static const int count[] = {[PLUME_LIN_QKV] = 3, [PLUME_LIN_O] = 1, [PLUME_LIN_GATE_UP] = 2,
+                                [PLUME_LIN_DOWN] = 1};
+    const float *hx = r->m->bvt->host_ptr ? r->m->bvt->host_ptr(r->m->b, x) : NULL;
+    if (!hx)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "the calibration pass needs a backend with host memory (cpu)");
+    int64_t K = layer_tensor(r->m, l, first[which], "weight")->ne[0];
+    if (plume_hessian(r->pool, hx, n, K, r->Hbase, err))
         return -1;
-    if (r->n) {
-        const int adjacent = c->rope_style == PLUME_ROPE_ADJACENT;
-        for (int64_t i = 0; i < r->n; i++) {
-            int pos = (int)(i % r->T);
-            plume_cpu_rope_heads(r->a.q + i * Q, Hn, hd, pos, r->m->rope_inv_freq, adjacent);
-            plume_cpu_rope_heads(r->a.k + i * KV, HKV, hd, pos, r->m->rope_inv_freq, adjacent);
+    for (int i = first[which]; i < first[which] + count[which]; i++)
+        if (do_linear(r, l, i, err))
+            return -1;
+    return 0;
+}
+
+/* Drops the dequantized weights of the layer just done: its linears are
+ * not run again. */
+static void layer_done(qrun *r, int l)
+{
+    for (int i = 0; i < 7; i++) {
+        plume_lin *L = layer_lin(r->m, l, i);
+        if (r->deq[i] && L->vt) {
+            L->vt->destroy(L->pl);
+            L->vt = NULL;
+            L->pl = NULL;
         }
-        /* sample s's K/V rows are "block" s of T slots: rows i = s·T + pos */
-        plume_paged_attention(r->pool, r->a.q, r->a.k, r->a.v, 0, r->rows, (int32_t)r->n,
-                              (int32_t)r->T, Hn, HKV, hd, r->a.attn);
+        free(r->deq[i]);
+        r->deq[i] = NULL;
     }
-    if (stage_hessian(r, r->a.attn, Q, err) ||
-        do_linear(r, p[3], names[3], 4, &L->o, L->bo, r->a.attn, r->a.xn, err))
-        return -1;
-    if (r->n) {
-        add_rows(r->a.x, r->a.xn, r->n * E);
-        rmsnorm_rows(r, L->ffn_norm);
+}
+
+/* Every layer's linears quantized in order; with calibration, the windows'
+ * hidden states go through the forward pass's own layer code (runner.h),
+ * all S windows as one batch of S sequences, each in its own cache block of
+ * T slots, one cache layer reused by every layer. */
+static int run_layers(qrun *r, const int32_t *ids, plume_error *err)
+{
+    const int n_layer = r->m->cfg.n_layer;
+    if (!r->n) {
+        for (int l = 0; l < n_layer; l++) {
+            r->layer = l;
+            report(r, NULL, 0, -1);
+            for (int i = 0; i < 7; i++)
+                if (do_linear(r, l, i, err))
+                    return -1;
+        }
+        return 0;
     }
-    if (stage_hessian(r, r->a.xn, E, err) ||
-        do_linear(r, p[4], names[4], 5, &L->gate, NULL, r->a.xn, r->a.gate, err) ||
-        do_linear(r, p[5], names[5], 6, &L->up, NULL, r->a.xn, r->a.up, err))
-        return -1;
-    if (r->n)
-        for (int64_t i = 0; i < r->n; i++) /* per row: n·F may exceed an int */
-            plume_cpu_swiglu(r->a.gate + i * F, r->a.up + i * F, F);
-    if (stage_hessian(r, r->a.gate, F, err) ||
-        do_linear(r, p[6], names[6], 7, &L->down, NULL, r->a.gate, r->a.xn, err))
-        return -1;
-    if (r->n)
-        add_rows(r->a.x, r->a.xn, r->n * E);
-    return 0;
+    plume_kv_cache *kv = NULL;
+    plume_runner *run = NULL;
+    plume_batch_seq *seqs = calloc((size_t)r->S, sizeof *seqs);
+    int32_t *blocks = malloc(sizeof(int32_t) * (size_t)r->S);
+    int rc = -1;
+    if (!seqs || !blocks) {
+        plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int64_t s = 0; s < r->S; s++) {
+        blocks[s] = (int32_t)s;
+        seqs[s] = (plume_batch_seq){ids + s * r->T, (int32_t)r->T, 0, &blocks[s], 0};
+    }
+    if (plume_kv_cache_create_layers(r->m, 1, (int32_t)r->S, (int32_t)r->T, PLUME_KV_F32, &kv,
+                                      err) ||
+        plume_runner_create(r->m, kv, (int32_t)r->n, &run, err)) {
+        plume_err_prefix(err, "%lld calibration tokens (lower --samples or --seq-len)",
+                         (long long)r->n);
+        goto out;
+    }
+    if (plume_runner_begin(run, seqs, (int32_t)r->S, err))
+        goto out;
+    for (int l = 0; l < n_layer; l++) {
+        r->layer = l;
+        report(r, NULL, 0, -1);
+        if (plume_runner_layer(run, l, 0, calib_hook, r, err)) {
+            plume_runner_end(run, NULL, NULL);
+            goto out;
+        }
+        layer_done(r, l);
+    }
+    rc = plume_runner_end(run, NULL, err);
+out:
+    plume_runner_free(run);
+    plume_kv_cache_free(kv);
+    free(seqs);
+    free(blocks);
+    return rc;
 }
 
 /* ---- set-up ---- */
@@ -280,81 +323,62 @@ static int check_input(const plume_model *m, const char *in_dir, plume_error *er
                          "%s is already quantized (quant_method %s); quantize a float "
                          "checkpoint",
                          in_dir, m->quant_method);
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        const plume_layer *L = &m->layers[l];
-        const plume_lin *lins[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+    for (int l = 0; l < m->cfg.n_layer; l++)
         for (int i = 0; i < 7; i++) {
-            const plume_tensor *t = lins[i]->w;
-            if (lins[i]->vt || (t->type != PLUME_DTYPE_F32 && t->type != PLUME_DTYPE_F16 &&
-                                t->type != PLUME_DTYPE_BF16))
+            const plume_tensor *t = layer_tensor(m, l, i, "weight");
+            if (!t || (t->type != PLUME_DTYPE_F32 && t->type != PLUME_DTYPE_F16 &&
+                       t->type != PLUME_DTYPE_BF16))
                 return plume_err(err, PLUME_ERR_UNSUPPORTED,
                                  "%s: layer %d has a linear that is not F32/F16/BF16 (%s); "
                                  "quantize from a float checkpoint",
-                                 in_dir, l, t ? t->name : "a plugin's method");
+                                 in_dir, l, t ? t->name : lin_names[i]);
         }
-    }
     return 0;
 }
 
 static int alloc_run(qrun *r, plume_error *err)
 {
     const plume_model_config *c = &r->m->cfg;
-    const size_t n = (size_t)r->n, E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim,
+    const size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * c->head_dim,
                  F = (size_t)c->n_ff;
     size_t kmax = E > Q ? E : Q;
     kmax = kmax > F ? kmax : F;
     size_t wmax = E * (Q > F ? Q : F); /* the largest matrix: [F][E], [E][F] or [Q][E] */
     r->w = malloc(sizeof(float) * wmax);
-    r->wdeq = malloc(sizeof(float) * wmax);
-    bool ok = r->w && r->wdeq;
-    if (n) {
+    bool ok = r->w != NULL;
+    if (r->n) {
         r->Hbase = malloc(sizeof(double) * kmax * kmax);
         r->H = malloc(sizeof(double) * kmax * kmax);
-        r->blocks = malloc(sizeof(int32_t) * (size_t)r->S);
-        r->rows = malloc(sizeof *r->rows * n);
-        ok = ok && plume_acts_alloc(c, n, &r->a) == 0 && r->Hbase && r->H && r->blocks &&
-             r->rows;
+        ok = ok && r->Hbase && r->H;
     }
     if (!ok)
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory for %lld calibration tokens; lower --samples or "
                          "--seq-len",
-                         (long long)n);
-    for (int64_t s = 0; s < r->S; s++)
-        r->blocks[s] = (int32_t)s;
-    for (int64_t i = 0; i < r->n; i++)
-        r->rows[i] = (plume_attn_row){(int32_t)(i % r->T), &r->blocks[i / r->T]};
+                         (long long)r->n);
     return 0;
 }
 
 static void free_run(qrun *r)
 {
     free(r->w);
-    free(r->wdeq);
-    plume_acts_free(&r->a);
+    for (int i = 0; i < 7; i++)
+        free(r->deq[i]);
     free(r->Hbase);
     free(r->H);
-    free(r->blocks);
-    free(r->rows);
     quant_output_free(&r->out);
-    plume_pool_free(r->pool);
 }
 
 /* Every input tensor except the quantized linears' weights, as float. */
 static int copy_float_tensors(qrun *r, plume_error *err)
 {
     const plume_model *m = r->m;
-    const plume_weight_format_vtable *fmt = &plume_builtin_safetensors;
-    const plume_checkpoint *ck = (const plume_checkpoint *)m->st;
-    for (size_t i = 0, n = fmt->n_tensors(ck); i < n; i++) {
-        const plume_tensor *t = fmt->tensor(ck, i);
+    for (size_t i = 0, n = m->fmt->n_tensors(m->ck); i < n; i++) {
+        const plume_tensor *t = m->fmt->tensor(m->ck, i);
         bool quantized = false;
-        for (int l = 0; l < m->cfg.n_layer && !quantized; l++) {
-            const plume_layer *L = &m->layers[l];
-            const plume_lin *lins[7] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
+        for (int l = 0; l < m->cfg.n_layer && !quantized; l++)
             for (int j = 0; j < 7; j++)
-                quantized = quantized || lins[j]->w == t;
-        }
+                quantized = quantized || layer_tensor(m, l, j, "weight") == t;
         if (!quantized && quant_output_copy(&r->out, t, err))
             return -1;
     }
@@ -383,8 +407,12 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     clock_gettime(CLOCK_MONOTONIC, &r.t0);
     int32_t *ids = NULL;
     int rc = -1;
-    if (plume_model_load_with(in_dir, reg, &r.m, err) || check_input(r.m, in_dir, err))
+    plume_load_params lp = plume_load_defaults();
+    lp.registry = reg;
+    lp.n_threads = o->n_threads;
+    if (plume_model_load_ex(in_dir, &lp, &r.m, err) || check_input(r.m, in_dir, err))
         goto done;
+    r.pool = plume_cpu_backend_pool(r.m->b);
     if (needs_h && o->n_calib == 0) {
         plume_err(err, PLUME_ERR_INVALID,
                   "this method needs calibration data: give --calib FILE (a plain text, e.g. "
@@ -409,17 +437,8 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     rep->seq_len = (int32_t)r.T;
     rep->n_tokens = r.n;
     rep->total_loss = r.n ? 0 : -1;
-    int nth = o->n_threads > 0 ? o->n_threads : plume_cpu_count();
-    if (plume_pool_create(nth, &r.pool, err) || alloc_run(&r, err))
+    if (alloc_run(&r, err) || copy_float_tensors(&r, err) || run_layers(&r, ids, err))
         goto done;
-    const int E = r.m->cfg.n_embd;
-    for (int64_t i = 0; i < r.n; i++)
-        plume_cpu_get_row(r.m->tok_embd, ids[i], r.a.x + i * E);
-    if (copy_float_tensors(&r, err))
-        goto done;
-    for (int l = 0; l < r.m->cfg.n_layer; l++)
-        if (run_layer(&r, l, err))
-            goto done;
     if (quant_output_write(&r.out, out_dir, &rep->bytes_written, err) ||
         quant_output_configs(in_dir, out_dir, qconfig, o->float_f16, err))
         goto done;

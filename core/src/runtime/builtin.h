@@ -13,10 +13,20 @@ extern const plume_sampler_vtable plume_builtin_standard_sampler;
 extern const plume_scheduler_vtable plume_builtin_continuous;
 
 typedef struct plume_pool plume_pool;
-/* A "cpu" backend instance over a pool the caller owns (destroy leaves the
- * pool alone): the forward pass hands it to plugin linears so that their
- * parallel_for runs on the runner's threads.  NULL when out of memory. */
-plume_backend *plume_cpu_backend_wrap(plume_pool *pool, plume_error *err);
+/* The thread pool of a "cpu" backend instance (NULL for NULL): the core's
+ * own host-side passes (calibration) run on the backend's threads. */
+plume_pool *plume_cpu_backend_pool(plume_backend *b);
+
+/* The prepared matrix of a layer the native method loaded (the model's
+ * embedding gather shares the tied head's weight). */
+const plume_bweight *plume_native_linear_weight(const plume_linear *l);
+
+/* A native layer over the matrix w (and the 1-D bias, when non-NULL) that
+ * is not in a checkpoint (the quantizer's dequantized weights); their data
+ * must stay valid until the layer is destroyed. */
+int plume_native_linear_create(const plume_backend_vtable *bvt, plume_backend *b,
+                               const plume_tensor *w, const plume_tensor *bias,
+                               plume_linear **out, plume_error *err);
 
 #define PLUME_BUILTIN_SAMPLER "standard"
 #define PLUME_BUILTIN_SCHEDULER "continuous"

@@ -419,7 +419,6 @@ static int resolve(plume_pipeline *p, bool check_model, const char *model_overri
     if (plume_settings_int(p->top, "threads", 0, 0, 4096, &threads, err))
         return -1;
     p->threads = (int)threads;
-    p->ep.n_threads = p->threads;
     return do_backend(p, err) || do_kv_cache(p, err) || do_scheduler(p, err) ||
                    do_sampling(p, err) || do_speculative(p, err) || do_kv_connector(p, err)
                ? -1

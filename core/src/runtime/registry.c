@@ -16,10 +16,12 @@ typedef void (*any_fn)(void);
 typedef struct kind_info {
     const char *name;
     size_t size;            /* sizeof the vtable in this build */
-    size_t min_size;        /* the size of interface version 1 */
+    size_t min_size;        /* the size of the oldest interface version accepted */
     uint32_t version;       /* the interface version this plume implements */
-    size_t required[8];     /* offsets of required slots, 0-terminated */
-    const char *required_names[8];
+    size_t required[24];    /* offsets of required slots, 0-terminated */
+    const char *required_names[24];
+    uint32_t min_version;   /* the oldest interface version accepted (0: 1) */
+    const char *why_min;    /* what changed at min_version */
 } kind_info;
 
 #define OFF(T, f) offsetof(T, f)
@@ -37,14 +39,25 @@ static const kind_info kinds[PLUME_KIND_COUNT] = {
         {OFF(plume_linear_vtable, probe), OFF(plume_linear_vtable, load),
          OFF(plume_linear_vtable, destroy), OFF(plume_linear_vtable, shape),
          OFF(plume_linear_vtable, forward)},
-        {"probe", "load", "destroy", "shape", "forward"}},
+        {"probe", "load", "destroy", "shape", "forward"}, 2,
+        "version 2's forward takes backend buffers, not host pointers"},
     [PLUME_KIND_BACKEND] = {"backend", sizeof(plume_backend_vtable),
-        END(plume_backend_vtable, synchronize), PLUME_BACKEND_INTERFACE_VERSION,
+        END(plume_backend_vtable, matmul), PLUME_BACKEND_INTERFACE_VERSION,
         {OFF(plume_backend_vtable, create), OFF(plume_backend_vtable, destroy),
-         OFF(plume_backend_vtable, alloc), OFF(plume_backend_vtable, free),
-         OFF(plume_backend_vtable, upload), OFF(plume_backend_vtable, download),
+         OFF(plume_backend_vtable, supports), OFF(plume_backend_vtable, buf_alloc),
+         OFF(plume_backend_vtable, buf_free), OFF(plume_backend_vtable, upload),
+         OFF(plume_backend_vtable, download), OFF(plume_backend_vtable, weight_prepare),
+         OFF(plume_backend_vtable, weight_free), OFF(plume_backend_vtable, kv_alloc),
+         OFF(plume_backend_vtable, kv_free), OFF(plume_backend_vtable, embed),
+         OFF(plume_backend_vtable, rmsnorm), OFF(plume_backend_vtable, rope),
+         OFF(plume_backend_vtable, kv_store), OFF(plume_backend_vtable, attention),
+         OFF(plume_backend_vtable, swiglu), OFF(plume_backend_vtable, add),
+         OFF(plume_backend_vtable, add_bias), OFF(plume_backend_vtable, gather_out_rows),
          OFF(plume_backend_vtable, matmul)},
-        {"create", "destroy", "alloc", "free", "upload", "download", "matmul"}},
+        {"create", "destroy", "supports", "buf_alloc", "buf_free", "upload", "download",
+         "weight_prepare", "weight_free", "kv_alloc", "kv_free", "embed", "rmsnorm", "rope",
+         "kv_store", "attention", "swiglu", "add", "add_bias", "gather_out_rows", "matmul"},
+        2, "version 2 owns buffers, weights, the KV cache and the layer ops"},
     [PLUME_KIND_SAMPLER] = {"sampler", sizeof(plume_sampler_vtable),
         END(plume_sampler_vtable, probs), PLUME_SAMPLER_INTERFACE_VERSION,
         {OFF(plume_sampler_vtable, create), OFF(plume_sampler_vtable, destroy),
@@ -164,6 +177,8 @@ static int reject(plume_registry *r, const char *fmt, ...)
     return -1;
 }
 
+static bool kind_is_linear(const kind_info *k) { return strcmp(k->name, "linear") == 0; }
+
 static int register_vt(plume_registry *r, plume_provider_kind kind, const void *vtable)
 {
     const kind_info *k = &kinds[kind];
@@ -180,18 +195,26 @@ static int register_vt(plume_registry *r, plume_provider_kind kind, const void *
     const char *nm = h.struct_size >= sizeof h && h.name ? h.name : "?";
     if (h.struct_size < k->min_size)
         return reject(r, "%s provider '%s': vtable struct_size %u is smaller than the %zu bytes of "
-                         "%s interface version 1; set struct_size = sizeof(the vtable) and rebuild "
+                         "%s interface version %u; set struct_size = sizeof(the vtable) and rebuild "
                          "against plume's headers",
-                      k->name, nm, h.struct_size, k->min_size, k->name);
+                      k->name, nm, h.struct_size, k->min_size, k->name,
+                      k->min_version ? k->min_version : 1);
+    uint32_t lo = k->min_version ? k->min_version : 1;
+    if (h.interface_version >= 1 && h.interface_version < lo)
+        return reject(r, "%s provider '%s': interface_version %u is older than this plume "
+                         "accepts (%u..%u: %s); port the plugin to the current "
+                         "plume/%s.h and rebuild",
+                      k->name, nm, h.interface_version, lo, k->version, k->why_min,
+                      kind_is_linear(k) ? "linear" : "backend");
     if (h.interface_version < 1 || h.interface_version > k->version)
         return reject(r, "%s provider '%s': interface_version %u is not one this plume knows "
-                         "(1..%u); rebuild the plugin against this plume's headers",
-                      k->name, nm, h.interface_version, k->version);
+                         "(%u..%u); rebuild the plugin against this plume's headers",
+                      k->name, nm, h.interface_version, lo, k->version);
     if (!valid_name(h.name))
         return reject(r, "%s provider name '%s' is not valid: use 1-63 characters of a-z, 0-9, "
                          "'_', '-', '.', starting with a letter or digit",
                       k->name, h.name ? h.name : "(null)");
-    for (int i = 0; i < 8 && k->required_names[i]; i++) {
+    for (int i = 0; i < 24 && k->required_names[i]; i++) {
         any_fn f;
         memcpy(&f, (const char *)vtable + k->required[i], sizeof f);
         if (!f)

@@ -10,7 +10,8 @@ const plume_tensor *plume_weights_find(const plume_weights *w, const char *prefi
                                        const char *suffix)
 {
     char name[512];
-    int n = snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    int n = suffix ? snprintf(name, sizeof name, "%s.%s", prefix, suffix)
+                   : snprintf(name, sizeof name, "%s", prefix);
     if (n < 0 || (size_t)n >= sizeof name)
         return NULL;
     if (w->fmt->find)

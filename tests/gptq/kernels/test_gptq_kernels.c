@@ -378,6 +378,13 @@ typedef struct fake_be {
 } fake_be;
 
 /* Runs the workers out of order, each once, with nth = fb->nth. */
+/* The fake backend's buffers are host memory: a handle is the address. */
+static void *fake_host_ptr(plume_backend *b, const plume_buf *buf)
+{
+    (void)b;
+    return (void *)buf;
+}
+
 static void fake_parallel_for(plume_backend *b, void (*fn)(void *ctx, int ith, int nth), void *ctx)
 {
     fake_be *fb = (fake_be *)(void *)b;
@@ -420,6 +427,7 @@ static void test_vtable_threads(void **st)
     plume_backend_vtable bvt = {.struct_size = sizeof(plume_backend_vtable),
                                 .interface_version = PLUME_BACKEND_INTERFACE_VERSION,
                                 .name = "cpu",
+                                .host_ptr = fake_host_ptr,
                                 .parallel_for = fake_parallel_for};
     fake_be fb = {.nth = 3};
     plume_backend *b = (plume_backend *)(void *)&fb;
@@ -430,7 +438,8 @@ static void test_vtable_threads(void **st)
         float *x = make_x(K, nt);
         float *y = malloc(sizeof(float) * (size_t)(nt * N)), *y1 = malloc(sizeof(float) * (size_t)(nt * N));
         fb.calls = fb.mask = 0;
-        assert_int_equal(lin->forward(l, &bvt, b, x, nt, y, &err), 0);
+        assert_int_equal(lin->forward(l, &bvt, b, (const plume_buf *)x, nt, (plume_buf *)y, &err),
+                         0);
         if (!plume_cpu_float_activations()) {
             assert_int_equal(fb.calls, 1);
             assert_int_equal(fb.mask, 7);
@@ -440,17 +449,22 @@ static void test_vtable_threads(void **st)
         check_y(&L, x, nt, &e, y, "vtable, 3 threads");
         /* the same layer without threads: bit-identical (a row's result does
          * not depend on the split) */
-        assert_int_equal(lin->forward(l, NULL, NULL, x, nt, y1, &err), 0);
+        plume_backend_vtable serial = bvt;
+        serial.parallel_for = NULL;
+        assert_int_equal(
+            lin->forward(l, &serial, b, (const plume_buf *)x, nt, (plume_buf *)y1, &err), 0);
         assert_memory_equal(y, y1, sizeof(float) * (size_t)(nt * N));
         /* a backend vtable from before the parallel_for slot: not called */
         plume_backend_vtable old = bvt;
         old.struct_size = (uint32_t)offsetof(plume_backend_vtable, parallel_for);
         old.parallel_for = no_parallel_for;
-        assert_int_equal(lin->forward(l, &old, b, x, nt, y1, &err), 0);
+        assert_int_equal(lin->forward(l, &old, b, (const plume_buf *)x, nt, (plume_buf *)y1, &err),
+                         0);
         assert_memory_equal(y, y1, sizeof(float) * (size_t)(nt * N));
         /* more workers than tiles: the idle ones return at once */
         fb.nth = 7;
-        assert_int_equal(lin->forward(l, &bvt, b, x, nt, y1, &err), 0);
+        assert_int_equal(lin->forward(l, &bvt, b, (const plume_buf *)x, nt, (plume_buf *)y1, &err),
+                         0);
         assert_memory_equal(y, y1, sizeof(float) * (size_t)(nt * N));
         fb.nth = 3;
         expect_free(&e);

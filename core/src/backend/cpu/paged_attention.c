@@ -1,4 +1,4 @@
-#include "model/paged_attention.h"
+#include "backend/cpu/paged_attention.h"
 
 #include <math.h>
 #include <stdlib.h>
