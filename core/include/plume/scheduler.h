@@ -78,15 +78,16 @@ typedef struct plume_scheduler_vtable {
     /* Optional together (both NULL or both set): an instance per engine,
      * created with the engine from validated settings
      * (plume_engine_params.scheduler_settings; NULL = defaults) and handed
-     * to every plan call; destroyed with the engine.  NULL: plan gets a
-     * NULL instance. */
+     * to every plan call; destroyed with the engine.  Required with plan
+     * (the registry and plume_engine_create refuse a plan without them). */
     int (*create)(const plume_settings *s, plume_sched_policy **out, plume_error *err);
     void (*destroy)(plume_sched_policy *p);
 
     /* Optional (NULL: the engine plans with the built-in "continuous"
      * scheduler, mixed_batches from plume_engine_params; the provider's
-     * create and destroy, if set, are still called).  Called once per step, sometimes
-     * twice (below), with the running sequences (in admission order, oldest
+     * create and destroy, if set, are still called).  Called once per
+     * step, sometimes twice (below), with the running sequences (in
+     * admission order, oldest
      * first) and the waiting ones (queue order: preempted sequences first,
      * then arrivals); fills picks (capacity budget->max_num_seqs) and
      * returns how many.  A pick names a sequence by index into running or
@@ -110,8 +111,10 @@ typedef struct plume_scheduler_vtable {
      *     for the step (later waiting picks are skipped: no overtaking).
      * When nothing at all was scheduled and nothing preempted while
      * sequences are running, plan is called once more with n_waiting 0, so
-     * that running sequences advance; if that schedules nothing either,
-     * plume_engine_step fails.  The arrays are valid during the call only. */
+     * that running sequences advance.  A step that still schedules and
+     * preempts nothing while there is work fails plume_engine_step: a plan
+     * must pick something that can run.  The arrays are valid during the
+     * call only. */
     int32_t (*plan)(plume_sched_policy *p, const plume_sched_seq *running, int32_t n_running,
                     const plume_sched_seq *waiting, int32_t n_waiting,
                     const plume_sched_budget *budget, plume_sched_pick *picks);
