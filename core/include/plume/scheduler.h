@@ -87,11 +87,11 @@ typedef struct plume_scheduler_vtable {
      * scheduler, mixed_batches from plume_engine_params; the provider's
      * create and destroy, if set, are still called).  Called once per
      * step, sometimes twice (below), with the running sequences (in
-     * admission order, oldest
-     * first) and the waiting ones (queue order: preempted sequences first,
-     * then arrivals); fills picks (capacity budget->max_num_seqs) and
-     * returns how many.  A pick names a sequence by index into running or
-     * waiting and the positions n >= 1 it computes from n_computed; each
+     * admission order, oldest first) and the waiting ones (queue order:
+     * preempted sequences first, then arrivals); fills picks (capacity
+     * budget->max_num_seqs) and returns how many.  A pick names a sequence
+     * by index into running or waiting and the positions n >= 1 it
+     * computes from n_computed; each
      * sequence at most once; the sum of n at most max_batched_tokens.  The
      * engine refuses a plan that breaks these (plume_engine_step fails).
      * It clips n to the positions left, except that a decoding running
