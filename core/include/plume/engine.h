@@ -22,6 +22,8 @@ extern "C" {
 #endif
 
 typedef struct plume_engine plume_engine;
+struct plume_scheduler_vtable;
+struct plume_settings;
 
 typedef struct plume_engine_params {
     int32_t block_size;          /* tokens per KV block (default 16) */
@@ -30,8 +32,19 @@ typedef struct plume_engine_params {
     int32_t max_num_seqs;        /* sequences per step (default 64) */
     int32_t max_batched_tokens;  /* positions per step (default 512) */
     bool prefix_caching;         /* default true */
+    /* The scheduler provider (plume/scheduler.h; a vtable from the
+     * registry, e.g. a plugin's, or the program's own) and its settings,
+     * which plume_engine_create validates and passes to its create; the
+     * vtable must outlive the engine, the settings only the create call.
+     * Default NULL: the built-in "continuous" scheduler with mixed_batches
+     * below.  plume_pipeline_engine_params sets these for a pipeline whose
+     * scheduler is not the built-in one. */
+    const struct plume_scheduler_vtable *scheduler;
+    const struct plume_settings *scheduler_settings;
     bool mixed_batches;          /* prefill chunks and decode tokens share a step
                                     (vLLM v1); false = nano-vllm's separate steps.
+                                    The built-in scheduler's setting, used when
+                                    scheduler is NULL or has no plan.
                                     Default true: decode never waits behind a long
                                     prefill; throughput is within noise of separate
                                     steps (docs/engine.md has the measurements) */
@@ -69,8 +82,8 @@ typedef struct plume_request_params {
     void *user;
     /* The sampler provider for this request (a vtable from the registry,
      * e.g. a plugin's) and its settings; NULL: the engine's default
-     * (plume_engine_set_sampler), else the built-in sampler with `sampling`.
-     * sampling.seed seeds either. */
+     * (plume_engine_set_sampler), else the built-in "standard" provider
+     * with `sampling`.  sampling.seed seeds either. */
     const struct plume_sampler_vtable *sampler;
     const struct plume_settings *sampler_settings;
     float *first_logits;         /* if non-NULL (n_vocab floats): receives the logits
@@ -96,8 +109,13 @@ PLUME_API int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, s
 PLUME_API int64_t plume_engine_add_text(plume_engine *e, const char *text,
                                         const plume_request_params *p, plume_error *err);
 
-/* Runs one scheduling step and forward pass.  Returns the number of
- * requests still unfinished, or -1 on an internal error. */
+/* Runs one step: the scheduler provider plans the batch (the engine
+ * allocates KV blocks, admits, preempts), drafts are proposed when
+ * speculation is on, one batched forward runs, then every sequence that
+ * reached its end gets its next token(s) through its sampler provider.
+ * Returns the number of requests still unfinished, or -1 (err set) when
+ * the forward fails or the scheduler's plan breaks the rules of
+ * plume/scheduler.h. */
 PLUME_API int plume_engine_step(plume_engine *e, plume_error *err);
 
 /* True while any request is waiting or running. */
@@ -130,17 +148,20 @@ typedef struct plume_request_result {
  * or turns it off (vt NULL).  Only between runs: fails while requests are
  * waiting or running.  The model's weights are untouched. */
 struct plume_proposer_vtable;
-struct plume_settings;
 PLUME_API int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
                                         const struct plume_settings *settings, int32_t k,
                                         plume_error *err);
 /* Makes vt (with settings) the sampler of requests that name none, or goes
- * back to the built-in sampler (vt NULL).  Only between runs. */
+ * back to the built-in "standard" sampler with each request's `sampling`
+ * (vt NULL).  Only between runs. */
 struct plume_sampler_vtable;
 PLUME_API int plume_engine_set_sampler(plume_engine *e, const struct plume_sampler_vtable *vt,
                                        const struct plume_settings *settings, plume_error *err);
 /* The default sampler provider's name ("standard" for the built-in). */
 PLUME_API const char *plume_engine_sampler_name(const plume_engine *e);
+
+/* The scheduler provider's name ("continuous" for the built-in). */
+PLUME_API const char *plume_engine_scheduler_name(const plume_engine *e);
 
 /* The active proposer's name, or NULL when speculation is off. */
 PLUME_API const char *plume_engine_proposer_name(const plume_engine *e);

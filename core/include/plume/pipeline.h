@@ -74,7 +74,12 @@ PLUME_API const char *plume_pipeline_model(const plume_pipeline *p);
 /* `threads` (0 = all online CPUs). */
 PLUME_API int plume_pipeline_threads(const plume_pipeline *p);
 
-/* Fills the engine's parameters from kv_cache, scheduler and threads. */
+/* Fills the engine's parameters from kv_cache, scheduler and threads.  A
+ * scheduler other than the built-in "continuous" goes into
+ * out->scheduler and out->scheduler_settings (settings owned by the
+ * pipeline: keep it until plume_engine_create returns; the vtable is the
+ * registry's); for "continuous" they stay NULL and out->mixed_batches
+ * holds its setting. */
 PLUME_API void plume_pipeline_engine_params(const plume_pipeline *p, plume_engine_params *out);
 
 /* Fills the built-in sampler's parameters from `sampling`.  Returns true

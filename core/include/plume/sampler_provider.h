@@ -2,7 +2,10 @@
  * sampler's own parameters.
  *
  * Built in: "standard" (plume/sampler.h: greedy at temperature 0,
- * otherwise temperature, top-k, top-p, min-p and repetition penalty).
+ * otherwise temperature, top-k, top-p, min-p and repetition penalty).  The
+ * engine samples every request through a vtable of this kind: the
+ * request's provider, else the engine's default (plume_engine_set_sampler),
+ * else the standard one with the request's plume_sampling_params.
  * A pipeline selects one with `sampling: { method: NAME, ... }`; `seed` is
  * the pipeline's, every other key in that section is the provider's. */
 #ifndef PLUME_SAMPLER_PROVIDER_H
@@ -12,6 +15,7 @@
 #include <stdint.h>
 
 #include "plume/error.h"
+#include "plume/sampler.h"
 #include "plume/settings.h"
 
 #ifdef __cplusplus
@@ -51,6 +55,14 @@ typedef struct plume_sampler_vtable {
      * fewer drafts are accepted). */
     int32_t (*probs)(plume_sampler_state *st, const float *logits, const int32_t *history,
                      size_t n_history, float *probs);
+
+    /* Appended after interface version 1's first release (absent = NULL): */
+
+    /* Optional: the RNG sample() draws from; verification by rejection
+     * sampling (probs set) then draws from this same stream, so that one
+     * seed gives one sequence of tokens with or without speculation.  NULL:
+     * verification draws from an RNG of the engine's, seeded from seed. */
+    plume_rng *(*rng)(plume_sampler_state *st);
 } plume_sampler_vtable;
 
 #ifdef __cplusplus

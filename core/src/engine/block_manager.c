@@ -449,6 +449,37 @@ int64_t plume_bm_match_prefix(plume_block_manager *bm, plume_block_table *bt,
     return (int64_t)n * bs;
 }
 
+/* match_prefix's walk without taking anything: no references, no stats. */
+int64_t plume_bm_peek_prefix(const plume_block_manager *bm, const int32_t *tokens,
+                             int64_t n_tokens, int32_t max_blocks)
+{
+    if (!bm->prefix_caching || max_blocks <= 0 || n_tokens < bm->block_size)
+        return 0;
+    const int32_t bs = bm->block_size;
+    int64_t limit = n_tokens / bs;
+    if (limit > max_blocks)
+        limit = max_blocks;
+    if (limit > bm->n_blocks)
+        limit = bm->n_blocks;
+    uint64_t h = PLUME_BM_HASH_SEED;
+    int32_t n = 0, parent = -1;
+    while (n < limit) {
+        const int32_t *ids = tokens + (int64_t)n * bs;
+        uint64_t hn = bm_hash(bm, h, ids);
+        int32_t id = map_find(bm, hn);
+        if (id < 0)
+            break;
+        const bm_block *b = &bm->blocks[id];
+        if (b->parent != parent || (parent >= 0 && bm->blocks[parent].gen != b->parent_gen) ||
+            memcmp(bm->tokens + (int64_t)id * bs, ids, (size_t)bs * sizeof *ids) != 0)
+            break;
+        parent = id;
+        h = hn;
+        n++;
+    }
+    return (int64_t)n * bs;
+}
+
 /* Appends fresh blocks from the free-list head (evicting the cached prefix
  * a block held, if any) until bt covers n_tokens; all or nothing. */
 int plume_bm_ensure(plume_block_manager *bm, plume_block_table *bt, int64_t n_tokens)

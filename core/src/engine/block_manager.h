@@ -83,6 +83,12 @@ int32_t plume_bm_blocks_for(const plume_block_manager *bm, int64_t n_tokens);
 int64_t plume_bm_match_prefix(plume_block_manager *bm, plume_block_table *bt,
                               const int32_t *tokens, int64_t n_tokens, int32_t max_blocks);
 
+/* What plume_bm_match_prefix would return for a sequence with no blocks,
+ * without taking references or counting the lookup in the stats (the
+ * scheduler's view of a waiting sequence). */
+int64_t plume_bm_peek_prefix(const plume_block_manager *bm, const int32_t *tokens,
+                             int64_t n_tokens, int32_t max_blocks);
+
 /* Grows bt with fresh blocks until it can hold n_tokens positions (taking
  * them from the least recently freed end, evicting the cached prefix a
  * block held).  Returns 0, or -1 (with bt unchanged and nothing taken)

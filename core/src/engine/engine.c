@@ -1,4 +1,5 @@
-/* The engine loop: schedule, one batched forward, sample, append, finish. */
+/* The engine: requests in and out, and the step -- schedule (and propose
+ * drafts), run one batched forward, post-process (postprocess.c). */
 #include "plume/engine.h"
 
 #include <stddef.h>
@@ -6,41 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/scheduler.h"
-#include "engine/sequence.h"
-#include "model/runner.h"
-#include "plume/proposer.h"
-#include "plume/sampler_provider.h"
-
-struct plume_engine {
-    const plume_model *m;
-    plume_engine_params p;
-    plume_kv_cache *kv;
-    plume_runner *runner;
-    plume_scheduler sched;
-    int32_t n_ctx;              /* longest sequence served */
-    plume_seq **by_id;          /* index = request id; NULL once released */
-    int64_t n_ids, cap_ids;
-    plume_sched_item *items;    /* max_num_seqs */
-    plume_batch_seq *batch;     /* max_num_seqs */
-    float *logits;              /* rows of n_vocab, one per sampled position */
-    int32_t logits_rows;
-    plume_engine_stats stats;
-    /* speculative decoding (optional) */
-    const plume_proposer_vtable *prop_vt; /* == &prop_copy while speculation is on */
-    plume_proposer_vtable prop_copy;      /* the provider's vtable in this build's layout */
-    plume_proposer *prop;
-    int32_t spec_k;
-    plume_propose_seq *pseqs;   /* max_num_seqs */
-    plume_draft *drafts;        /* max_num_seqs */
-    int32_t *draft_tokens;      /* max_num_seqs x spec_k */
-    float *draft_probs;         /* max_num_seqs x spec_k x n_vocab */
-    float *verify_work;         /* 2 x n_vocab */
-    int32_t *verify_out;        /* spec_k + 1 */
-    /* default sampler provider (NULL: the built-in) */
-    const plume_sampler_vtable *sampler_vt;
-    const plume_settings *sampler_settings;
-};
+#include "engine/engine_internal.h"
+#include "runtime/builtin.h"
 
 plume_engine_params plume_engine_defaults(void)
 {
@@ -94,51 +62,6 @@ static int validate(const plume_engine_params *p, plume_error *err)
     return 0;
 }
 
-/* The proposer forgets a sequence that finished or was preempted. */
-static void on_preempt(void *ctx, plume_seq *seq)
-{
-    plume_engine *e = ctx;
-    if (e->prop && e->prop_vt->release)
-        e->prop_vt->release(e->prop, seq->id);
-}
-
-/* Takes a finished request out of the scheduler, once: its computed prompt
- * and output go into the prefix cache, the proposer forgets it, its blocks
- * are released. */
-static void finish_drop(plume_engine *e, plume_seq *s)
-{
-    if (s->dropped)
-        return;
-    s->dropped = true;
-    int32_t committed = s->n_computed < s->n_tokens ? s->n_computed : s->n_tokens;
-    if (s->bt.n > 0)
-        plume_bm_commit(e->sched.bm, &s->bt, s->tokens, committed);
-    on_preempt(e, s);
-    plume_sched_drop(&e->sched, s);
-}
-
-static void free_spec(plume_engine *e)
-{
-    if (e->prop)
-        e->prop_vt->destroy(e->prop);
-    e->prop = NULL;
-    e->prop_vt = NULL;
-    e->spec_k = 0;
-    e->sched.spec_k = 0;
-    free(e->pseqs);
-    free(e->drafts);
-    free(e->draft_tokens);
-    free(e->draft_probs);
-    free(e->verify_work);
-    free(e->verify_out);
-    e->pseqs = NULL;
-    e->drafts = NULL;
-    e->draft_tokens = NULL;
-    e->draft_probs = NULL;
-    e->verify_work = NULL;
-    e->verify_out = NULL;
-}
-
 int plume_engine_create(const plume_model *m, const plume_engine_params *p, plume_engine **out,
                         plume_error *err)
 {
@@ -164,14 +87,15 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     }
     e->sched.max_num_seqs = p->max_num_seqs;
     e->sched.max_batched_tokens = p->max_batched_tokens;
-    e->sched.mixed = p->mixed_batches;
-    e->sched.on_preempt = on_preempt;
+    e->sched.on_preempt = plume_engine_on_preempt;
     e->sched.hook_ctx = e;
     if (plume_queue_reserve(&e->sched.running, p->max_num_seqs)) {
         plume_engine_free(e);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating the engine");
     }
-    if (plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
+    if (plume_sched_init(&e->sched, p->scheduler, p->scheduler_settings, p->mixed_batches,
+                         err) ||
+        plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
         plume_kv_cache_create(m, n_blocks, p->block_size, p->kv_dtype, &e->kv, err) ||
         plume_runner_create(m, e->kv, p->max_batched_tokens, &e->runner, err)) {
         plume_engine_free(e);
@@ -191,9 +115,8 @@ void plume_engine_free(plume_engine *e)
             plume_seq_free(e->by_id[i]);
         }
     free(e->by_id);
-    free_spec(e);
-    plume_queue_free(&e->sched.waiting);
-    plume_queue_free(&e->sched.running);
+    plume_engine_free_spec(e);
+    plume_sched_fini(&e->sched);
     plume_bm_free(e->sched.bm);
     plume_runner_free(e->runner);
     plume_kv_cache_free(e->kv);
@@ -292,63 +215,6 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
-                              const plume_settings *settings, int32_t k, plume_error *err)
-{
-    if (e->sched.running.n > 0 || e->sched.waiting.n > 0)
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "the proposer can only be changed between runs; %d requests are still "
-                         "running or waiting",
-                         e->sched.running.n + e->sched.waiting.n);
-    free_spec(e);
-    if (!vt)
-        return 0; /* speculation off */
-    if (vt->struct_size < offsetof(plume_proposer_vtable, accepted) ||
-        vt->interface_version != PLUME_PROPOSER_INTERFACE_VERSION || !vt->create ||
-        !vt->destroy || !vt->propose)
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "proposer '%s' has interface version %u (size %u); plume expects "
-                         "version %d with create, destroy and propose set",
-                         vt->name ? vt->name : "?", vt->interface_version, vt->struct_size,
-                         PLUME_PROPOSER_INTERFACE_VERSION);
-    if (k < 1 || k > 64)
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "num_speculative_tokens must be in [1, 64], got %d", k);
-    const int32_t nv = plume_model_n_vocab(e->m), ns = e->p.max_num_seqs;
-    /* logits for up to k+1 positions of every sequence of a step */
-    float *lg = realloc(e->logits, sizeof(float) * (size_t)ns * (size_t)(k + 1) * (size_t)nv);
-    if (!lg)
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory for speculative logits");
-    e->logits = lg;
-    e->logits_rows = ns * (k + 1);
-    e->pseqs = calloc((size_t)ns, sizeof *e->pseqs);
-    e->drafts = calloc((size_t)ns, sizeof *e->drafts);
-    e->draft_tokens = malloc(sizeof(int32_t) * (size_t)ns * (size_t)k);
-    e->draft_probs = malloc(sizeof(float) * (size_t)ns * (size_t)k * (size_t)nv);
-    e->verify_work = malloc(sizeof(float) * 2 * (size_t)nv);
-    e->verify_out = malloc(sizeof(int32_t) * (size_t)(k + 1));
-    if (!e->pseqs || !e->drafts || !e->draft_tokens || !e->draft_probs || !e->verify_work ||
-        !e->verify_out) {
-        free_spec(e);
-        return plume_err(err, PLUME_ERR_NOMEM,
-                         "out of memory for %d speculative tokens x %d sequences", k, ns);
-    }
-    /* slots a smaller (older) vtable lacks read as NULL */
-    memset(&e->prop_copy, 0, sizeof e->prop_copy);
-    memcpy(&e->prop_copy, vt,
-           vt->struct_size < sizeof e->prop_copy ? vt->struct_size : sizeof e->prop_copy);
-    if ((e->prop_copy.validate && settings && e->prop_copy.validate(settings, err)) ||
-        e->prop_copy.create(settings, nv, &e->prop, err)) {
-        e->prop = NULL;
-        free_spec(e);
-        return -1;
-    }
-    e->prop_vt = &e->prop_copy;
-    e->spec_k = k;
-    e->sched.spec_k = k;
-    return 0;
-}
-
 int plume_engine_set_sampler(plume_engine *e, const plume_sampler_vtable *vt,
                              const plume_settings *settings, plume_error *err)
 {
@@ -376,93 +242,31 @@ const char *plume_engine_sampler_name(const plume_engine *e)
     return e->sampler_vt ? e->sampler_vt->name : "standard";
 }
 
+const char *plume_engine_scheduler_name(const plume_engine *e)
+{
+    return plume_sched_name(&e->sched);
+}
+
 const char *plume_engine_proposer_name(const plume_engine *e)
 {
     return e->prop_vt ? e->prop_vt->name : NULL;
 }
 
-/* Asks the proposer for drafts for the step's spec items, writes them after
- * each sequence's tokens and shrinks each item to 1 + drafted positions. */
-static int propose(plume_engine *e, int32_t n_items, plume_error *err)
+/* Schedule: the provider's plan carried out into e->items, then drafts for
+ * the items with room for them.  Returns the item count, or -1. */
+static int32_t schedule(plume_engine *e, plume_error *err)
 {
-    int32_t n = 0;
-    for (int32_t i = 0; i < n_items; i++) {
-        plume_sched_item *it = &e->items[i];
-        if (!it->spec)
-            continue;
-        it->draft = n;
-        plume_seq *s = it->seq;
-        e->pseqs[n] = (plume_propose_seq){s->id, s->tokens, s->n_tokens, it->n - 1};
-        e->drafts[n] = (plume_draft){e->draft_tokens + (size_t)n * e->spec_k, 0,
-                                     e->draft_probs + (size_t)n * e->spec_k *
-                                                          (size_t)plume_model_n_vocab(e->m),
-                                     0};
-        n++;
-    }
-    if (n == 0)
-        return 0;
-    if (e->prop_vt->propose(e->prop, e->pseqs, (size_t)n, e->drafts, err))
-        return plume_err_prefix(err, "proposer '%s'", e->prop_vt->name);
-    const int32_t nv = plume_model_n_vocab(e->m);
-    for (int32_t i = 0; i < n_items; i++) {
-        plume_sched_item *it = &e->items[i];
-        if (!it->spec)
-            continue;
-        plume_draft *d = &e->drafts[it->draft];
-        int32_t nd = d->n < 0 ? 0 : d->n > it->n - 1 ? it->n - 1 : d->n;
-        for (int32_t t = 0; t < nd; t++)
-            if (d->tokens[t] < 0 || d->tokens[t] >= nv)
-                nd = t; /* an id outside the vocabulary ends the draft */
-        plume_seq *s = it->seq;
-        memcpy(s->tokens + s->n_tokens, d->tokens, sizeof(int32_t) * (size_t)nd);
-        d->n = nd;
-        it->n = 1 + nd;
-        if (nd == 0)
-            it->spec = false;
-    }
-    return 0;
-}
-
-/* Verifies one sequence's drafts against its logits rows, appends the
- * accepted tokens plus one target token, rolls back the rest. */
-static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, const float *lg)
-{
-    plume_seq *s = it->seq;
-    const plume_tokenizer *tok = plume_model_tokenizer(e->m);
-    int32_t n_acc;
-    int32_t n_out = plume_seq_verify(s, lg, d->tokens, d->n, d->has_probs ? d->probs : NULL,
-                                     plume_model_n_vocab(e->m), e->verify_out, &n_acc,
-                                     e->verify_work);
-    e->stats.spec_drafted += d->n;
-    e->stats.spec_forwards++;
-    s->n_drafted += d->n;
-    if (e->prop_vt->accepted)
-        e->prop_vt->accepted(e->prop, s->id, d->n, n_acc);
-    /* the last token and the accepted drafts now have valid KV */
-    s->n_computed += 1 + n_acc;
-    for (int32_t i = 0; i < n_out; i++) {
-        e->stats.generated_tokens++;
-        e->stats.spec_emitted++;
-        if (i < n_acc) { /* only drafts that made it into the output count */
-            e->stats.spec_accepted++;
-            s->n_accepted++;
-        }
-        plume_seq_append(s, e->verify_out[i], tok);
-        if (s->status == PLUME_SEQ_FINISHED)
-            return; /* by a stop condition or an abort from on_token: the caller drops it */
-    }
-    plume_bm_truncate(e->sched.bm, &s->bt, s->n_tokens);
-}
-
-int plume_engine_step(plume_engine *e, plume_error *err)
-{
-    int32_t n = plume_schedule(&e->sched, e->items);
+    int32_t n = plume_schedule(&e->sched, e->items, err);
     e->stats.preemptions = e->sched.preemptions;
     e->stats.cached_prompt_tokens = e->sched.cached_prompt_tokens;
-    if (n == 0)
-        return e->sched.waiting.n + e->sched.running.n;
-    if (e->prop && propose(e, n, err))
+    if (n > 0 && e->prop && plume_engine_propose(e, n, err))
         return -1;
+    return n;
+}
+
+/* Run: the n items as one batched forward into e->logits. */
+static int run(plume_engine *e, int32_t n, plume_error *err)
+{
     int32_t positions = 0;
     for (int32_t i = 0; i < n; i++) {
         plume_seq *s = e->items[i].seq;
@@ -486,42 +290,16 @@ int plume_engine_step(plume_engine *e, plume_error *err)
         return -1;
     e->stats.forward_seconds += now() - t0;
     e->stats.steps++;
-    const plume_tokenizer *tok = plume_model_tokenizer(e->m);
-    const int32_t nv = plume_model_n_vocab(e->m);
-    int32_t row = 0;
-    for (int32_t i = 0; i < n; i++) {
-        plume_sched_item *it = &e->items[i];
-        plume_seq *s = it->seq;
-        if (s->status == PLUME_SEQ_FINISHED) {
-            /* aborted by an on_token callback earlier in this step: already dropped */
-            if (it->sample)
-                row += e->batch[i].n_logits;
-            continue;
-        }
-        if (!it->sample) {
-            s->n_computed += it->n;
-            plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
-            continue;
-        }
-        const float *lg = e->logits + (size_t)row * nv;
-        row += e->batch[i].n_logits;
-        s->n_forwards++;
-        if (s->params.first_logits && s->n_tokens == s->n_prompt)
-            memcpy(s->params.first_logits, lg, sizeof(float) * (size_t)nv);
-        if (it->spec) {
-            verify(e, it, &e->drafts[it->draft], lg);
-        } else {
-            s->n_computed += it->n;
-            int32_t tok_id = plume_seq_sample(s, lg);
-            e->stats.generated_tokens++;
-            plume_seq_append(s, tok_id, tok);
-        }
-        if (s->status == PLUME_SEQ_FINISHED) {
-            finish_drop(e, s);
-        } else {
-            plume_bm_commit(e->sched.bm, &s->bt, s->tokens, s->n_computed);
-        }
-    }
+    return 0;
+}
+
+int plume_engine_step(plume_engine *e, plume_error *err)
+{
+    int32_t n = schedule(e, err);
+    if (n < 0 || (n > 0 && run(e, n, err)))
+        return -1;
+    if (n > 0)
+        plume_engine_postprocess(e, n);
     return e->sched.waiting.n + e->sched.running.n;
 }
 
@@ -530,7 +308,7 @@ int plume_engine_abort(plume_engine *e, int64_t id)
     if (id < 0 || id >= e->n_ids || !e->by_id[id] || e->by_id[id]->status == PLUME_SEQ_FINISHED)
         return -1;
     plume_seq_finish(e->by_id[id], PLUME_FINISH_ABORT);
-    finish_drop(e, e->by_id[id]);
+    plume_engine_finish_drop(e, e->by_id[id]);
     return 0;
 }
 
@@ -561,7 +339,7 @@ void plume_engine_release(plume_engine *e, int64_t id)
 {
     if (id < 0 || id >= e->n_ids || !e->by_id[id])
         return;
-    finish_drop(e, e->by_id[id]);
+    plume_engine_finish_drop(e, e->by_id[id]);
     plume_seq_free(e->by_id[id]);
     e->by_id[id] = NULL;
 }

@@ -1,7 +1,10 @@
 #include "engine/sequence.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "runtime/builtin.h"
 
 int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
                      const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
@@ -38,15 +41,17 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
             s->max_stop_len = len;
     }
     s->params.n_stop = p->n_stop;
+    /* every request samples through a provider's vtable; the built-in one
+     * is only created differently, from the request's sampling params */
     int rc = p->sampler ? p->sampler->create(p->sampler_settings, n_vocab, p->sampling.seed,
                                              &s->sst, err)
-                        : plume_sampler_create(&p->sampling, n_vocab, &s->sampler, err);
+                        : builtin_standard_create_params(&p->sampling, n_vocab, &s->sst, err);
     if (rc) {
         s->sst = NULL;
         plume_seq_free(s);
         return -1;
     }
-    s->svt = p->sampler;
+    s->svt = p->sampler ? p->sampler : &plume_builtin_standard_sampler;
     plume_rng_seed(&s->vrng, p->sampling.seed ^ 0x7665726966790000ull); /* "verify" */
     plume_detok_init(&s->detok, tok, false);
     *out = s;
@@ -64,7 +69,6 @@ void plume_seq_free(plume_seq *s)
         for (size_t i = 0; i < s->params.n_stop; i++)
             free(s->stop[i]);
     free(s->stop);
-    plume_sampler_free(s->sampler);
     if (s->sst)
         s->svt->destroy(s->sst);
     plume_block_table_free(&s->bt);
@@ -76,9 +80,17 @@ void plume_seq_free(plume_seq *s)
 
 int32_t plume_seq_sample(plume_seq *s, const float *logits)
 {
-    if (s->sampler)
-        return plume_sampler_sample(s->sampler, logits, s->tokens, (size_t)s->n_tokens);
     return s->svt->sample(s->sst, logits, s->tokens, (size_t)s->n_tokens);
+}
+
+/* The provider's own RNG when it has an rng slot (a vtable from an older
+ * build may end before it), else the sequence's. */
+static plume_rng *verify_rng(plume_seq *s)
+{
+    const plume_sampler_vtable *vt = s->svt;
+    if (vt->struct_size >= offsetof(plume_sampler_vtable, rng) + sizeof vt->rng && vt->rng)
+        return vt->rng(s->sst);
+    return &s->vrng;
 }
 
 static int32_t provider_probs(void *ctx, const float *logits, const int32_t *history,
@@ -92,11 +104,8 @@ int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft
                          const float *draft_probs, int32_t n_vocab, int32_t *out,
                          int32_t *n_accepted, float *work)
 {
-    if (s->sampler)
-        return plume_sampler_verify(s->sampler, logits, draft, n_draft, draft_probs, s->tokens,
-                                    (size_t)s->n_tokens, out, n_accepted, work);
     if (s->svt->probs) {
-        plume_verify_target t = {provider_probs, s, &s->vrng, n_vocab};
+        plume_verify_target t = {provider_probs, s, verify_rng(s), n_vocab};
         return plume_spec_verify(&t, logits, draft, n_draft, draft_probs, s->tokens,
                                  (size_t)s->n_tokens, out, n_accepted, work);
     }

@@ -27,16 +27,18 @@ typedef struct plume_seq {
     plume_request_params params;
     char **stop;              /* owned copies of params.stop */
     size_t max_stop_len;
-    plume_sampler *sampler;               /* the built-in sampler, or NULL when */
-    const plume_sampler_vtable *svt;      /* a provider's vtable and */
-    plume_sampler_state *sst;             /* state sample instead */
-    plume_rng vrng;                       /* verification draws for providers */
+    const plume_sampler_vtable *svt;      /* the sampler provider (the built-in
+                                             "standard" when the request names none) */
+    plume_sampler_state *sst;             /* its state for this sequence */
+    plume_rng vrng;                       /* verification draws for providers
+                                             without an rng slot */
     plume_detok detok;
     char *text;
     size_t text_len, text_cap;
     size_t text_emitted;      /* bytes of text already given to on_token */
     bool stopped_by_string;
     bool dropped;             /* taken out of the scheduler after finishing */
+    int64_t sched_step;       /* the scheduler step that last scheduled it (0: none) */
     plume_finish_reason finish;
     char *error;
     int32_t n_cached_prompt;
@@ -45,14 +47,17 @@ typedef struct plume_seq {
     int32_t n_forwards;            /* forwards that produced tokens for it */
 } plume_seq;
 
-/* Creates a waiting sequence holding a copy of the prompt and stop strings. */
+/* Creates a waiting sequence holding a copy of the prompt and stop strings,
+ * with p->sampler's state, or the built-in standard sampler's from
+ * p->sampling when p->sampler is NULL. */
 int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
                      const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
                      plume_seq **out, plume_error *err);
 /* Frees everything the sequence owns (its blocks must be released first). */
 void plume_seq_free(plume_seq *s);
 
-/* Picks the next token from one row of logits with the sequence's sampler. */
+/* Picks the next token from one row of logits with the sequence's sampler
+ * provider. */
 int32_t plume_seq_sample(plume_seq *s, const float *logits);
 
 /* Verifies n_draft drafted tokens (already written after s->tokens) against

@@ -35,7 +35,16 @@ int plume_native_linear_create(const plume_backend_vtable *bvt, plume_backend *b
  * seed is left at 0 (it is the pipeline's, not the provider's). */
 int builtin_standard_params(const plume_settings *s, plume_sampling_params *p, plume_error *err);
 
+/* A standard sampler state from plume_sampling_params (seed included), to
+ * be used through plume_builtin_standard_sampler: how a request that names
+ * no sampler provider gets its sampler. */
+int builtin_standard_create_params(const plume_sampling_params *p, int32_t n_vocab,
+                                   plume_sampler_state **out, plume_error *err);
+
 /* The continuous scheduler's mixed_batches setting (default true). */
 int builtin_continuous_mixed(const plume_settings *s, bool *mixed, plume_error *err);
+/* A continuous scheduler instance with mixed_batches = mixed (the engine's
+ * default scheduler; engine/sched_continuous.c). */
+int builtin_continuous_create(bool mixed, plume_sched_policy **out, plume_error *err);
 
 #endif

@@ -1,5 +1,4 @@
-/* The built-in sampler provider "standard" (plume/sampler.h) and the
- * continuous-batching scheduler's settings. */
+/* The built-in sampler provider "standard" (plume/sampler.h). */
 #include <stdlib.h>
 
 #include "runtime/builtin.h"
@@ -37,6 +36,16 @@ static int standard_validate(const plume_settings *s, plume_error *err)
     return builtin_standard_params(s, &p, err);
 }
 
+int builtin_standard_create_params(const plume_sampling_params *p, int32_t n_vocab,
+                                   plume_sampler_state **out, plume_error *err)
+{
+    plume_sampler *smp;
+    if (plume_sampler_create(p, n_vocab, &smp, err))
+        return -1;
+    *out = (plume_sampler_state *)smp;
+    return 0;
+}
+
 static int standard_create(const plume_settings *s, int32_t n_vocab, uint64_t seed,
                            plume_sampler_state **out, plume_error *err)
 {
@@ -44,11 +53,7 @@ static int standard_create(const plume_settings *s, int32_t n_vocab, uint64_t se
     if (builtin_standard_params(s, &p, err))
         return -1;
     p.seed = seed;
-    plume_sampler *smp;
-    if (plume_sampler_create(&p, n_vocab, &smp, err))
-        return -1;
-    *out = (plume_sampler_state *)smp;
-    return 0;
+    return builtin_standard_create_params(&p, n_vocab, out, err);
 }
 
 static void standard_destroy(plume_sampler_state *st) { plume_sampler_free((plume_sampler *)st); }
@@ -65,6 +70,11 @@ static int32_t standard_probs(plume_sampler_state *st, const float *logits,
     return plume_sampler_probs((plume_sampler *)st, logits, history, n_history, probs);
 }
 
+static plume_rng *standard_rng(plume_sampler_state *st)
+{
+    return plume_sampler_rng((plume_sampler *)st);
+}
+
 const plume_sampler_vtable plume_builtin_standard_sampler = {
     .struct_size = sizeof(plume_sampler_vtable),
     .interface_version = PLUME_SAMPLER_INTERFACE_VERSION,
@@ -74,27 +84,5 @@ const plume_sampler_vtable plume_builtin_standard_sampler = {
     .destroy = standard_destroy,
     .sample = standard_sample,
     .probs = standard_probs,
-};
-
-int builtin_continuous_mixed(const plume_settings *s, bool *mixed, plume_error *err)
-{
-    static const char *const keys[] = {"mixed_batches"};
-    return plume_settings_bool(s, "mixed_batches", true, mixed, err) ||
-                   plume_settings_check_keys(s, keys, 1, err)
-               ? -1
-               : 0;
-}
-
-static int continuous_validate(const plume_settings *s, plume_error *err)
-{
-    bool mixed;
-    return builtin_continuous_mixed(s, &mixed, err);
-}
-
-/* create, destroy and plan are NULL: the engine's own FCFS scheduler runs. */
-const plume_scheduler_vtable plume_builtin_continuous = {
-    .struct_size = sizeof(plume_scheduler_vtable),
-    .interface_version = PLUME_SCHEDULER_INTERFACE_VERSION,
-    .name = PLUME_BUILTIN_SCHEDULER,
-    .validate = continuous_validate,
+    .rng = standard_rng,
 };

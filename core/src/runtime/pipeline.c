@@ -320,6 +320,12 @@ static int do_scheduler(plume_pipeline *p, plume_error *err)
             return plume_err(err, e2.code, "%s", e2.msg);
     }
     p->ep.mixed_batches = p->mixed_batches;
+    /* the built-in stays NULL so that mixed_batches (and --separate-batches
+     * after it) choose its policy */
+    if (strcmp(s->info.name, PLUME_BUILTIN_SCHEDULER) != 0) {
+        p->ep.scheduler = vt;
+        p->ep.scheduler_settings = s->prov;
+    }
     return 0;
 }
 

@@ -1,0 +1,70 @@
+/* The engine's state, shared by its files: engine.c (requests, the step),
+ * postprocess.c (after the forward: sample or verify, append, finish,
+ * prefix-cache commit) and speculative.c (the proposer). */
+#ifndef PLUME_ENGINE_INTERNAL_H
+#define PLUME_ENGINE_INTERNAL_H
+
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/runner.h"
+#include "plume/engine.h"
+#include "plume/proposer.h"
+#include "plume/sampler_provider.h"
+
+struct plume_engine {
+    const plume_model *m;
+    plume_engine_params p;
+    plume_kv_cache *kv;
+    plume_runner *runner;
+    plume_scheduler sched;
+    int32_t n_ctx;              /* longest sequence served */
+    plume_seq **by_id;          /* index = request id; NULL once released */
+    int64_t n_ids, cap_ids;
+    plume_sched_item *items;    /* max_num_seqs */
+    plume_batch_seq *batch;     /* max_num_seqs */
+    float *logits;              /* rows of n_vocab, one per sampled position */
+    int32_t logits_rows;
+    plume_engine_stats stats;
+    /* speculative decoding (optional) */
+    const plume_proposer_vtable *prop_vt; /* == &prop_copy while speculation is on */
+    plume_proposer_vtable prop_copy;      /* the provider's vtable in this build's layout */
+    plume_proposer *prop;
+    int32_t spec_k;
+    plume_propose_seq *pseqs;   /* max_num_seqs */
+    plume_draft *drafts;        /* max_num_seqs */
+    int32_t *draft_tokens;      /* max_num_seqs x spec_k */
+    float *draft_probs;         /* max_num_seqs x spec_k x n_vocab */
+    float *verify_work;         /* 2 x n_vocab */
+    int32_t *verify_out;        /* spec_k + 1 */
+    /* default sampler provider (NULL: the built-in) */
+    const plume_sampler_vtable *sampler_vt;
+    const plume_settings *sampler_settings;
+};
+
+/* postprocess.c */
+
+/* After the forward of the step's n items: samples (or verifies drafts)
+ * where the items reach the end of their sequences, appends the tokens,
+ * finishes and drops what stopped, commits computed blocks to the prefix
+ * cache. */
+void plume_engine_postprocess(plume_engine *e, int32_t n);
+
+/* Takes a finished request out of the scheduler, once: its computed prompt
+ * and output go into the prefix cache, the proposer forgets it, its blocks
+ * are released. */
+void plume_engine_finish_drop(plume_engine *e, plume_seq *s);
+
+/* speculative.c */
+
+/* The proposer forgets a sequence that finished or was preempted (the
+ * scheduler's on_preempt hook; ctx is the engine). */
+void plume_engine_on_preempt(void *ctx, plume_seq *seq);
+
+/* Turns speculation off and frees its buffers. */
+void plume_engine_free_spec(plume_engine *e);
+
+/* Asks the proposer for drafts for the step's spec items, writes them after
+ * each sequence's tokens and shrinks each item to 1 + drafted positions. */
+int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err);
+
+#endif
