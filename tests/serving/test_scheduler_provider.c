@@ -157,7 +157,6 @@ static plume_engine_stats serve(plume_engine_params ep, bool record)
 {
     plume_error err = {0};
     plume_engine *e;
-    ep.n_threads = 2;
     assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
     g_n_finished = 0;
     g_plans = 0;
@@ -280,7 +279,6 @@ static plume_engine *engine_with(const plume_scheduler_vtable *vt, plume_error *
 {
     plume_engine_params ep = plume_engine_defaults();
     ep.scheduler = vt;
-    ep.n_threads = 1;
     plume_engine *e = NULL;
     if (plume_engine_create(g_model, &ep, &e, err))
         return NULL;
