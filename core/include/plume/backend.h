@@ -11,18 +11,25 @@
  *     into the backend's own layout once, at load; plume_bweight is opaque.
  *   - the KV cache pool: kv_alloc allocates K and V for every layer and
  *     describes their layout (dtype, byte strides) in plume_kv_pool.
- *   - activations: buffers the runner allocates with buf_alloc.
+ *   - activations: buffers the runner allocates with buf_alloc, one per
+ *     activation (q, k and v each in their own packed buffer).
  *   - the ops: embedding gather, rmsnorm, rope, KV store, paged attention
  *     over block tables (prefill chunks and decode rows alike), swiglu,
  *     residual and bias adds, row gather and matmul of prepared weights.
- * Activations are f32, row-major [rows][features], rows packed.
+ * Activations are f32, row-major [rows][features], rows packed: row r of a
+ * buffer of dim features starts at byte r * dim * 4.  Unless an op says
+ * otherwise, its output buffer is not one of its inputs.  Ops return 0, or
+ * -1 with err filled: PLUME_ERR_NOMEM when out of memory, PLUME_ERR_INVALID
+ * for an argument the core should never pass (a bad handle, a shape that
+ * does not match), PLUME_ERR_INTERNAL for a device failure.
  *
  * Per-step metadata (token ids, positions, cache slots, block tables) is
  * host memory described by plume_step; step_begin lets a device backend
  * copy it over once per forward instead of once per op.
  *
  * Built in: "cpu" (always usable).  `backend: auto` in a pipeline picks the
- * registered backend with the highest score on this machine.  Learned from
+ * registered backend with the highest score on this machine (on a tie, the
+ * one registered first: the built-in cpu before any plugin).  Learned from
  * ggml's backend interface (ggml-backend-impl.h), made smaller: no graph,
  * one op per call.  Worked example of a plugin: examples/plugins/backend-ref
  * and docs/writing-a-backend.md. */
@@ -94,7 +101,7 @@ typedef struct plume_step {
 typedef enum plume_backend_feature {
     PLUME_FEAT_WEIGHT_TYPE = 0, /* arg: a plume_dtype, for weight_prepare and matmul */
     PLUME_FEAT_KV_DTYPE,        /* arg: a plume_kv_dtype */
-    PLUME_FEAT_HEAD_DIM,        /* arg: attention head size */
+    PLUME_FEAT_HEAD_DIM,        /* arg: attention head size (even: rope rotates pairs) */
     PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
 } plume_backend_feature;
 
@@ -139,8 +146,10 @@ typedef struct plume_backend_vtable {
 
     /* ---- weights ---- */
 
-    /* Prepares a checkpoint tensor (a matrix with ne[0] = in, ne[1] = out,
-     * or a vector) for this backend's ops.  t->data is host memory that
+    /* Prepares a checkpoint tensor for this backend's ops: a matrix (n_dims
+     * 2, ne[0] = in, ne[1] = out: linear weights, the embedding table) or a
+     * vector (n_dims 1, ne[0] values: norm weights, biases, rope
+     * frequencies), of any type supports(PLUME_FEAT_WEIGHT_TYPE) accepts.  t->data is host memory that
      * stays valid, unchanged, until weight_free (the checkpoint stays
      * mapped), so a host backend may keep referring to it. */
     int (*weight_prepare)(plume_backend *b, const plume_tensor *t, plume_bweight **out,
@@ -157,8 +166,10 @@ typedef struct plume_backend_vtable {
     /* ---- a step ---- */
 
     /* Optional: called once before a forward's ops with its metadata (e.g.
-     * to copy it to the device and hang it on st->backend_data), and
-     * step_end after them. */
+     * to copy it to the device and hang it on st->backend_data).  step_end
+     * (optional) is called after the step's last op, whether the ops
+     * succeeded or not, for every step whose step_begin succeeded or is
+     * NULL; never after a failed step_begin. */
     int (*step_begin)(plume_backend *b, plume_step *st, plume_error *err);
     void (*step_end)(plume_backend *b, plume_step *st);
 
@@ -170,7 +181,7 @@ typedef struct plume_backend_vtable {
     int (*embed)(plume_backend *b, const plume_step *st, const plume_bweight *table,
                  plume_buf *x, int32_t dim, plume_error *err);
     /* out[r] = x[r] / sqrt(mean(x[r]²) + eps) * w, for r < n_rows (out may
-     * be x). */
+     * be x: in place). */
     int (*rmsnorm)(plume_backend *b, plume_buf *out, const plume_buf *x, const plume_bweight *w,
                    int32_t n_rows, int32_t dim, float eps, plume_error *err);
     /* Rotates the n_heads heads of head_dim values of every row in place by
@@ -187,11 +198,12 @@ typedef struct plume_backend_vtable {
      * q ([n_rows][n_head * head_dim]) attends over positions 0 .. pos of
      * its sequence in layer's cache through the sequence's block table
      * (grouped-query: head h reads kv head h / (n_head / n_head_kv)), with
-     * softmax scale 1/sqrt(head_dim); normalized results to out. */
+     * softmax scale 1/sqrt(head_dim); head_dim is kv->head_dim for queries
+     * too.  Normalized results to out ([n_rows][n_head * head_dim], not q). */
     int (*attention)(plume_backend *b, const plume_step *st, const plume_kv_pool *kv,
                      int32_t layer, const plume_buf *q, int32_t n_head, plume_buf *out,
                      plume_error *err);
-    /* gate[i] = silu(gate[i]) * up[i] for i < n. */
+    /* gate[i] = silu(gate[i]) * up[i] for i < n (in place in gate). */
     int (*swiglu)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
                   plume_error *err);
     /* x[i] += y[i] for i < n (the residual stream). */
@@ -199,15 +211,16 @@ typedef struct plume_backend_vtable {
     /* y[r][i] += bias[i] for r < n_rows, i < dim. */
     int (*add_bias)(plume_backend *b, plume_buf *y, const plume_bweight *bias, int32_t n_rows,
                     int32_t dim, plume_error *err);
-    /* dst[i] = src[st->out_rows[i]] for i < st->n_out, rows of dim. */
+    /* dst[i] = src[st->out_rows[i]] for i < st->n_out, rows of dim (dst is
+     * not src). */
     int (*gather_out_rows)(plume_backend *b, const plume_step *st, plume_buf *dst,
                            const plume_buf *src, int32_t dim, plume_error *err);
     /* y[j][t][o] = Σ_i x[t][i] · W_j[o][i] for j < n_w, t < n_rows: n_w
      * prepared matrices of equal in-features applied to the same x (a
      * backend may share work between them, e.g. one quantization of x);
-     * each y[j] must be exactly what the call with that weight alone gives,
-     * and every value must depend only on its weight row and its x row
-     * (the same bits whatever n_rows, batching or threads). */
+     * each y[j] (never x) must be exactly what the call with that weight
+     * alone gives, and every value must depend only on its weight row and
+     * its x row (the same bits whatever n_rows, batching or threads). */
     int (*matmul)(plume_backend *b, const plume_bweight *const *w, int n_w, const plume_buf *x,
                   int32_t n_rows, plume_buf *const *y, plume_error *err);
 
