@@ -149,9 +149,10 @@ typedef struct plume_backend_vtable {
     /* Prepares a checkpoint tensor for this backend's ops: a matrix (n_dims
      * 2, ne[0] = in, ne[1] = out: linear weights, the embedding table) or a
      * vector (n_dims 1, ne[0] values: norm weights, biases, rope
-     * frequencies), of any type supports(PLUME_FEAT_WEIGHT_TYPE) accepts.  t->data is host memory that
-     * stays valid, unchanged, until weight_free (the checkpoint stays
-     * mapped), so a host backend may keep referring to it. */
+     * frequencies), of any type supports(PLUME_FEAT_WEIGHT_TYPE) accepts.
+     * t->data is host memory that stays valid, unchanged, until weight_free
+     * (the checkpoint stays mapped), so a host backend may keep referring
+     * to it. */
     int (*weight_prepare)(plume_backend *b, const plume_tensor *t, plume_bweight **out,
                           plume_error *err);
     void (*weight_free)(plume_backend *b, plume_bweight *w);

@@ -58,10 +58,14 @@ static int cpu_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
 {
     (void)b;
     switch (f) {
-    case PLUME_FEAT_WEIGHT_TYPE: return arg >= 0 && arg <= UINT32_MAX && plume_dtype_supported((uint32_t)arg);
-    case PLUME_FEAT_KV_DTYPE: return arg == PLUME_KV_F32 || arg == PLUME_KV_F16;
-    case PLUME_FEAT_HEAD_DIM: return arg > 0 && arg <= 512 && arg % 2 == 0; /* the kernels' row buffers */
-    case PLUME_FEAT_ROPE_ADJACENT: return arg == 0 || arg == 1;
+    case PLUME_FEAT_WEIGHT_TYPE:
+        return arg >= 0 && arg <= UINT32_MAX && plume_dtype_supported((uint32_t)arg);
+    case PLUME_FEAT_KV_DTYPE:
+        return arg == PLUME_KV_F32 || arg == PLUME_KV_F16;
+    case PLUME_FEAT_HEAD_DIM: /* up to the attention kernels' row buffers */
+        return arg > 0 && arg <= 512 && arg % 2 == 0;
+    case PLUME_FEAT_ROPE_ADJACENT:
+        return arg == 0 || arg == 1;
     }
     return 0;
 }
