@@ -4,13 +4,13 @@
 
 #include <stdint.h>
 
-#include "backend/cpu/threadpool.h"
+#include "plume/backend.h"
 #include "plume/error.h"
 
-/* H = (2/n) Σ_t x_t x_tᵀ over the n rows of x ([n][K], f32), into the
- * caller's H ([K][K], double, overwritten).  The products run as f32
- * matrix products over chunks of rows (on pool), summed in double. */
-int plume_hessian(plume_pool *pool, const float *x, int64_t n, int64_t K, double *H,
-                  plume_error *err);
+/* H = (2/n) Σ_t x_t x_tᵀ over the n rows of x ([n][K], f32, host), into the
+ * caller's H ([K][K], double, overwritten).  The products run on backend b
+ * as f32 matrix products over chunks of rows, summed in double. */
+int plume_hessian(const plume_backend_vtable *bvt, plume_backend *b, const float *x, int64_t n,
+                  int64_t K, double *H, plume_error *err);
 
 #endif

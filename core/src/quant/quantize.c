@@ -27,7 +27,6 @@ static const char *const lin_names[7] = {"self_attn.q_proj", "self_attn.k_proj",
 typedef struct qrun {
     plume_model *m;
     const plume_quantize_opts *o;
-    plume_pool *pool;       /* the cpu backend's threads (Hessians) */
     int64_t S, T, n;        /* samples, tokens per sample, n = S·T (0: no calibration) */
     double *Hbase, *H;      /* [Kmax][Kmax] */
     float *w;               /* [max out][max in] */
@@ -227,7 +226,7 @@ static int calib_hook(void *ctx, int l, int which, const plume_buf *x, int32_t n
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "the calibration pass needs a backend with host memory (cpu)");
     int64_t K = layer_tensor(r->m, l, first[which], "weight")->ne[0];
-    if (plume_hessian(r->pool, hx, n, K, r->Hbase, err))
+    if (plume_hessian(r->m->bvt, r->m->b, hx, n, K, r->Hbase, err))
         return -1;
     for (int i = first[which]; i < first[which] + count[which]; i++)
         if (do_linear(r, l, i, err))
@@ -412,7 +411,6 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     lp.n_threads = o->n_threads;
     if (plume_model_load_ex(in_dir, &lp, &r.m, err) || check_input(r.m, in_dir, err))
         goto done;
-    r.pool = plume_cpu_backend_pool(r.m->b);
     if (needs_h && o->n_calib == 0) {
         plume_err(err, PLUME_ERR_INVALID,
                   "this method needs calibration data: give --calib FILE (a plain text, e.g. "

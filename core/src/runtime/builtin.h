@@ -12,11 +12,6 @@ extern const plume_linear_vtable plume_builtin_native_linear;
 extern const plume_sampler_vtable plume_builtin_standard_sampler;
 extern const plume_scheduler_vtable plume_builtin_continuous;
 
-typedef struct plume_pool plume_pool;
-/* The thread pool of a "cpu" backend instance (NULL for NULL): the core's
- * own host-side passes (calibration) run on the backend's threads. */
-plume_pool *plume_cpu_backend_pool(plume_backend *b);
-
 /* The prepared matrix of a layer the native method loaded (the model's
  * embedding gather shares the tied head's weight). */
 const plume_bweight *plume_native_linear_weight(const plume_linear *l);

@@ -127,7 +127,7 @@ static int cpu_weight_prepare(plume_backend *be, const plume_tensor *t, plume_bw
         return plume_err(err, PLUME_ERR_NOMEM, "cpu backend: out of memory");
     w->t = *t;
     int64_t n = plume_tensor_nelements(t);
-    if (t->n_dims == 1 || t->ne[1] == 1) {
+    if (t->n_dims == 1) {
         w->f32 = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
         if (!w->f32) {
             free(w);
@@ -356,8 +356,6 @@ static void cpu_parallel_for(plume_backend *be, void (*fn)(void *ctx, int ith, i
     }
     plume_pool_run(b->pool, fn, ctx);
 }
-
-plume_pool *plume_cpu_backend_pool(plume_backend *b) { return b ? cpu(b)->pool : NULL; }
 
 const plume_backend_vtable plume_builtin_cpu = {
     .struct_size = sizeof(plume_backend_vtable),
