@@ -49,7 +49,7 @@ typedef struct plume_load_params {
      * else a new instance of backend_vt (NULL: the built-in cpu) created
      * with backend_settings and n_threads (0: the backend's default) and
      * owned by the model. */
-    const plume_backend_vtable *backend_vt;
+    const plume_backend_vtable *backend_vt; /* required with backend */
     plume_backend *backend;
     const plume_settings *backend_settings;
     int n_threads;
@@ -65,7 +65,9 @@ PLUME_API int plume_model_load_ex(const char *path, const plume_load_params *p,
                                   plume_model **out, plume_error *err);
 
 /* The backend a model's weights live on, and its instance (when inst is
- * non-NULL).  Runners, engines and contexts of the model run on it. */
+ * non-NULL).  Every engine and context of the model runs on it, so they
+ * share its threads: use them from one thread at a time (or load the model
+ * twice). */
 PLUME_API const plume_backend_vtable *plume_model_backend(const plume_model *m,
                                                            plume_backend **inst);
 

@@ -386,6 +386,9 @@ static int open_checkpoint(plume_model *m, const plume_registry *reg,
 /* The backend of p: a borrowed instance, or a new one the model owns. */
 static int open_backend(plume_model *m, const plume_load_params *p, plume_error *err)
 {
+    if (p->backend && !p->backend_vt)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "plume_load_params: a backend instance needs its backend_vt too");
     m->bvt = p->backend_vt ? p->backend_vt : &plume_builtin_cpu;
     if (p->backend) {
         m->b = p->backend;
