@@ -1,5 +1,6 @@
 /* The ngram proposer: stateless per sequence (it reads the tokens the
- * engine passes each step), so release/accepted have nothing to do. */
+ * engine passes each step), so release/accepted have nothing to do, and
+ * its drafts are lookups, so it ignores the sampling parameters. */
 #include "ngram_proposer.h"
 
 #include <stdlib.h>
@@ -40,10 +41,11 @@ static int ngram_validate(const plume_settings *s, plume_error *err)
     return read_settings(s, &a, &b, err);
 }
 
-static int ngram_create(const plume_settings *s, int32_t n_vocab, plume_proposer **out,
-                        plume_error *err)
+/* Prompt lookup needs nothing of the host: no model, no device memory. */
+static int ngram_create(const plume_proposer_host *host, const plume_settings *s,
+                        plume_proposer **out, plume_error *err)
 {
-    (void)n_vocab;
+    (void)host;
     int32_t min_n = 1, max_n = 4;
     if (read_settings(s, &min_n, &max_n, err))
         return -1;

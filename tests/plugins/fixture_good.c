@@ -61,11 +61,11 @@ static const plume_sampler_vtable argmax = {
     .sample = argmax_sample,
 };
 
-static int repeat_create(const plume_settings *settings, int32_t n_vocab, plume_proposer **out,
-                         plume_error *err)
+static int repeat_create(const plume_proposer_host *host, const plume_settings *settings,
+                         plume_proposer **out, plume_error *err)
 {
     (void)settings;
-    (void)n_vocab;
+    (void)host;
     (void)err;
     *out = (plume_proposer *)malloc(1);
     return *out ? 0 : -1;

@@ -260,6 +260,57 @@ static void test_static_plugin(void **state)
     plume_registry_free(r);
 }
 
+/* A proposer still at interface version 1 (create took n_vocab, not the
+ * host) is refused when it registers, naming what changed. */
+static int v1_create(const plume_proposer_host *host, const plume_settings *s,
+                     plume_proposer **out, plume_error *err)
+{
+    (void)host, (void)s, (void)out;
+    return plume_err(err, PLUME_ERR_INTERNAL, "never called");
+}
+static void v1_destroy(plume_proposer *p) { (void)p; }
+static int v1_propose(plume_proposer *p, const plume_propose_seq *seqs, size_t n,
+                      plume_draft *drafts, plume_error *err)
+{
+    (void)p, (void)seqs, (void)n, (void)drafts, (void)err;
+    return 0;
+}
+static const plume_proposer_vtable v1_proposer = {
+    .struct_size = sizeof(plume_proposer_vtable),
+    .interface_version = 1,
+    .name = "old-proposer",
+    .create = v1_create,
+    .destroy = v1_destroy,
+    .propose = v1_propose,
+};
+static int v1_proposer_init(plume_registry *reg, plume_error *err)
+{
+    (void)err;
+    return plume_register_proposer(reg, &v1_proposer);
+}
+PLUME_PLUGIN_DEFINE("oldprop", "0.3.0", "a proposer of interface version 1", "MIT",
+                    v1_proposer_init)
+
+static void test_proposer_v1_refused(void **state)
+{
+    (void)state;
+    plume_registry *r = fresh();
+    plume_error err = {0};
+    size_t n = plume_registry_n_providers(r);
+    assert_int_equal(plume_registry_add_static(r, plume_plugin_entry_v1_proposer_init,
+                                               "static:oldprop", &err), -1);
+    assert_string_equal(err.msg,
+                        "plugin static:oldprop ('oldprop' 0.3.0, built for plume ABI 1.0; this "
+                        "plume " V " has ABI 1.0): proposer provider 'old-proposer': "
+                        "interface_version 1 is older than this plume accepts (2..2: version 2's "
+                        "create takes the host (plume_proposer_host) and each plume_propose_seq "
+                        "carries the request's sampling parameters); port the plugin to the "
+                        "current plume/proposer.h and rebuild");
+    assert_int_equal(plume_registry_n_providers(r), n);
+    assert_null(plume_registry_find_proposer(r, "old-proposer"));
+    plume_registry_free(r);
+}
+
 static void test_register_outside_init(void **state)
 {
     (void)state;
@@ -320,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_not_a_shared_object),
         cmocka_unit_test(test_good_by_name_and_lookups),
         cmocka_unit_test(test_static_plugin),
+        cmocka_unit_test(test_proposer_v1_refused),
         cmocka_unit_test(test_register_outside_init),
         cmocka_unit_test(test_builtins_listed),
         cmocka_unit_test(test_abi_matches_pkgconfig),

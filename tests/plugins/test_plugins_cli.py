@@ -104,7 +104,7 @@ r = run("plugins", "--check", good)
 check("plume plugin 'good' 1.2.3, built for plume ABI 1.0" in r.stdout, r.stdout)
 check("would register 2 providers:" in r.stdout, r.stdout)
 check("  sampler        fixture-argmax (interface version 1)" in r.stdout, r.stdout)
-check("  proposer       fixture-repeat (interface version 1)" in r.stdout, r.stdout)
+check("  proposer       fixture-repeat (interface version 2)" in r.stdout, r.stdout)
 
 for name, needle in [("noentry", "not a plume plugin"), ("badmagic", "magic is 0x12345678"),
                      ("abimajor", "built for plume ABI 2.0"), ("abiminor", "newer than"),

@@ -329,13 +329,13 @@ struct plume_proposer {
     int32_t n_vocab;
 };
 
-static int oracle_create(const plume_settings *s, int32_t n_vocab, plume_proposer **out,
-                         plume_error *err)
+static int oracle_create(const plume_proposer_host *host, const plume_settings *s,
+                         plume_proposer **out, plume_error *err)
 {
     (void)s;
     (void)err;
     *out = calloc(1, sizeof **out);
-    (*out)->n_vocab = n_vocab;
+    (*out)->n_vocab = host->n_vocab;
     return 0;
 }
 static void oracle_destroy(plume_proposer *p) { free(p); }

@@ -4,7 +4,10 @@
  * mixed batches and under preemption; seeded sampling is reproducible with
  * speculation on; with a draft-model proposer's full q rows, sampled output
  * follows the target's law derived from the model's logits; the proposer is
- * swapped on a live engine. */
+ * swapped on a live engine.  The draft-model proposer uses the host context
+ * of plume/proposer.h: it loads its draft through the host onto the
+ * target's backend instance and drafts for all sequences at once with a
+ * plume_seq_runner (plume/seq_runner.h), truncating after rejections. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,6 +22,8 @@
 
 #include "ngram_proposer.h"
 #include "plume/engine.h"
+#include "plume/registry.h"
+#include "plume/seq_runner.h"
 #include "plume/settings.h"
 
 #include "../sample/oracle.h"
@@ -40,19 +45,24 @@ struct plume_proposer {
     int32_t n_vocab;
     int64_t calls;
     /* the draft-model fixture below */
-    plume_context *ctx;
-    float *logits;
+    plume_model *draft;
+    plume_seq_runner *runner;
+    float *logits;          /* max_seqs rows of n_vocab */
+    plume_seq_run *runs;    /* max_seqs */
+    int64_t *base_id;       /* max_seqs: a sequence's length when it was last drafted for */
+    int32_t *base;
+    int32_t max_seqs;
     plume_rng rng;
 };
 
-static int garbage_create(const plume_settings *settings, int32_t n_vocab, plume_proposer **out,
-                          plume_error *err)
+static int garbage_create(const plume_proposer_host *host, const plume_settings *settings,
+                          plume_proposer **out, plume_error *err)
 {
     (void)settings;
     (void)err;
     plume_proposer *p = calloc(1, sizeof *p);
     p->state = 42;
-    p->n_vocab = n_vocab;
+    p->n_vocab = host->n_vocab;
     *out = p;
     return 0;
 }
@@ -301,6 +311,15 @@ static void test_bad_settings(void **state)
     plume_settings_free(s);
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, "num_speculative_tokens"));
+    /* a proposer of interface version 1 (create without the host) */
+    plume_proposer_vtable v1 = garbage_vt;
+    v1.interface_version = 1;
+    assert_int_equal(plume_engine_set_proposer(e, &v1, NULL, 4, &err), -1);
+    assert_string_equal(err.msg,
+                        "proposer 'garbage' has interface version 1, older than this plume "
+                        "accepts (2: create takes the host, plume_proposer_host, and each "
+                        "plume_propose_seq carries the request's sampling parameters); port it to "
+                        "the current plume/proposer.h and rebuild");
     assert_null(plume_engine_proposer_name(e));
     plume_engine_free(e);
 }
@@ -324,45 +343,96 @@ static void test_bad_settings(void **state)
 #define LAW_NODES (1 + 4 + 16 + 64) /* top-k 4: at most 4 children a node */
 #define DM_TEMP 1.7
 
-static const plume_model *g_draft_model;
+/* What the draft-model proposer saw, for the test to check. */
+static struct {
+    const plume_model *target;
+    plume_registry *registry;
+    int hosts_ok;         /* creates whose host matched the engine */
+    int64_t bad_sampling; /* sequences whose sampling params were not the request's */
+    int64_t truncations;  /* accepted() calls that truncated rejected drafts */
+    int64_t max_batch;    /* most sequences in one draft forward */
+    int64_t stale;        /* first-draft logits unlike a fresh decode of the tokens */
+    plume_context *check; /* the draft's logits recomputed from scratch */
+    float *check_logits;
+} g_dm;
 
-static int dm_create(const plume_settings *settings, int32_t n_vocab, plume_proposer **out,
-                     plume_error *err)
+static void dm_destroy(plume_proposer *p)
 {
-    (void)settings;
+    plume_seq_runner_free(p->runner);
+    plume_model_free(p->draft); /* before the target: it borrows its backend */
+    free(p->logits);
+    free(p->runs);
+    free(p->base_id);
+    free(p->base);
+    free(p);
+}
+
+/* settings: `model` (the draft's path).  The draft goes through the host's
+ * loader onto the target's backend instance. */
+static int dm_create(const plume_proposer_host *host, const plume_settings *settings,
+                     plume_proposer **out, plume_error *err)
+{
+    plume_backend *target_b;
+    const plume_backend_vtable *target_bvt = plume_model_backend(g_dm.target, &target_b);
+    if (host->struct_size == sizeof *host && host->target == g_dm.target &&
+        host->registry == g_dm.registry && host->backend == target_b &&
+        host->backend_vt == target_bvt && host->n_vocab == plume_model_n_vocab(g_dm.target) &&
+        host->n_ctx_train == plume_model_n_ctx_train(g_dm.target) && host->k == 2 &&
+        host->max_seqs == plume_engine_defaults().max_num_seqs &&
+        host->max_tokens_per_step == plume_engine_defaults().max_batched_tokens &&
+        host->max_seq_len > 0)
+        g_dm.hosts_ok++;
+    const char *path;
+    if (plume_settings_string(settings, "model", NULL, &path, err))
+        return -1;
     plume_proposer *p = calloc(1, sizeof *p);
     if (!p)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    p->n_vocab = n_vocab;
-    p->logits = malloc(sizeof(float) * (size_t)n_vocab);
+    p->n_vocab = host->n_vocab;
+    p->max_seqs = host->max_seqs;
     plume_rng_seed(&p->rng, 4242);
-    if (!p->logits || plume_context_create(g_draft_model, 64, &p->ctx, err)) {
-        free(p->logits);
-        free(p);
+    if (plume_proposer_host_load_model(host, path, &p->draft, err)) {
+        dm_destroy(p);
         return -1;
     }
+    plume_backend *draft_b;
+    plume_model_backend(p->draft, &draft_b);
+    if (draft_b != host->backend || plume_model_n_vocab(p->draft) != host->n_vocab) {
+        dm_destroy(p);
+        return plume_err(err, PLUME_ERR_INVALID, "the draft is not on the host's backend or "
+                         "has another vocabulary");
+    }
+    plume_seq_runner_params rp = plume_seq_runner_defaults();
+    rp.max_seqs = host->max_seqs;
+    rp.kv_max_tokens = (int64_t)host->max_seqs * 64; /* prompts here are short */
+    rp.max_batch_tokens = host->max_seqs * 64;
+    rp.block_size = 8;
+    p->logits = malloc(sizeof(float) * (size_t)host->max_seqs * (size_t)host->n_vocab);
+    p->runs = malloc(sizeof *p->runs * (size_t)host->max_seqs);
+    p->base_id = malloc(sizeof *p->base_id * (size_t)host->max_seqs);
+    p->base = malloc(sizeof *p->base * (size_t)host->max_seqs);
+    if (!p->logits || !p->runs || !p->base_id || !p->base ||
+        plume_seq_runner_create(p->draft, &rp, &p->runner, err)) {
+        dm_destroy(p);
+        return -1;
+    }
+    for (int32_t i = 0; i < host->max_seqs; i++)
+        p->base_id[i] = -1;
     *out = p;
     return 0;
 }
 
-static void dm_destroy(plume_proposer *p)
-{
-    plume_context_free(p->ctx);
-    free(p->logits);
-    free(p);
-}
-
 /* q = softmax(logits / DM_TEMP); draws from it with the proposer's RNG */
-static int32_t dm_draw(plume_proposer *p, float *q)
+static int32_t dm_draw(plume_proposer *p, const float *logits, float *q)
 {
-    double mx = p->logits[0], z = 0;
+    double mx = logits[0], z = 0;
     for (int32_t v = 1; v < p->n_vocab; v++)
-        if (p->logits[v] > mx)
-            mx = p->logits[v];
+        if (logits[v] > mx)
+            mx = logits[v];
     for (int32_t v = 0; v < p->n_vocab; v++)
-        z += exp((p->logits[v] - mx) / DM_TEMP);
+        z += exp((logits[v] - mx) / DM_TEMP);
     for (int32_t v = 0; v < p->n_vocab; v++)
-        q[v] = (float)(exp((p->logits[v] - mx) / DM_TEMP) / z);
+        q[v] = (float)(exp((logits[v] - mx) / DM_TEMP) / z);
     double u = plume_rng_uniform(&p->rng), cum = 0;
     for (int32_t v = 0; v < p->n_vocab; v++) {
         cum += q[v];
@@ -372,29 +442,113 @@ static int32_t dm_draw(plume_proposer *p, float *q)
     return p->n_vocab - 1;
 }
 
+static int32_t *dm_base(plume_proposer *p, int64_t seq_id, bool add)
+{
+    int32_t free_at = -1;
+    for (int32_t i = 0; i < p->max_seqs; i++) {
+        if (p->base_id[i] == seq_id)
+            return &p->base[i];
+        if (p->base_id[i] < 0 && free_at < 0)
+            free_at = i;
+    }
+    if (!add || free_at < 0)
+        return NULL;
+    p->base_id[free_at] = seq_id;
+    return &p->base[free_at];
+}
+
+/* One draft forward for every sequence's new tokens (what the draft's KV
+ * lacks of its committed tokens), then one per further draft position. */
 static int dm_propose(plume_proposer *p, const plume_propose_seq *seqs, size_t n,
                       plume_draft *drafts, plume_error *err)
 {
     p->calls++;
+    if ((int64_t)n > g_dm.max_batch)
+        g_dm.max_batch = (int64_t)n;
     for (size_t i = 0; i < n; i++) {
-        plume_context_reset(p->ctx);
-        if (plume_decode(p->ctx, seqs[i].tokens, (size_t)seqs[i].n_tokens, p->logits, err))
-            return -1;
-        for (int32_t t = 0; t < seqs[i].k; t++) {
-            int32_t d = dm_draw(p, drafts[i].probs + (size_t)t * (size_t)p->n_vocab);
-            drafts[i].tokens[t] = d;
-            if (t + 1 < seqs[i].k && plume_decode(p->ctx, &d, 1, p->logits, err))
+        const plume_sampling_params *sp = seqs[i].sampling;
+        if (!sp || sp->temperature != 0.8f || sp->top_k != 4 || sp->seed < 90000)
+            g_dm.bad_sampling++;
+        int32_t len = plume_seq_runner_length(p->runner, seqs[i].seq_id);
+        if (len > seqs[i].n_tokens - 1) { /* accepted() should have truncated it */
+            g_dm.stale++;
+            if (plume_seq_runner_truncate(p->runner, seqs[i].seq_id, seqs[i].n_tokens - 1, err))
                 return -1;
+            len = seqs[i].n_tokens - 1;
         }
-        drafts[i].n = seqs[i].k;
+        if (len < 0)
+            len = 0;
+        p->runs[i] = (plume_seq_run){seqs[i].seq_id, seqs[i].tokens + len,
+                                     seqs[i].n_tokens - len, 1};
+        int32_t *b = dm_base(p, seqs[i].seq_id, true);
+        if (!b)
+            return plume_err(err, PLUME_ERR_INTERNAL, "more live sequences than max_seqs");
+        *b = seqs[i].n_tokens;
+        drafts[i].n = 0;
         drafts[i].has_probs = 1;
+    }
+    if (plume_seq_runner_run(p->runner, p->runs, n, p->logits, err))
+        return -1;
+    /* the draft's KV after truncations holds exactly the committed tokens:
+     * its logits are those of a fresh decode of them, bit for bit */
+    for (size_t i = 0; i < n && g_dm.check; i++) {
+        plume_context_reset(g_dm.check);
+        if (plume_decode(g_dm.check, seqs[i].tokens, (size_t)seqs[i].n_tokens, g_dm.check_logits,
+                         err))
+            return -1;
+        if (memcmp(g_dm.check_logits, p->logits + i * (size_t)p->n_vocab,
+                   sizeof(float) * (size_t)p->n_vocab))
+            g_dm.stale++;
+    }
+    for (int32_t t = 0;; t++) {
+        /* logits rows: one per sequence at t = 0, then one per run of the
+         * previous pass (the sequences that draft position t) */
+        size_t m = 0, next = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (t >= seqs[i].k)
+                continue;
+            const float *row = p->logits + (t == 0 ? i : m++) * (size_t)p->n_vocab;
+            int32_t d = dm_draw(p, row, drafts[i].probs + (size_t)t * (size_t)p->n_vocab);
+            drafts[i].tokens[t] = d;
+            drafts[i].n = t + 1;
+            if (t + 1 < seqs[i].k)
+                p->runs[next++] = (plume_seq_run){seqs[i].seq_id, &drafts[i].tokens[t], 1, 1};
+        }
+        if (next == 0)
+            break;
+        if (plume_seq_runner_run(p->runner, p->runs, next, p->logits, err))
+            return -1;
     }
     return 0;
 }
 
+/* The draft's KV holds base + n_drafted - 1 positions; the first
+ * base + n_accepted of them are the committed tokens. */
+static void dm_accepted(plume_proposer *p, int64_t seq_id, int32_t n_drafted, int32_t n_accepted)
+{
+    (void)n_drafted;
+    int32_t *b = dm_base(p, seq_id, false);
+    int32_t len = plume_seq_runner_length(p->runner, seq_id);
+    if (!b || len < 0)
+        return;
+    if (*b + n_accepted < len) {
+        plume_error err = {0};
+        if (plume_seq_runner_truncate(p->runner, seq_id, *b + n_accepted, &err) == 0)
+            g_dm.truncations++;
+    }
+}
+
+static void dm_release(plume_proposer *p, int64_t seq_id)
+{
+    for (int32_t i = 0; i < p->max_seqs; i++)
+        if (p->base_id[i] == seq_id)
+            p->base_id[i] = -1;
+    plume_seq_runner_release(p->runner, seq_id, NULL);
+}
+
 static const plume_proposer_vtable draft_model_vt = {
     sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "draft-model-fixture", NULL,
-    dm_create, dm_destroy, dm_propose, NULL, NULL,
+    dm_create, dm_destroy, dm_propose, dm_accepted, dm_release,
 };
 
 typedef struct law_node {
@@ -474,9 +628,24 @@ static void test_sampled_drafts_follow_target_law(void **state)
     law_build(t, c, &rp.sampling, prompt, n_prompt, NULL, 0, nv);
     plume_context_free(c);
 
-    g_draft_model = f->m;
-    plume_engine *e = engine(f, plume_engine_defaults());
-    assert_int_equal(plume_engine_set_proposer(e, &draft_model_vt, NULL, 2, &err), 0);
+    /* the engine hands its registry to the proposer's host, which loads
+     * the draft (the tiny model again) with it onto the target's backend */
+    plume_registry *reg;
+    assert_int_equal(plume_registry_create(&reg, &err), 0);
+    memset(&g_dm, 0, sizeof g_dm);
+    g_dm.target = f->m;
+    g_dm.registry = reg;
+    assert_int_equal(plume_context_create(f->m, 64, &g_dm.check, &err), 0);
+    g_dm.check_logits = malloc(sizeof(float) * (size_t)nv);
+    plume_engine_params ep = plume_engine_defaults();
+    ep.registry = reg;
+    plume_engine *e = engine(f, ep);
+    plume_settings *ds;
+    assert_int_equal(plume_settings_new("speculative", &ds, &err), 0);
+    assert_int_equal(plume_settings_set(ds, "model", g_model_path, &err), 0);
+    assert_int_equal(plume_engine_set_proposer(e, &draft_model_vt, ds, 2, &err), 0);
+    plume_settings_free(ds);
+    assert_int_equal(g_dm.hosts_ok, 1);
     int impossible = 0;
     for (int base = 0; base < LAW_REQ; base += 250) {
         int64_t ids[250];
@@ -508,6 +677,13 @@ static void test_sampled_drafts_follow_target_law(void **state)
     }
     plume_engine_stats st = plume_engine_get_stats(e);
     plume_engine_free(e);
+    plume_registry_free(reg);
+    plume_context_free(g_dm.check);
+    free(g_dm.check_logits);
+    assert_int_equal(g_dm.stale, 0);
+    assert_int_equal(g_dm.bad_sampling, 0);
+    assert_true(g_dm.truncations > 0);  /* rejected drafts were cut from the draft's KV */
+    assert_true(g_dm.max_batch > 1);    /* several sequences per draft forward */
     assert_true(st.spec_drafted > 0);
     assert_true(st.spec_accepted > 0 && st.spec_accepted < st.spec_drafted);
 

@@ -48,6 +48,12 @@ typedef struct plume_engine_params {
                                     Default true: decode never waits behind a long
                                     prefill; throughput is within noise of separate
                                     steps (docs/engine.md has the measurements) */
+    /* The registry the model was loaded with: the proposer's host gets it
+     * (plume_proposer_host.registry) to load a draft model with the same
+     * providers.  It must outlive the engine.  Default NULL (the proposer
+     * then loads with the built-in providers only); plume_pipeline_build
+     * sets it to the pipeline's registry. */
+    plume_registry *registry;
 } plume_engine_params;
 
 /* The defaults listed above. */

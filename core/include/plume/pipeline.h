@@ -128,7 +128,9 @@ typedef struct plume_build_opts {
  *   - the model, opened by its weight format and loaded onto that backend
  *     with reg's linear methods (plume_model_load_ex),
  *   - when engine is non-NULL, an engine on that model (KV cache on the
- *     backend) with the pipeline's scheduler, sampler and proposer.
+ *     backend) with the pipeline's scheduler, sampler and proposer; its
+ *     params' registry is reg (unless o->engine names one), which the
+ *     proposer's host hands on for loading a draft model.
  * o may be NULL.  On failure nothing is left allocated.  Free the engine,
  * then the model, then (after both) the registry. */
 PLUME_API int plume_pipeline_build(const plume_pipeline *p, plume_registry *reg,

@@ -4,21 +4,79 @@
  * the engine verifies them all in one target forward (k+1 positions per
  * sequence) and tells the proposer how many were accepted.  vLLM's
  * spec-decode proposers (ngram_proposer.py, the draft-model proposer) have
- * the same shape.  Learned from: vllm/v1/spec_decode/. */
+ * the same shape.  Learned from: vllm/v1/spec_decode/.
+ *
+ * create receives the host (plume_proposer_host): the registry, the
+ * target's backend instance, the target model and the engine's limits.  A
+ * proposer that runs a model of its own (a draft model) loads it with
+ * plume_proposer_host_load_model (same loader, same registry, same backend
+ * instance as the target: GGUF, HF, or a quantized HF checkpoint through
+ * its quant plugin) and runs it over all the step's sequences at once with
+ * a plume_seq_runner (plume/seq_runner.h): one batched forward per draft
+ * position, its own paged KV cache, plume_seq_runner_truncate after the
+ * verifier rejected drafts (accepted), plume_seq_runner_release when a
+ * sequence ends (release).  Free both in destroy: the engine destroys the
+ * proposer before the target model and its backend go. */
 #ifndef PLUME_PROPOSER_H
 #define PLUME_PROPOSER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
+#include "plume/backend.h"
 #include "plume/error.h"
+#include "plume/model.h"
+#include "plume/sampler.h"
 #include "plume/settings.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define PLUME_PROPOSER_INTERFACE_VERSION 1
+/* 2: create receives the host (plume_proposer_host) and plume_propose_seq
+ * carries the request's sampling parameters (version 1's create took only
+ * n_vocab; the registry and the engine refuse it). */
+#define PLUME_PROPOSER_INTERFACE_VERSION 2
+
+/* What the engine gives a proposer's create.  Valid during create only,
+ * except what it points to: the registry, the backend instance and the
+ * target model outlive the proposer.  Read a field only when struct_size
+ * says the host has it (fields are only ever appended). */
+typedef struct plume_proposer_host {
+    uint32_t struct_size;        /* sizeof(plume_proposer_host) of the engine's build */
+    /* The registry the target was loaded with (plume_engine_params.registry,
+     * which plume_pipeline_build sets), for loading models and looking up
+     * providers; NULL when the program gave none (then a load sees the
+     * built-in providers only). */
+    plume_registry *registry;
+    /* The target's backend: its vtable and the instance the target's
+     * weights and KV cache live on.  Load a draft model onto this same
+     * instance (plume_proposer_host_load_model does); its parallel_for
+     * (when set) runs a function on the backend's host threads. */
+    const plume_backend_vtable *backend_vt;
+    plume_backend *backend;
+    /* The target model: plume_model_tokenizer for vocabulary checks
+     * against a draft model's (ids the target does not have end a draft). */
+    const plume_model *target;
+    int32_t n_vocab;             /* the target's vocabulary size: draft ids are < n_vocab,
+                                    plume_draft.probs rows have n_vocab entries */
+    int32_t n_ctx_train;         /* the target's training context */
+    int32_t max_seq_len;         /* the longest sequence the engine serves (tokens) */
+    int32_t max_tokens_per_step; /* positions of one target forward (max_batched_tokens) */
+    int32_t max_seqs;            /* sequences in one step, so in one propose call */
+    int32_t k;                   /* num_speculative_tokens: no seq asks for more drafts */
+} plume_proposer_host;
+
+/* Loads the model at path (GGUF, an HF directory, a quantized HF checkpoint
+ * whose quant plugin the host's registry has or can load) onto the host's
+ * backend instance with the host's registry: plume_model_load_ex with
+ * registry = host->registry and backend = host->backend.  The model borrows
+ * the backend instance: free it (plume_model_free) in the proposer's
+ * destroy at the latest.  It does not compare vocabularies: check
+ * plume_model_n_vocab (and the tokenizer) against the target's yourself. */
+PLUME_API int plume_proposer_host_load_model(const plume_proposer_host *host, const char *path,
+                                             plume_model **out, plume_error *err);
 
 /* What the proposer sees of one decoding sequence. */
 typedef struct plume_propose_seq {
@@ -26,6 +84,14 @@ typedef struct plume_propose_seq {
     const int32_t *tokens;     /* prompt and committed output so far */
     int32_t n_tokens;
     int32_t k;                 /* draft at most this many */
+    /* The request's sampling parameters (plume_request_params.sampling:
+     * temperature, top-k/p, min-p, repetition penalty, seed), valid during
+     * the call, never NULL.  For a request sampled by a provider other than
+     * the built-in standard one they are what the request passed (that
+     * provider's settings decide its law; the seed is the one it uses).
+     * Drafts that follow the request's law (sampled at its temperature,
+     * with q rows in plume_draft.probs) are accepted more often. */
+    const plume_sampling_params *sampling;
 } plume_propose_seq;
 
 /* Where the proposer writes one sequence's draft. */
@@ -57,10 +123,10 @@ typedef struct plume_proposer_vtable {
      * before anything loads.  NULL: it takes none. */
     int (*validate)(const plume_settings *s, plume_error *err);
 
-    /* Creates an instance for a target with n_vocab tokens from validated
-     * settings (NULL = defaults). */
-    int (*create)(const plume_settings *s, int32_t n_vocab, plume_proposer **out,
-                  plume_error *err);
+    /* Creates an instance from validated settings (NULL = defaults) for the
+     * engine host describes (see plume_proposer_host). */
+    int (*create)(const plume_proposer_host *host, const plume_settings *s,
+                  plume_proposer **out, plume_error *err);
     void (*destroy)(plume_proposer *p);
 
     /* Drafts for n sequences at once; drafts[i] has capacity seqs[i].k. */

@@ -46,6 +46,13 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
     plume_engine_free_spec(e);
     if (!vt)
         return 0; /* speculation off */
+    if (vt->interface_version == 1)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "proposer '%s' has interface version 1, older than this plume accepts "
+                         "(%d: create takes the host, plume_proposer_host, and each "
+                         "plume_propose_seq carries the request's sampling parameters); port it "
+                         "to the current plume/proposer.h and rebuild",
+                         vt->name ? vt->name : "?", PLUME_PROPOSER_INTERFACE_VERSION);
     if (vt->struct_size < offsetof(plume_proposer_vtable, accepted) ||
         vt->interface_version != PLUME_PROPOSER_INTERFACE_VERSION || !vt->create ||
         !vt->destroy || !vt->propose)
@@ -80,8 +87,20 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
     memset(&e->prop_copy, 0, sizeof e->prop_copy);
     memcpy(&e->prop_copy, vt,
            vt->struct_size < sizeof e->prop_copy ? vt->struct_size : sizeof e->prop_copy);
+    plume_proposer_host host = {
+        .struct_size = sizeof host,
+        .registry = e->p.registry,
+        .target = e->m,
+        .n_vocab = nv,
+        .n_ctx_train = plume_model_n_ctx_train(e->m),
+        .max_seq_len = e->n_ctx,
+        .max_tokens_per_step = e->p.max_batched_tokens,
+        .max_seqs = ns,
+        .k = k,
+    };
+    host.backend_vt = plume_model_backend(e->m, &host.backend);
     if ((e->prop_copy.validate && settings && e->prop_copy.validate(settings, err)) ||
-        e->prop_copy.create(settings, nv, &e->prop, err)) {
+        e->prop_copy.create(&host, settings, &e->prop, err)) {
         e->prop = NULL;
         plume_engine_free_spec(e);
         return -1;
@@ -101,7 +120,8 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
             continue;
         it->draft = n;
         plume_seq *s = it->seq;
-        e->pseqs[n] = (plume_propose_seq){s->id, s->tokens, s->n_tokens, it->n - 1};
+        e->pseqs[n] = (plume_propose_seq){s->id, s->tokens, s->n_tokens, it->n - 1,
+                                          &s->params.sampling};
         e->drafts[n] = (plume_draft){e->draft_tokens + (size_t)n * e->spec_k, 0,
                                      e->draft_probs + (size_t)n * e->spec_k *
                                                           (size_t)plume_model_n_vocab(e->m),
@@ -130,4 +150,22 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
             it->spec = false;
     }
     return 0;
+}
+
+int plume_proposer_host_load_model(const plume_proposer_host *host, const char *path,
+                                   plume_model **out, plume_error *err)
+{
+    if (!host || host->struct_size < offsetof(plume_proposer_host, target) || !host->backend ||
+        !host->backend_vt)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "plume_proposer_host_load_model needs the host the proposer's create "
+                         "was given (with its backend instance); pass that pointer");
+    if (!path || !path[0])
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "no model path given to load for the proposer; set one in its settings");
+    plume_load_params lp = plume_load_defaults();
+    lp.registry = host->registry;
+    lp.backend_vt = host->backend_vt;
+    lp.backend = host->backend;
+    return plume_model_load_ex(path, &lp, out, err);
 }

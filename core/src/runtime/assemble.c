@@ -47,6 +47,8 @@ int plume_pipeline_build(const plume_pipeline *p, plume_registry *reg, const plu
         plume_pipeline_engine_params(p, &ep);
         if (o->engine)
             ep = *o->engine;
+        if (!ep.registry)
+            ep.registry = reg; /* the proposer's host loads a draft model with it */
         plume_engine *e;
         if (plume_engine_create(m, &ep, &e, err)) {
             plume_model_free(m);

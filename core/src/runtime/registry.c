@@ -69,7 +69,9 @@ static const kind_info kinds[PLUME_KIND_COUNT] = {
         END(plume_proposer_vtable, release), PLUME_PROPOSER_INTERFACE_VERSION,
         {OFF(plume_proposer_vtable, create), OFF(plume_proposer_vtable, destroy),
          OFF(plume_proposer_vtable, propose)},
-        {"create", "destroy", "propose"}},
+        {"create", "destroy", "propose"}, 2,
+        "version 2's create takes the host (plume_proposer_host) and each plume_propose_seq "
+        "carries the request's sampling parameters"},
     [PLUME_KIND_KV_CONNECTOR] = {"kv-connector", sizeof(plume_kv_connector_vtable),
         END(plume_kv_connector_vtable, wait), PLUME_KV_CONNECTOR_INTERFACE_VERSION,
         {OFF(plume_kv_connector_vtable, create), OFF(plume_kv_connector_vtable, destroy),
@@ -177,7 +179,13 @@ static int reject(plume_registry *r, const char *fmt, ...)
     return -1;
 }
 
-static bool kind_is_linear(const kind_info *k) { return strcmp(k->name, "linear") == 0; }
+/* The header that declares each kind's vtable (plume/<name>.h). */
+static const char *const kind_header[PLUME_KIND_COUNT] = {
+    [PLUME_KIND_WEIGHT_FORMAT] = "weight_format", [PLUME_KIND_LINEAR] = "linear",
+    [PLUME_KIND_BACKEND] = "backend",             [PLUME_KIND_SAMPLER] = "sampler_provider",
+    [PLUME_KIND_SCHEDULER] = "scheduler",         [PLUME_KIND_PROPOSER] = "proposer",
+    [PLUME_KIND_KV_CONNECTOR] = "kv_connector",
+};
 
 static int register_vt(plume_registry *r, plume_provider_kind kind, const void *vtable)
 {
@@ -205,7 +213,7 @@ static int register_vt(plume_registry *r, plume_provider_kind kind, const void *
                          "accepts (%u..%u: %s); port the plugin to the current "
                          "plume/%s.h and rebuild",
                       k->name, nm, h.interface_version, lo, k->version, k->why_min,
-                      kind_is_linear(k) ? "linear" : "backend");
+                      kind_header[kind]);
     if (h.interface_version < 1 || h.interface_version > k->version)
         return reject(r, "%s provider '%s': interface_version %u is not one this plume knows "
                          "(%u..%u); rebuild the plugin against this plume's headers",
