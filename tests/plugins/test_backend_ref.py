@@ -109,7 +109,7 @@ class Compare:
         return [o["token_ids"] for o in res]
 
     def check_model(self, model, prompts, n):
-        name = os.path.basename(model)
+        name = os.path.join(os.path.basename(os.path.dirname(model)), os.path.basename(model))
         alone = []
         for p in prompts:
             ids_r, text_r, lg_r = self.generate(model, "ref", p, n)
@@ -172,6 +172,20 @@ def main():
                                for v in ("tiny.gguf", "tiny-f16.gguf", "tiny-q8_0.gguf")]:
             require(os.path.exists(model), "%s exists" % model)
             cmp.check_model(model, tiny_prompts, 16)
+
+        # A linear method whose kernels cannot run on the backend is a load
+        # error naming both: quant-gptq computes on the host, ref has no
+        # host memory.
+        gptq = os.path.join(tmp, "qwen2-gptq")
+        os.makedirs(gptq)
+        run([plume, "quantize", os.path.join(qwen, "hf"), gptq, "--method", "rtn",
+             "--group-size", "32"])
+        r = subprocess.run([plume, "generate", "--plugin-dir", plugins, "--pipeline",
+                            cmp.pipeline(gptq, "ref"), "--prompt", "hi", "--max-tokens", "2"],
+                           capture_output=True, text=True)
+        require(r.returncode != 0 and "linear method gptq on backend ref" in r.stderr
+                and "host" in r.stderr, "gptq on ref refused by name: %r" % r.stderr)
+        print("ok   a gptq checkpoint on backend ref: %s" % r.stderr.strip().splitlines()[-1])
 
         if not os.access(SMOL, os.R_OK):
             print("SKIP: %s is missing (scripts/fetch-model fetches it); the tiny models passed"
