@@ -14,12 +14,17 @@ int64_t plume_model_weight_bytes(const plume_model *m) { return m->weight_bytes;
 /* Counts tensors per type over the whole checkpoint. */
 static void describe_types(const plume_model *m, FILE *f)
 {
-    size_t n = m->gguf ? gguf_n_tensors(m->gguf) : safetensors_n_tensors(m->st);
+    /* a plugin's format: its own tensor list, types as plume reads them */
+    size_t n = m->gguf ? gguf_n_tensors(m->gguf)
+               : m->st ? safetensors_n_tensors(m->st)
+                       : m->fmt->n_tensors(m->ck);
     struct { const char *name; size_t count; int64_t bytes; } seen[32];
     size_t n_seen = 0;
     for (size_t i = 0; i < n; i++) {
-        const plume_tensor *t = m->gguf ? gguf_tensor(m->gguf, i) : safetensors_tensor(m->st, i);
-        const char *name = m->gguf ? plume_dtype_name(t->type) : safetensors_dtype(m->st, t);
+        const plume_tensor *t = m->gguf ? gguf_tensor(m->gguf, i)
+                                : m->st ? safetensors_tensor(m->st, i)
+                                        : m->fmt->tensor(m->ck, i);
+        const char *name = m->st ? safetensors_dtype(m->st, t) : plume_dtype_name(t->type);
         size_t j = 0;
         while (j < n_seen && strcmp(seen[j].name, name) != 0)
             j++;
@@ -44,7 +49,8 @@ void plume_model_describe(const plume_model *m, void *stream)
 {
     FILE *f = stream;
     const plume_model_config *c = &m->cfg;
-    fprintf(f, "file:           %s (%s)\n", m->path, m->gguf ? "GGUF" : "HF safetensors");
+    fprintf(f, "file:           %s (%s)\n", m->path,
+            m->gguf ? "GGUF" : m->st ? "HF safetensors" : m->fmt->name);
     if (m->gguf) {
         gguf_str name;
         if (gguf_get_str(m->gguf, "general.name", &name)) /* shown up to 200 bytes */
