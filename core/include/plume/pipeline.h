@@ -71,10 +71,12 @@ PLUME_API void plume_pipeline_free(plume_pipeline *p);
 PLUME_API const char *plume_pipeline_file(const plume_pipeline *p);
 /* The resolved model path. */
 PLUME_API const char *plume_pipeline_model(const plume_pipeline *p);
-/* `threads` (0 = all online CPUs). */
+/* `threads`, passed to the backend's create (0 = the backend's choice; cpu:
+ * PLUME_THREADS, else the physical cores). */
 PLUME_API int plume_pipeline_threads(const plume_pipeline *p);
 
-/* Fills the engine's parameters from kv_cache, scheduler and threads.  A
+/* Fills the engine's parameters from kv_cache and scheduler (threads are
+ * the backend's: plume_pipeline_threads, plume_build_opts).  A
  * scheduler other than the built-in "continuous" goes into
  * out->scheduler and out->scheduler_settings (settings owned by the
  * pipeline: keep it until plume_engine_create returns; the vtable is the

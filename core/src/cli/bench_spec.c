@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/pipeline_args.h"
 #include "plume/engine.h"
 #include "plume/model.h"
 #include "plume/pipeline.h"
 #include "plume/proposer.h"
 #include "plume/registry.h"
 #include "plume/settings.h"
+#include "runtime/settings_internal.h"
 
 static const char help[] =
     "usage: plume bench spec (--model PATH | --pipeline FILE) [options]\n"
@@ -22,63 +24,131 @@ static const char help[] =
     "tokens per target forward, and whether the output equals the first variant's.\n"
     "\n"
     "options:\n"
-    "  --variants LIST     comma-separated: off, or METHOD:k=K[:min=N][:max=N]\n"
-    "                      (default off,ngram:k=3,ngram:k=5)\n"
-    "  --prompts FILE      JSONL workload, {\"prompt\", \"chat\", \"max_tokens\"} per line\n"
-    "                      (default bench/data/spec_prompts.jsonl: input-grounded prompts)\n"
-    "  --batch N           requests served at once (default 1)\n"
-    "  --reps N            repetitions per variant; the median is reported (default 3)\n"
-    "  --max-tokens N      cap on each request's output (default: the file's, else 128)\n"
-    "  --threads N         worker threads\n"
-    "  --plugin-dir DIR    where to find plume-<name>.so proposers (also PLUME_PLUGIN_PATH)\n"
-    "  --json              print {\"model_loads\": 1, \"variants\": [{\"name\", \"tok_s\",\n"
-    "                      \"speedup\", \"acceptance_rate\", \"tokens_per_forward\", ...}]}\n";
+    CLI_PIPELINE_HELP
+    "  --spec VARIANT        one variant (repeatable, run in the order given): off, or\n"
+    "                        METHOD[:KEY=VALUE,...], METHOD a proposer (registered, or\n"
+    "                        from the plugin spec-METHOD).  k=K (or\n"
+    "                        num_speculative_tokens=K) drafts at most K tokens a step\n"
+    "                        (1..32, default 4); every other KEY=VALUE is a setting of\n"
+    "                        the proposer, checked by it as in a pipeline's `speculative:`;\n"
+    "                        unset ones keep the proposer's defaults.  Example:\n"
+    "                        --spec ngram:k=3,prompt_lookup_max=2\n"
+    "                        (default: --spec off --spec ngram:k=3 --spec ngram:k=5)\n"
+    "  --prompts FILE        JSONL workload, {\"prompt\", \"chat\", \"max_tokens\"} per line\n"
+    "                        (default bench/data/spec_prompts.jsonl: input-grounded prompts)\n"
+    "  --batch N             requests served at once (default 1)\n"
+    "  --reps N              repetitions per variant; the median is reported (default 3)\n"
+    "  --max-tokens N        cap on each request's output (default: the file's, else 128)\n"
+    "  --threads N           the backend's threads (default: the pipeline's `threads`)\n"
+    "  --json                print {\"model_loads\": 1, \"variants\": [{\"name\", \"tok_s\",\n"
+    "                        \"speedup\", \"acceptance_rate\", \"tokens_per_forward\", ...}]}\n";
+
+#define MAX_VARIANTS 16
 
 typedef struct variant {
-    char name[64];
-    char method[32];
-    int k, min_n, max_n;
+    const char *name;           /* the --spec text */
+    char method[32];            /* "" = off */
+    int k;
     const plume_proposer_vtable *vt;
-    plume_settings *settings;
+    plume_settings *settings;   /* the proposer's keys */
     double tok_s, acceptance, tokens_per_forward;
     int64_t drafted, accepted;
     bool identical;
 } variant;
 
-static int parse_variant(const char *s, variant *v)
+/* Parses "off" or "METHOD[:KEY=VALUE,...]" into v: k (num_speculative_tokens)
+ * is the engine's, every other key goes into v->settings for the proposer
+ * to validate.  Messages name the --spec text and the fix. */
+static int parse_variant(const char *s, variant *v, plume_error *err)
 {
     memset(v, 0, sizeof *v);
-    snprintf(v->name, sizeof v->name, "%s", s);
+    v->name = s;
+    v->k = 4; /* a pipeline's num_speculative_tokens default */
     if (strcmp(s, "off") == 0)
         return 0;
     const char *colon = strchr(s, ':');
     size_t ml = colon ? (size_t)(colon - s) : strlen(s);
     if (ml == 0 || ml >= sizeof v->method)
-        return -1;
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "--spec %s: expected off or METHOD[:KEY=VALUE,...] with a proposer "
+                         "name of 1 to %zu characters before the colon",
+                         s, sizeof v->method - 1);
     memcpy(v->method, s, ml);
-    v->k = 5;
-    v->min_n = 1;
-    v->max_n = 4;
-    while (colon) {
-        const char *kv = colon + 1;
-        colon = strchr(kv, ':');
-        size_t len = colon ? (size_t)(colon - kv) : strlen(kv);
-        char buf[32];
-        if (len >= sizeof buf)
-            return -1;
-        memcpy(buf, kv, len);
-        buf[len] = '\0';
-        char *end;
-        long val;
-        if (strncmp(buf, "k=", 2) == 0 && (val = strtol(buf + 2, &end, 10)) > 0 && !*end)
-            v->k = (int)val;
-        else if (strncmp(buf, "min=", 4) == 0 && (val = strtol(buf + 4, &end, 10)) > 0 && !*end)
-            v->min_n = (int)val;
-        else if (strncmp(buf, "max=", 4) == 0 && (val = strtol(buf + 4, &end, 10)) > 0 && !*end)
-            v->max_n = (int)val;
-        else
-            return -1;
+    char file[96];
+    snprintf(file, sizeof file, "--spec %s", s);
+    if (settings_new_in(file, "speculative", &v->settings, err))
+        return -1;
+    bool k_given = false;
+    char *list = strdup(colon ? colon + 1 : "");
+    if (!list)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    int rc = 0;
+    char *save = NULL;
+    for (char *kv = strtok_r(list, ",", &save); kv && !rc; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv || !eq[1]) {
+            rc = plume_err(err, PLUME_ERR_INVALID,
+                           "--spec %s: '%s' is not KEY=VALUE; write e.g. %s:k=3 (settings "
+                           "separated by commas)",
+                           s, kv, v->method);
+            break;
+        }
+        *eq = '\0';
+        const char *val = eq + 1;
+        if (strcmp(kv, "k") == 0 || strcmp(kv, "num_speculative_tokens") == 0) {
+            char *end;
+            long n = strtol(val, &end, 10);
+            if (k_given || *end || n < 1 || n > 32)
+                rc = plume_err(err, PLUME_ERR_INVALID,
+                               "--spec %s: %s must be given once, as an integer in [1, 32] "
+                               "(tokens drafted per step), got %s",
+                               s, kv, val);
+            v->k = (int)n;
+            k_given = true;
+        } else if (strcmp(kv, "method") == 0) {
+            rc = plume_err(err, PLUME_ERR_INVALID,
+                           "--spec %s: the method is the name before the colon, not a key; "
+                           "write %s:KEY=VALUE,...",
+                           s, val);
+        } else {
+            if ((rc = plume_settings_set(v->settings, kv, val, err)))
+                plume_err_prefix(err, "--spec %s", s);
+        }
     }
+    free(list);
+    if (!rc && colon && !colon[1])
+        rc = plume_err(err, PLUME_ERR_INVALID,
+                       "--spec %s: nothing after the colon; give KEY=VALUE settings or drop "
+                       "the colon",
+                       s);
+    return rc;
+}
+
+/* The proposer of v->method (loading the plugin spec-METHOD when no
+ * registered proposer has that name), with v's settings checked by the
+ * provider's own validate. */
+static int resolve_variant(plume_registry *reg, variant *v, plume_error *err)
+{
+    char plugin[64];
+    snprintf(plugin, sizeof plugin, "spec-%s", v->method);
+    if (!plume_registry_find_proposer(reg, v->method) && plume_registry_load(reg, plugin, err))
+        return plume_err_prefix(err, "--spec %s: no proposer '%s' is registered, and loading "
+                                     "the plugin %s failed",
+                                v->name, v->method, plugin);
+    if (!(v->vt = plume_registry_find_proposer(reg, v->method))) {
+        char names[512];
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "--spec %s: plugin %s registers no proposer named '%s' (registered "
+                         "proposers: %s)",
+                         v->name, plugin, v->method,
+                         plume_registry_names(reg, PLUME_KIND_PROPOSER, names, sizeof names));
+    }
+    if (v->vt->validate)
+        return v->vt->validate(v->settings, err);
+    if (plume_settings_count(v->settings) > 0)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "--spec %s: proposer %s takes no settings (only k), got '%s'", v->name,
+                         v->method, plume_settings_key(v->settings, 0));
     return 0;
 }
 
@@ -183,22 +253,30 @@ static int cmp_double(const void *a, const void *b)
 
 int bench_spec(int argc, char **argv)
 {
-    const char *model = NULL, *pipeline = NULL, *prompts = "bench/data/spec_prompts.jsonl";
-    const char *variants_arg = "off,ngram:k=3,ngram:k=5";
-    const char *plugin_dirs[16];
-    int n_plugin_dirs = 0, batch = 1, reps = 3, cap_tokens = 0, threads = 0;
+    cli_pipeline_opts po = {0};
+    const char *prompts = "bench/data/spec_prompts.jsonl";
+    static const char *const default_specs[] = {"off", "ngram:k=3", "ngram:k=5"};
+    const char *specs[MAX_VARIANTS];
+    int nv = 0, batch = 1, reps = 3, cap_tokens = 0, threads = 0;
     bool as_json = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
             fputs(help, stdout);
             return 0;
-        } else if (cli_opt(argc, argv, &i, "--model", &v)) {
-            model = v;
-        } else if (cli_opt(argc, argv, &i, "--pipeline", &v)) {
-            pipeline = v;
+        } else if (cli_pipeline_opt("bench spec", argc, argv, &i, &po)) {
+            continue;
+        } else if (cli_opt(argc, argv, &i, "--spec", &v)) {
+            if (nv == MAX_VARIANTS) {
+                fprintf(stderr, "plume bench spec: at most %d --spec variants\n", MAX_VARIANTS);
+                return 2;
+            }
+            specs[nv++] = v;
         } else if (cli_opt(argc, argv, &i, "--variants", &v)) {
-            variants_arg = v;
+            fprintf(stderr,
+                    "plume bench spec: --variants was replaced by --spec, one variant each "
+                    "(repeatable): e.g. --spec off --spec ngram:k=3,prompt_lookup_max=2\n");
+            return 2;
         } else if (cli_opt(argc, argv, &i, "--prompts", &v)) {
             prompts = v;
         } else if (cli_opt(argc, argv, &i, "--batch", &v)) {
@@ -209,34 +287,33 @@ int bench_spec(int argc, char **argv)
             cap_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             threads = (int)cli_int("--threads", v, 1, 1024);
-        } else if (cli_opt(argc, argv, &i, "--plugin-dir", &v)) {
-            if (n_plugin_dirs < 16)
-                plugin_dirs[n_plugin_dirs++] = v;
         } else if (cli_flag(argv, i, "--json")) {
             as_json = true;
         } else {
             cli_unknown("bench spec", argv[i]);
         }
     }
-    if (!model && !pipeline) {
+    if (!po.model && !po.pipeline) {
         fprintf(stderr, "plume bench spec: --model or --pipeline is required\n\n%s", help);
         return 2;
     }
-    variant vs[16];
-    int nv = 0;
-    char *list = strdup(variants_arg);
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        if (nv == 16 || parse_variant(tok, &vs[nv])) {
-            fprintf(stderr, "plume bench spec: bad variant '%s' (expected off or "
-                            "METHOD:k=K[:min=N][:max=N], at most 16)\n", tok);
-            free(list);
+    if (nv == 0) {
+        nv = (int)(sizeof default_specs / sizeof *default_specs);
+        memcpy(specs, default_specs, sizeof default_specs);
+    }
+    plume_error err = {0};
+    variant vs[MAX_VARIANTS];
+    int parsed = 0;
+    for (; parsed < nv; parsed++) {
+        if (parse_variant(specs[parsed], &vs[parsed], &err)) {
+            parsed++; /* its settings are freed below */
+            fprintf(stderr, "plume bench spec: %s\n", err.msg);
+            for (int i = 0; i < parsed; i++)
+                plume_settings_free(vs[i].settings);
             return 2;
         }
-        nv++;
     }
-    free(list);
 
-    plume_error err = {0};
     plume_model *m = NULL;
     plume_engine *e = NULL;
     prompt_set ps = {0};
@@ -245,42 +322,14 @@ int bench_spec(int argc, char **argv)
     int status = 1;
     plume_registry *reg = NULL;
     plume_pipeline *pipe = NULL;
-    if (plume_registry_create(&reg, &err))
+    if (cli_pipeline_resolve("bench spec", &po, &reg, &pipe)) {
+        status = 2;
         goto done;
-    for (int i = 0; i < n_plugin_dirs; i++)
-        if (plume_registry_add_search_dir(reg, plugin_dirs[i], &err))
-            goto done;
-    if (plume_registry_add_default_search_path(reg, &err) ||
-        (pipeline ? plume_pipeline_load(reg, pipeline, &pipe, &err)
-                  : plume_pipeline_for_model(reg, model, &pipe, &err)) ||
-        (pipeline && model && plume_pipeline_set_model(pipe, model, &err)))
-        goto done;
-    /* each method's proposer comes from the plugin spec-<method> */
-    for (int i = 0; i < nv; i++) {
-        if (!vs[i].method[0])
-            continue;
-        char plugin[64];
-        snprintf(plugin, sizeof plugin, "spec-%s", vs[i].method);
-        if (!plume_registry_find_proposer(reg, vs[i].method) &&
-            plume_registry_load(reg, plugin, &err))
-            goto done;
-        if (!(vs[i].vt = plume_registry_find_proposer(reg, vs[i].method))) {
-            plume_err(&err, PLUME_ERR_INVALID,
-                      "plugin %s registers no proposer named '%s'", plugin, vs[i].method);
-            goto done;
-        }
-        char num[16];
-        if (plume_settings_new("speculative", &vs[i].settings, &err))
-            goto done;
-        if (strcmp(vs[i].method, "ngram") == 0) {
-            snprintf(num, sizeof num, "%d", vs[i].min_n);
-            if (plume_settings_set(vs[i].settings, "prompt_lookup_min", num, &err))
-                goto done;
-            snprintf(num, sizeof num, "%d", vs[i].max_n);
-            if (plume_settings_set(vs[i].settings, "prompt_lookup_max", num, &err))
-                goto done;
-        }
     }
+    /* every variant's proposer and settings, checked before the model loads */
+    for (int i = 0; i < nv; i++)
+        if (vs[i].method[0] && resolve_variant(reg, &vs[i], &err))
+            goto done;
     int model_loads = 1;
     plume_engine_params ep;
     plume_pipeline_engine_params(pipe, &ep);
@@ -369,7 +418,7 @@ int bench_spec(int argc, char **argv)
     }
     status = 0;
 done:
-    if (status)
+    if (status == 1)
         fprintf(stderr, "plume bench spec: %s\n", err.msg[0] ? err.msg : "failed");
     for (int i = 0; ps.text && i < ps.n; i++) {
         free(ps.text[i]);

@@ -38,9 +38,10 @@ static const char help[] =
     "llama-perplexity's KL-divergence mode.  Both models must tokenize the text\n"
     "to the same ids.\n"
     "\n"
-    "The model comes from --model or from the pipeline's `model:`; the pipeline's\n"
-    "`threads` is the default for --threads.  Evaluation runs the core's forward\n"
-    "pass (plume_model_load and the model runner) on that model.\n"
+    "The model comes from --model or from the pipeline's `model:` and is loaded as\n"
+    "the pipeline says (weight format, backend, `threads`, the default for\n"
+    "--threads); the base model runs on the same backend.  Evaluation runs the\n"
+    "core's forward pass on them.\n"
     "\n"
     "options:\n"
     CLI_PIPELINE_HELP
@@ -48,7 +49,7 @@ static const char help[] =
     "  --ctx N               window length in tokens (default 512)\n"
     "  --stride S            strided windows, see above (1 <= S < N)\n"
     "  --chunks K            evaluate only the first K windows\n"
-    "  --threads N           CPU threads (default: the pipeline's, else all online CPUs)\n"
+    "  --threads N           the backend's threads (default: the pipeline's `threads`)\n"
     "  --kl-base BASE        base model for KL divergence: a .gguf file, an HF directory,\n"
     "                        or a pipeline file (.yaml/.yml: its model is used)\n"
     "  --json                print the result as one JSON object on stdout\n";
@@ -238,11 +239,14 @@ int cmd_perplexity(int argc, char **argv)
         }
         o.base_path = plume_pipeline_model(bpipe);
     }
+    /* the model as the pipeline assembles it (format, backend, threads); the
+     * base model on the same backend, its format by probing */
+    plume_build_opts bo = {.n_threads = o.threads};
     plume_load_params lp = plume_load_defaults();
     lp.registry = reg;
     lp.backend_vt = plume_pipeline_backend(pipe, &lp.backend_settings);
     lp.n_threads = o.threads;
-    if (plume_model_load_ex(o.model_path, &lp, &m, &err) ||
+    if (plume_pipeline_build(pipe, reg, &bo, &m, NULL, &err) ||
         (o.base && plume_model_load_ex(o.base_path, &lp, &base, &err))) {
         fprintf(stderr, "plume perplexity: %s\n", err.msg);
         goto out;

@@ -92,7 +92,9 @@ void plume_pipeline_print(const plume_pipeline *p, void *stream)
     settings_lines(f, 2, p->backend.prov);
     char t[32];
     snprintf(t, sizeof t, "%d", p->threads);
-    line(f, 0, "threads", t, p->threads == 0 ? "all online CPUs" : NULL);
+    line(f, 0, "threads", t,
+         p->threads == 0 ? "the backend's choice (cpu: PLUME_THREADS, else physical cores)"
+                         : NULL);
     fprintf(f, "plugins: [");
     for (size_t i = 0; i < p->n_plugins; i++)
         fprintf(f, "%s%s", i ? ", " : "", p->plugins[i]);

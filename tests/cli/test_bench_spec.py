@@ -1,0 +1,74 @@
+"""`plume bench spec` on the tiny model: variants given with repeatable
+--spec METHOD[:KEY=VALUE,...]; k is the engine's, every other key is the
+proposer's setting, checked by the provider's own validate before the
+model loads."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+plume, tiny = sys.argv[1:3]
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(cond, what):
+    """Raises with what when cond is false (an assert would vanish under -O)."""
+    if not cond:
+        raise CheckFailed(what)
+
+
+def run(*args, rc=0):
+    r = subprocess.run([plume, "bench", "spec", "--model", tiny, *args], capture_output=True,
+                       text=True)
+    check(r.returncode == rc, (args, r.returncode, r.stdout, r.stderr))
+    return r
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    prompts = os.path.join(tmp, "prompts.jsonl")
+    with open(prompts, "w") as f:
+        f.write(json.dumps({"prompt": "The quick brown fox jumps over the lazy dog. The quick "
+                                      "brown fox", "max_tokens": 24}) + "\n")
+        f.write(json.dumps({"prompt": "Hello world! Hello there, hello", "max_tokens": 16}) + "\n")
+    common = ["--prompts", prompts, "--reps", "1", "--threads", "2", "--json"]
+
+    r = run("--spec", "off", "--spec", "ngram:k=3,prompt_lookup_max=2", "--spec", "ngram",
+            *common)
+    out = json.loads(r.stdout)
+    check(out["model_loads"] == 1, out)
+    names = [v["name"] for v in out["variants"]]
+    check(names == ["off", "ngram:k=3,prompt_lookup_max=2", "ngram"], names)
+    check(all(v["output_identical"] for v in out["variants"]), out)  # greedy: drafts change nothing
+    check(out["variants"][0]["drafted"] == 0 and out["variants"][1]["drafted"] > 0, out)
+
+    # the default variants
+    names = [v["name"] for v in json.loads(run(*common).stdout)["variants"]]
+    check(names == ["off", "ngram:k=3", "ngram:k=5"], names)
+
+    # errors: one line, naming the --spec and what to do, before anything loads
+    def fails(spec, rc, *needles):
+        err = run("--spec", spec, *common, rc=rc).stderr.strip()
+        check(len(err.splitlines()) == 1 and err.startswith("plume bench spec: "), err)
+        for n in needles:
+            check(n in err, (n, err))
+
+    # the provider's validate (exit 1): a typo lists the accepted keys; a bad
+    # value names the range
+    fails("ngram:prompt_lookup_maxx=2", 1, "--spec ngram:prompt_lookup_maxx=2",
+          "unknown key 'prompt_lookup_maxx'", "accepted:", "prompt_lookup_max")
+    fails("ngram:prompt_lookup_min=3,prompt_lookup_max=2", 1, "prompt_lookup_max",
+          "must be >= prompt_lookup_min")
+    fails("ngram:prompt_lookup_min=0", 1, "prompt_lookup_min")
+    # the command's own checks (usage errors, exit 2)
+    fails("ngram:k=0", 2, "k must be given once, as an integer in [1, 32]")
+    fails("ngram:k", 2, "'k' is not KEY=VALUE")
+    fails("ngram:method=x", 2, "the method is the name before the colon")
+    err = run("--spec", "nosuch", *common, rc=1).stderr
+    check("no proposer 'nosuch'" in err and "spec-nosuch" in err and "--plugin-dir" in err, err)
+    err = run("--variants", "off,ngram:k=3", rc=2).stderr
+    check("replaced by --spec" in err, err)
+print("ok")
