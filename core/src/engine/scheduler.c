@@ -334,9 +334,15 @@ static int32_t plan_and_take(plume_scheduler *s, plume_sched_item *items, bool n
         return -1;
     int32_t n = 0;
     bool admitting = true;
+    const int64_t preempted = s->preemptions;
     for (int32_t i = 0; i < n_picks; i++) {
         const plume_sched_pick *p = &s->picks[i];
         plume_seq *seq = s->view_seq[(p->from_waiting ? n_running : 0) + p->index];
+        /* a sequence preempted in this step now heads the waiting queue,
+         * which the plan did not see: admitting a planned newcomer before
+         * it would overtake it (and evict again soon), so admission stops */
+        if (s->preemptions != preempted)
+            admitting = false;
         if (!p->from_waiting) {
             n += take_running(s, seq, p->n, &items[n]);
         } else if (admitting) {
