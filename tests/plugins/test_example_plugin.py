@@ -55,7 +55,7 @@ with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_SYSROOT_DIR=dest,
                PKG_CONFIG_LIBDIR=os.path.dirname(pc))
     pcvars = run(["pkg-config", "--variable=abi_version", "plume-plugin"], env=env).stdout.strip()
-    require(pcvars == "1.0", pcvars)
+    require(pcvars == "2.0", pcvars)
     pluginsdir = run(["pkg-config", "--variable=pluginsdir", "plume-plugin"], env=env).stdout.strip()
     require(pluginsdir.endswith("/plume/plugins"), pluginsdir)
 
@@ -71,7 +71,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # plume plugins --check and the listing
     r = run([plume, "plugins", "--check", so])
-    require("plume plugin 'typical' 0.1.0, built for plume ABI 1.0" in r.stdout, r.stdout)
+    require("plume plugin 'typical' 0.1.0, built for plume ABI 2.0" in r.stdout, r.stdout)
     require("sampler        typical (interface version 1)" in r.stdout, r.stdout)
 
     def pipeline(name, sampling):

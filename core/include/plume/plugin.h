@@ -54,7 +54,7 @@ extern "C" {
 #define PLUME_PLUGIN_MAGIC 0x504C554Du
 /* The plugin ABI this header describes.  Major: the descriptor layout or the
  * meaning of an existing function changed.  Minor: something was appended. */
-#define PLUME_ABI_MAJOR 1
+#define PLUME_ABI_MAJOR 2
 #define PLUME_ABI_MINOR 0
 
 /* The registry: see plume/registry.h for the host side. */
