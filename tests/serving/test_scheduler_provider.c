@@ -245,6 +245,93 @@ static void test_plugin_order_with_preemption(void **state)
     assert_true(g_max_picks > 1);
 }
 
+/* FCFS under preemption, watched from outside: a scheduler that checks,
+ * before every step, that each running sequence arrived before each
+ * waiting one, then plans with the built-in "continuous".  A victim of
+ * preemption goes back to the front of the waiting queue; a newcomer the
+ * step's plan had picked must not be admitted before it (overtaking, and
+ * more recompute soon after). */
+static const plume_scheduler_vtable *g_builtin;
+static int64_t g_watch_violations;
+
+struct watch_policy {
+    plume_sched_policy *inner;
+};
+
+static int watch_create(const plume_settings *s, plume_sched_policy **out, plume_error *err)
+{
+    struct watch_policy *w = calloc(1, sizeof *w);
+    if (!w)
+        return plume_err(err, PLUME_ERR_NOMEM, "test scheduler: out of memory");
+    if (g_builtin->create(s, &w->inner, err)) {
+        free(w);
+        return -1;
+    }
+    *out = (plume_sched_policy *)w;
+    return 0;
+}
+
+static void watch_destroy(plume_sched_policy *p)
+{
+    struct watch_policy *w = (struct watch_policy *)p;
+    g_builtin->destroy(w->inner);
+    free(w);
+}
+
+static int32_t watch_plan(plume_sched_policy *p, const plume_sched_seq *running,
+                          int32_t n_running, const plume_sched_seq *waiting, int32_t n_waiting,
+                          const plume_sched_budget *budget, plume_sched_pick *picks)
+{
+    struct watch_policy *w = (struct watch_policy *)p;
+    for (int32_t i = 0; i < n_running; i++)
+        for (int32_t j = 0; j < n_waiting; j++)
+            g_watch_violations += running[i].arrival > waiting[j].arrival;
+    g_plans++;
+    return g_builtin->plan(w->inner, running, n_running, waiting, n_waiting, budget, picks);
+}
+
+static const plume_scheduler_vtable fcfs_watch = {
+    .struct_size = sizeof(plume_scheduler_vtable),
+    .interface_version = PLUME_SCHEDULER_INTERFACE_VERSION,
+    .name = "fcfs-watch",
+    .create = watch_create,
+    .destroy = watch_destroy,
+    .plan = watch_plan,
+};
+
+static void test_builtin_fcfs_under_preemption(void **state)
+{
+    (void)state;
+    plume_error err = {0};
+    plume_registry *reg;
+    assert_int_equal(plume_registry_create(&reg, &err), 0);
+    g_builtin = plume_registry_find_scheduler(reg, "continuous");
+    assert_non_null(g_builtin);
+    /* caches from barely the largest request to a third of the load, step
+     * budgets from a few decodes to whole prompts */
+    static const int32_t shapes[][3] = {/* block_size, kv tokens, batched tokens */
+                                        {8, 112, 40}, {4, 96, 128}, {4, 128, 64},
+                                        {16, 160, 128}, {2, 100, 256}};
+    int64_t preemptions = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        g_watch_violations = 0;
+        plume_engine_params ep = plume_engine_defaults();
+        ep.scheduler = &fcfs_watch;
+        ep.block_size = shapes[i][0];
+        ep.kv_max_tokens = shapes[i][1];
+        ep.max_batched_tokens = shapes[i][2];
+        plume_engine_stats st = serve(ep, false);
+        assert_true(g_plans >= st.steps);
+        preemptions += st.preemptions;
+        if (g_watch_violations)
+            fail_msg("blocks of %d, %d KV tokens, %d per step: %lld times a running sequence "
+                     "had arrived after a waiting one",
+                     shapes[i][0], shapes[i][1], shapes[i][2], (long long)g_watch_violations);
+    }
+    assert_true(preemptions > 0);
+    plume_registry_free(reg);
+}
+
 /* The built-in from the registry, with settings, is the default scheduler. */
 static void test_builtin_through_registry(void **state)
 {
@@ -350,6 +437,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plugin_plan_is_obeyed),
         cmocka_unit_test(test_plugin_order_with_preemption),
         cmocka_unit_test(test_builtin_through_registry),
+        cmocka_unit_test(test_builtin_fcfs_under_preemption),
         cmocka_unit_test(test_bad_plans_are_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
