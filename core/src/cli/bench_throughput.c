@@ -7,17 +7,21 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/pipeline_args.h"
 #include "plume/engine.h"
 #include "plume/model.h"
 
 static const char help[] =
-    "usage: plume bench throughput --model PATH [options]\n"
+    "usage: plume bench throughput (--model PATH | --pipeline FILE) [options]\n"
     "\n"
     "Serves --num-seqs random prompts (seeded; greedy; end-of-generation ignored so\n"
     "every request produces its drawn output length) after one warm-up request, and\n"
-    "prints the total generated tokens/s.\n"
+    "prints the total generated tokens/s.  The model and its backend come from the\n"
+    "pipeline (the built-in default one with --model alone); the engine settings\n"
+    "are this command's own (below), not the pipeline's kv_cache and scheduler.\n"
     "\n"
     "options:\n"
+    CLI_PIPELINE_HELP
     "  --num-seqs N            requests (default 64)\n"
     "  --input-len MIN-MAX     prompt lengths, uniform (default 64-512)\n"
     "  --output-len MIN-MAX    output lengths, uniform (default 64-256)\n"
@@ -150,7 +154,7 @@ fail:
 
 int bench_throughput(int argc, char **argv)
 {
-    const char *model = NULL;
+    cli_pipeline_opts po = {0};
     int n = 64, in_lo = 64, in_hi = 512, out_lo = 64, out_hi = 256, shared = 0, threads = 0;
     uint64_t seed = 0;
     bool compare = false, as_json = false;
@@ -160,8 +164,8 @@ int bench_throughput(int argc, char **argv)
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
             fputs(help, stdout);
             return 0;
-        } else if (cli_opt(argc, argv, &i, "--model", &v)) {
-            model = v;
+        } else if (cli_pipeline_opt("bench throughput", argc, argv, &i, &po)) {
+            continue;
         } else if (cli_opt(argc, argv, &i, "--num-seqs", &v)) {
             n = (int)cli_int("--num-seqs", v, 1, 100000);
         } else if (cli_opt(argc, argv, &i, "--input-len", &v)) {
@@ -200,17 +204,21 @@ int bench_throughput(int argc, char **argv)
             cli_unknown("bench throughput", argv[i]);
         }
     }
-    if (!model) {
-        fprintf(stderr, "plume bench throughput: --model is required\n\n%s", help);
+    if (!po.model && !po.pipeline) {
+        fprintf(stderr, "plume bench throughput: give --model PATH or --pipeline FILE\n\n%s",
+                help);
         return 2;
     }
     plume_error err = {0};
     plume_model *m = NULL;
     workload w = {0};
     int status = 1;
-    plume_load_params lp = plume_load_defaults();
-    lp.n_threads = threads;
-    if (plume_model_load_ex(model, &lp, &m, &err))
+    plume_registry *reg = NULL;
+    plume_pipeline *pipe = NULL;
+    if (cli_pipeline_resolve("bench throughput", &po, &reg, &pipe))
+        return 1;
+    plume_build_opts bo = {.n_threads = threads};
+    if (plume_pipeline_build(pipe, reg, &bo, &m, NULL, &err))
         goto done;
     if (make_workload(m, n + 1, in_lo, in_hi, out_lo, out_hi, shared, seed, &w)) {
         plume_err(&err, PLUME_ERR_NOMEM, "out of memory building the workload");
@@ -264,5 +272,7 @@ done:
         fprintf(stderr, "plume bench throughput: %s\n", err.msg[0] ? err.msg : "failed");
     free_workload(&w);
     plume_model_free(m);
+    plume_pipeline_free(pipe);
+    plume_registry_free(reg);
     return status;
 }
