@@ -42,23 +42,6 @@ typedef struct workload {
     int n;
 } workload;
 
-static void parse_range(const char *opt, const char *v, int *lo, int *hi)
-{
-    char *dash = strchr(v, '-');
-    char buf[64];
-    if (!dash) {
-        *lo = *hi = (int)cli_int(opt, v, 1, 1 << 20);
-        return;
-    }
-    snprintf(buf, sizeof buf, "%.*s", (int)(dash - v), v);
-    *lo = (int)cli_int(opt, buf, 1, 1 << 20);
-    *hi = (int)cli_int(opt, dash + 1, 1, 1 << 20);
-    if (*hi < *lo) {
-        fprintf(stderr, "plume bench throughput: %s range %s is empty\n", opt, v);
-        exit(2);
-    }
-}
-
 /* Token ids drawn uniformly among the model's non-special tokens. */
 static int make_workload(const plume_model *m, int n, int in_lo, int in_hi, int out_lo,
                          int out_hi, int shared, uint64_t seed, workload *w)
@@ -169,9 +152,9 @@ int bench_throughput(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--num-seqs", &v)) {
             n = (int)cli_int("--num-seqs", v, 1, 100000);
         } else if (cli_opt(argc, argv, &i, "--input-len", &v)) {
-            parse_range("--input-len", v, &in_lo, &in_hi);
+            cli_range("bench throughput", "--input-len", v, &in_lo, &in_hi);
         } else if (cli_opt(argc, argv, &i, "--output-len", &v)) {
-            parse_range("--output-len", v, &out_lo, &out_hi);
+            cli_range("bench throughput", "--output-len", v, &out_lo, &out_hi);
         } else if (cli_opt(argc, argv, &i, "--shared-prefix", &v)) {
             shared = (int)cli_int("--shared-prefix", v, 0, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {

@@ -18,9 +18,10 @@ PLUME_API int plume_cli_main(int argc, char **argv);
  * status (0 ok, 1 runtime error, 2 usage error). */
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
-/* plume bench throughput / spec (argv starts at the benchmark's name). */
+/* plume bench throughput / spec / serve (argv starts at the benchmark's name). */
 int bench_throughput(int argc, char **argv);
 int bench_spec(int argc, char **argv);
+int bench_serve(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
@@ -41,6 +42,10 @@ bool cli_flag(char **argv, int i, const char *name);
  * else an error naming the option is printed and the process exits 2. */
 long long cli_int(const char *opt, const char *s, long long lo, long long hi);
 double cli_float(const char *opt, const char *s, double lo, double hi);
+
+/* A length option: N or MIN-MAX, each in [1, 2^20], MIN <= MAX; else an
+ * error naming `plume <cmd>` and the option, and exit 2. */
+void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi);
 
 /* Prints "plume <cmd>: unknown option X (see plume <cmd> --help)" and exits 2. */
 void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));

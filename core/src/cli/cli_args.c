@@ -55,6 +55,24 @@ double cli_float(const char *opt, const char *s, double lo, double hi)
     return v;
 }
 
+void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi)
+{
+    const char *dash = strchr(v, '-');
+    char buf[64];
+    if (!dash) {
+        *lo = *hi = (int)cli_int(opt, v, 1, 1 << 20);
+        return;
+    }
+    snprintf(buf, sizeof buf, "%.*s", (int)(dash - v), v);
+    *lo = (int)cli_int(opt, buf, 1, 1 << 20);
+    *hi = (int)cli_int(opt, dash + 1, 1, 1 << 20);
+    if (*hi < *lo) {
+        fprintf(stderr, "plume %s: %s range %s is empty (give MIN-MAX with MIN <= MAX)\n", cmd,
+                opt, v);
+        exit(2);
+    }
+}
+
 void cli_unknown(const char *cmd, const char *arg)
 {
     fprintf(stderr, "plume %s: unknown option or extra argument '%s' (see plume %s --help)\n", cmd,

@@ -313,8 +313,10 @@ int cmd_bench(int argc, char **argv)
         return bench_throughput(argc - 1, argv + 1);
     if (strcmp(argv[1], "spec") == 0)
         return bench_spec(argc - 1, argv + 1);
+    if (strcmp(argv[1], "serve") == 0)
+        return bench_serve(argc - 1, argv + 1);
     if (strcmp(argv[1], "roofline") != 0) {
-        fprintf(stderr, "plume bench: unknown benchmark '%s' (roofline, throughput, spec)\n",
+        fprintf(stderr, "plume bench: unknown benchmark '%s' (roofline, throughput, spec, serve)\n",
                 argv[1]);
         return 2;
     }
