@@ -568,10 +568,8 @@ static int run(const serve_opts *o)
             double dt = arrival[next] - (cli_now() - t0);
             wait_ms = dt <= 0 ? 0 : dt < 0.1 ? (int)ceil(dt * 1e3) : 100;
         }
-        if (in_flight)
+        if (in_flight || wait_ms > 0) /* with nothing in flight: a plain sleep */
             http_multi_wait(multi, wait_ms);
-        else if (wait_ms > 0)
-            http_multi_wait(multi, wait_ms); /* nothing in flight: a plain sleep */
         http_transfer *t;
         while ((t = http_multi_next_done(multi))) {
             req *r = http_transfer_user(t);
