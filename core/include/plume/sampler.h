@@ -22,6 +22,12 @@ typedef struct plume_sampling_params {
     float repetition_penalty; /* 1 = off; divides positive logits, multiplies negative */
     int32_t repeat_last_n;    /* how many recent tokens the penalty looks at; -1 = all */
     uint64_t seed;
+    /* OpenAI's penalties over the generated tokens so far (not the prompt):
+     * logit[t] -= presence_penalty * (count(t) > 0) + frequency_penalty *
+     * count(t), applied with the repetition penalty, before temperature.
+     * Each in [-2, 2]; 0 = off (the default). */
+    float presence_penalty;
+    float frequency_penalty;
 } plume_sampling_params;
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0 —
