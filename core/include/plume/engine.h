@@ -241,6 +241,12 @@ typedef struct plume_engine_load {
     int64_t prefix_queries;      /* prompt tokens looked up in the prefix cache, */
     int64_t prefix_hits;         /*   and those found there (since creation) */
 } plume_engine_load;
+/* The prefix counts are taken when a request is admitted (where its prefix
+ * is matched), as vLLM counts them: queries += its tokens, hits += those
+ * the cache held (whole blocks; the last token is always computed, so a
+ * repeated prompt hits at most its tokens - 1, rounded down to blocks).  A
+ * preempted request counts again when it is re-admitted, with the tokens
+ * it had generated.  Both stay 0 with prefix caching off. */
 
 PLUME_API plume_engine_load plume_engine_get_load(const plume_engine *e);
 
