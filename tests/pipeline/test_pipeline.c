@@ -46,7 +46,8 @@ static void test_unknown_keys(void **state)
                  "kv_cache, scheduler, sampling, speculative, kv_connector");
     expect_error("model: m.gguf\nsampling: { temprature: 0.5 }\n",
                  "t.yaml:2:13: unknown key 'temprature' in sampling; accepted: method, seed, "
-                 "temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n");
+                 "temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, "
+                 "presence_penalty, frequency_penalty");
     expect_error("model: m.gguf\nkv_cache:\n  block_size: 16\n  dtyp: f32\n",
                  "t.yaml:4:3: unknown key 'dtyp' in kv_cache; accepted: block_size, dtype, "
                  "max_tokens");
@@ -133,6 +134,9 @@ static void test_out_of_range(void **state)
                  "t.yaml:2:41: kv_cache.max_tokens: must be at least block_size (32), got 16");
     expect_error("model: m.gguf\nsampling: { top_p: 0 }\n",
                  "t.yaml:2:20: sampling.top_p must be a number in (0.0, 1.0], got '0'");
+    expect_error("model: m.gguf\nsampling: { presence_penalty: 2.5 }\n",
+                 "t.yaml:2:31: sampling.presence_penalty must be a number in [-2.0, 2.0], got "
+                 "'2.5'");
     expect_error("model: m.gguf\nsampling: { seed: -1 }\n",
                  "t.yaml:2:19: sampling.seed must be an integer in [0, 9223372036854775807], got "
                  "'-1'");
@@ -269,7 +273,8 @@ static void test_defaults_and_mapping(void **state)
                     "scheduler: { max_num_seqs: 8, max_batched_tokens: 256, prefix_caching: "
                     "false, mixed_batches: false }\n"
                     "sampling: { temperature: 0.7, top_k: 5, top_p: 0.5, min_p: 0.1, "
-                    "repetition_penalty: 1.1, repeat_last_n: -1, seed: 42 }\n";
+                    "repetition_penalty: 1.1, repeat_last_n: -1, seed: 42, "
+                    "presence_penalty: 0.5, frequency_penalty: -1.5 }\n";
     assert_int_equal(plume_pipeline_parse(r, t, strlen(t), "t.yaml", NULL, false, &p, &err), 0);
     plume_pipeline_engine_params(p, &ep);
     assert_int_equal(ep.block_size, 32);
@@ -284,9 +289,10 @@ static void test_defaults_and_mapping(void **state)
     assert_int_equal(sp.seed, 42);
     assert_true(sp.temperature == 0.7f && sp.top_k == 5 && sp.top_p == 0.5f && sp.min_p == 0.1f);
     assert_true(sp.repetition_penalty == 1.1f && sp.repeat_last_n == -1);
+    assert_true(sp.presence_penalty == 0.5f && sp.frequency_penalty == -1.5f);
     const plume_settings *ss;
     assert_string_equal(plume_pipeline_sampler(p, &ss)->name, "standard");
-    assert_int_equal(plume_settings_count(ss), 6); /* method and seed are the pipeline's */
+    assert_int_equal(plume_settings_count(ss), 8); /* method and seed are the pipeline's */
     assert_false(plume_settings_has(ss, "seed"));
     /* the printout */
     char *buf = NULL;

@@ -139,7 +139,7 @@ static void test_standard_sampler_provider(void **state)
     assert_int_equal(s->validate(set, &err), -1);
     assert_string_equal(err.msg, "(settings): unknown key 'top_q' in sampling; accepted: "
                                  "temperature, top_k, top_p, min_p, repetition_penalty, "
-                                 "repeat_last_n");
+                                 "repeat_last_n, presence_penalty, frequency_penalty");
     plume_settings_free(set);
     plume_registry_free(r);
 }

@@ -432,6 +432,47 @@ static void test_validation(void **state)
     p = params(1, 0, 1, 1.5f);
     assert_int_equal(plume_sampling_validate(&p, &err), -1);
     assert_non_null(strstr(err.msg, "min_p"));
+    p = params(1, 0, 1, 0);
+    p.presence_penalty = 2.5f;
+    assert_int_equal(plume_sampling_validate(&p, &err), -1);
+    assert_non_null(strstr(err.msg, "presence_penalty must be in [-2, 2]"));
+    p.presence_penalty = -2.0f;
+    p.frequency_penalty = NAN;
+    assert_int_equal(plume_sampling_validate(&p, &err), -1);
+    assert_non_null(strstr(err.msg, "frequency_penalty must be in [-2, 2]"));
+    p.frequency_penalty = 2.0f;
+    assert_int_equal(plume_sampling_validate(&p, &err), 0);
+    plume_sampling_params d = plume_sampling_defaults();
+    assert_true(d.presence_penalty == 0.0f && d.frequency_penalty == 0.0f);
+}
+
+/* Presence and frequency penalties count the output only: the prompt part
+ * of the history (plume_sampler_set_prompt_len) is not penalised. */
+static void test_output_penalties_skip_prompt(void **state)
+{
+    (void)state;
+    plume_error err = {0};
+    plume_sampling_params p = params(0, 0, 1, 0);
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 1.0f;
+    plume_sampler *s;
+    assert_int_equal(plume_sampler_create(&p, 4, &s, &err), 0);
+    const float logits[4] = {3.0f, 2.9f, 1.0f, 0.0f};
+    /* by default the whole history is output: 0 three times, 3 - 0.5 - 3 */
+    const int32_t hist[5] = {0, 0, 0, 1, 0};
+    assert_int_equal(plume_sampler_sample(s, logits, hist, 3), 1);
+    plume_sampler_set_prompt_len(s, 3);
+    assert_int_equal(plume_sampler_sample(s, logits, hist, 3), 0); /* no output yet */
+    /* output {1, 0}: 0 at 3 - 1.5 = 1.5, 1 at 2.9 - 1.5 = 1.4 */
+    assert_int_equal(plume_sampler_sample(s, logits, hist, 5), 0);
+    /* output {0, 0}: 0 at 3 - 0.5 - 2 = 0.5; 1 only in the prompt: 2.9 */
+    const int32_t hist2[5] = {1, 1, 1, 0, 0};
+    assert_int_equal(plume_sampler_sample(s, logits, hist2, 5), 1);
+    /* the probabilities path agrees */
+    float probs[4];
+    assert_int_equal(plume_sampler_probs(s, logits, hist2, 5, probs), 1);
+    assert_true(probs[1] == 1.0f);
+    plume_sampler_free(s);
 }
 
 int main(void)
@@ -451,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_probs_match_oracle_grid),
         cmocka_unit_test(test_chi2_helper),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_output_penalties_skip_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,6 +78,33 @@ PLUME_API const char *plume_finish_reason_name(plume_finish_reason r);
 typedef void (*plume_token_fn)(void *user, int64_t request_id, int32_t token, const char *text,
                                size_t text_len, plume_finish_reason reason);
 
+/* The most alternatives a request may ask log-probabilities for. */
+#define PLUME_MAX_TOP_LOGPROBS 20
+
+/* Log-probabilities of one generated token (natural log), from the
+ * log-softmax of the model's raw logits at that position (before penalties,
+ * temperature and truncation: what vLLM returns by default). */
+typedef struct plume_token_logprobs {
+    float logprob;                                   /* of the generated token */
+    int32_t n_top;                                   /* = the request's logprobs */
+    int32_t top_ids[PLUME_MAX_TOP_LOGPROBS];         /* most likely first */
+    float top_logprobs[PLUME_MAX_TOP_LOGPROBS];
+} plume_token_logprobs;
+
+/* One event of a request, for plume_request_params.on_event: a generated
+ * token (token >= 0, text the bytes it completes, logprobs non-NULL when the
+ * request asked for them) or, once, the end (token -1, reason set). */
+typedef struct plume_token_event {
+    int32_t token;
+    const char *text;
+    size_t text_len;
+    plume_finish_reason reason;
+    const plume_token_logprobs *logprobs;
+} plume_token_event;
+
+/* Called like plume_token_fn (same rules), with the whole event. */
+typedef void (*plume_event_fn)(void *user, int64_t request_id, const plume_token_event *ev);
+
 typedef struct plume_request_params {
     plume_sampling_params sampling;
     int32_t max_tokens;          /* default 256 */
@@ -95,6 +122,15 @@ typedef struct plume_request_params {
     float *first_logits;         /* if non-NULL (n_vocab floats): receives the logits
                                     the first generated token was sampled from, i.e.
                                     those of the last prompt position */
+    /* -1 (the default): no log-probabilities; 0..PLUME_MAX_TOP_LOGPROBS:
+     * each generated token's logprob plus this many top alternatives, given
+     * to on_event. */
+    int32_t logprobs;
+    /* Called instead of on_token when set (user is passed to it too). */
+    plume_event_fn on_event;
+    /* true: this request is never speculated on, even while the engine has
+     * a proposer (its decode steps verify no drafts). */
+    bool no_speculation;
 } plume_request_params;
 
 /* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */
@@ -194,6 +230,25 @@ typedef struct plume_engine_stats {
 } plume_engine_stats;
 
 PLUME_API plume_engine_stats plume_engine_get_stats(const plume_engine *e);
+
+/* What the engine holds right now (for a server's metrics). */
+typedef struct plume_engine_load {
+    int32_t running;             /* requests being computed */
+    int32_t waiting;             /* requests queued (incl. preempted) */
+    int32_t kv_blocks_total;     /* blocks of the KV cache */
+    int32_t kv_blocks_used;      /* held by sequences (blocks kept only for the
+                                    prefix cache count as free) */
+    int64_t prefix_queries;      /* prompt tokens looked up in the prefix cache, */
+    int64_t prefix_hits;         /*   and those found there (since creation) */
+} plume_engine_load;
+/* The prefix counts are taken when a request is admitted (where its prefix
+ * is matched), as vLLM counts them: queries += its tokens, hits += those
+ * the cache held (whole blocks; the last token is always computed, so a
+ * repeated prompt hits at most its tokens - 1, rounded down to blocks).  A
+ * preempted request counts again when it is re-admitted, with the tokens
+ * it had generated.  Both stay 0 with prefix caching off. */
+
+PLUME_API plume_engine_load plume_engine_get_load(const plume_engine *e);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,12 @@ typedef struct plume_sampling_params {
     float repetition_penalty; /* 1 = off; divides positive logits, multiplies negative */
     int32_t repeat_last_n;    /* how many recent tokens the penalty looks at; -1 = all */
     uint64_t seed;
+    /* OpenAI's penalties over the generated tokens so far (not the prompt):
+     * logit[t] -= presence_penalty * (count(t) > 0) + frequency_penalty *
+     * count(t), applied with the repetition penalty, before temperature.
+     * Each in [-2, 2]; 0 = off (the default). */
+    float presence_penalty;
+    float frequency_penalty;
 } plume_sampling_params;
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0 —
@@ -29,7 +35,8 @@ typedef struct plume_sampling_params {
 PLUME_API plume_sampling_params plume_sampling_defaults(void);
 
 /* Checks ranges (temperature >= 0, top_p in (0,1], min_p in [0,1), top_k >= 0,
- * repetition_penalty > 0); the message names the field and its range. */
+ * repetition_penalty > 0, presence_penalty and frequency_penalty in [-2, 2]);
+ * the message names the field and its range. */
 PLUME_API int plume_sampling_validate(const plume_sampling_params *p, plume_error *err);
 
 /* xoshiro256** generator state. */
@@ -48,10 +55,19 @@ PLUME_API int plume_sampler_create(const plume_sampling_params *p, int32_t n_voc
                                    plume_sampler **out, plume_error *err);
 PLUME_API void plume_sampler_free(plume_sampler *s);
 
+/* Says that the first n_prompt entries of every history given to this
+ * sampler are the prompt: the presence and frequency penalties count only
+ * the entries after them (the generated tokens).  Default 0: the whole
+ * history counts as output.  The engine sets it for the built-in sampler of
+ * each request. */
+PLUME_API void plume_sampler_set_prompt_len(plume_sampler *s, size_t n_prompt);
+
 /* Turns logits into the final distribution the sampler draws from, in
  * vLLM's order: the repetition penalty (over the last repeat_last_n tokens of
- * history), temperature, then on the tempered probabilities top-k, min-p and
- * top-p (on the distribution top-k and min-p left, renormalised):
+ * history), the presence and frequency penalties (over the history after its
+ * prompt, plume_sampler_set_prompt_len), temperature, then on the tempered
+ * probabilities top-k, min-p and top-p (on the distribution top-k and min-p
+ * left, renormalised):
  * probs[i] sums to 1 over the kept tokens and is 0 elsewhere.  With
  * temperature 0 the distribution is a point mass on the argmax.  Returns the
  * number of tokens with nonzero probability. */

@@ -46,6 +46,10 @@ static const char help[] =
     "  --top-p P             nucleus sampling, 1 = off (default 0.95)\n"
     "  --min-p P             drop tokens below P x the top probability, 0 = off (default 0.05)\n"
     "  --repeat-penalty R    penalise the last 64 tokens, 1 = off (default 1)\n"
+    "  --presence-penalty P  subtract P from the logit of every token already generated,\n"
+    "                        in [-2, 2], 0 = off (default 0; OpenAI's, not the prompt)\n"
+    "  --frequency-penalty F subtract F x its count from the logit of every token already\n"
+    "                        generated, in [-2, 2], 0 = off (default 0)\n"
     "  --seed S              RNG seed; the same seed gives the same output (default: random)\n"
     "  --stop TEXT           stop before this text (repeatable)\n"
     "  --ignore-eos          keep going past end-of-generation tokens\n"
@@ -81,7 +85,7 @@ enum {
     SET_TEMP = 1 << 0, SET_TOPK = 1 << 1, SET_TOPP = 1 << 2, SET_MINP = 1 << 3,
     SET_PENALTY = 1 << 4, SET_THREADS = 1 << 5, SET_CTX = 1 << 6, SET_BLOCK = 1 << 7,
     SET_SEQS = 1 << 8, SET_BATCHED = 1 << 9, SET_NOPREFIX = 1 << 10, SET_SEPARATE = 1 << 11,
-    SET_KVDTYPE = 1 << 12,
+    SET_KVDTYPE = 1 << 12, SET_PRESENCE = 1 << 13, SET_FREQUENCY = 1 << 14,
 };
 
 typedef struct gen_opts {
@@ -137,6 +141,12 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_opt(argc, argv, &i, "--repeat-penalty", &v)) {
             o->sp.repetition_penalty = (float)cli_float("--repeat-penalty", v, 1e-3, 100);
             o->set |= SET_PENALTY;
+        } else if (cli_opt(argc, argv, &i, "--presence-penalty", &v)) {
+            o->sp.presence_penalty = (float)cli_float("--presence-penalty", v, -2, 2);
+            o->set |= SET_PRESENCE;
+        } else if (cli_opt(argc, argv, &i, "--frequency-penalty", &v)) {
+            o->sp.frequency_penalty = (float)cli_float("--frequency-penalty", v, -2, 2);
+            o->set |= SET_FREQUENCY;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             o->sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
             o->seed_given = true;
@@ -225,6 +235,8 @@ static void merge(gen_opts *o, const plume_pipeline *p)
     if (o->set & SET_TOPP) sp.top_p = o->sp.top_p;
     if (o->set & SET_MINP) sp.min_p = o->sp.min_p;
     if (o->set & SET_PENALTY) sp.repetition_penalty = o->sp.repetition_penalty;
+    if (o->set & SET_PRESENCE) sp.presence_penalty = o->sp.presence_penalty;
+    if (o->set & SET_FREQUENCY) sp.frequency_penalty = o->sp.frequency_penalty;
     if (o->seed_given)
         sp.seed = o->sp.seed;
     else if (!seed_given)

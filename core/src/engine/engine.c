@@ -26,6 +26,7 @@ plume_request_params plume_request_defaults(void)
     p.sampling = plume_sampling_defaults();
     p.sampling.temperature = 0.0f;
     p.max_tokens = 256;
+    p.logprobs = -1;
     return p;
 }
 
@@ -87,6 +88,7 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     }
     e->sched.max_num_seqs = p->max_num_seqs;
     e->sched.max_batched_tokens = p->max_batched_tokens;
+    e->sched.prefix_caching = p->prefix_caching;
     e->sched.on_preempt = plume_engine_on_preempt;
     e->sched.hook_ctx = e;
     if (plume_queue_reserve(&e->sched.running, p->max_num_seqs)) {
@@ -151,6 +153,11 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
     if (p->max_tokens < 1)
         return plume_err(err, PLUME_ERR_INVALID, "max_tokens must be at least 1, got %d",
                          p->max_tokens);
+    if (p->logprobs < -1 || p->logprobs > PLUME_MAX_TOP_LOGPROBS)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "logprobs must be -1 (none) or 0..%d (the top alternatives to return "
+                         "with each token's log-probability), got %d",
+                         PLUME_MAX_TOP_LOGPROBS, p->logprobs);
     int64_t total = (int64_t)n + p->max_tokens;
     if (total > e->n_ctx)
         total = e->n_ctx;
@@ -345,3 +352,17 @@ void plume_engine_release(plume_engine *e, int64_t id)
 }
 
 plume_engine_stats plume_engine_get_stats(const plume_engine *e) { return e->stats; }
+
+plume_engine_load plume_engine_get_load(const plume_engine *e)
+{
+    plume_block_stats bs = plume_bm_stats(e->sched.bm);
+    return (plume_engine_load){
+        .running = e->sched.running.n,
+        .waiting = e->sched.waiting.n,
+        .kv_blocks_total = bs.n_blocks,
+        /* free counts the blocks only the prefix cache still holds */
+        .kv_blocks_used = bs.n_blocks - bs.n_free,
+        .prefix_queries = e->sched.prefix_query_tokens,
+        .prefix_hits = e->sched.prefix_hit_tokens,
+    };
+}

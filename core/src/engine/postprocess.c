@@ -2,8 +2,9 @@
  * the end of its sequence gets its next token -- sampled through the
  * sequence's sampler provider, or, with drafts, the accepted drafts plus
  * one token from verification -- which is appended (stop conditions,
- * on_token); a finished request is dropped; computed full blocks go into
- * the prefix cache. */
+ * on_event/on_token, with the log-probabilities of the raw logits row each
+ * token came from when the request asked for them); a finished request is
+ * dropped; computed full blocks go into the prefix cache. */
 #include <string.h>
 
 #include "engine/engine_internal.h"
@@ -20,16 +21,27 @@ void plume_engine_finish_drop(plume_engine *e, plume_seq *s)
     plume_sched_drop(&e->sched, s);
 }
 
+/* The log-probabilities of token in row lg when s asked for them (into
+ * *buf), else NULL. */
+static const plume_token_logprobs *logprobs(const plume_seq *s, const float *lg, int32_t nv,
+                                            int32_t token, plume_token_logprobs *buf)
+{
+    if (s->params.logprobs < 0)
+        return NULL;
+    plume_logprobs_of(lg, nv, token, s->params.logprobs, buf);
+    return buf;
+}
+
 /* Verifies one sequence's drafts against its logits rows, appends the
  * accepted tokens plus one target token, rolls back the rest. */
 static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, const float *lg)
 {
     plume_seq *s = it->seq;
     const plume_tokenizer *tok = plume_model_tokenizer(e->m);
+    const int32_t nv = plume_model_n_vocab(e->m);
     int32_t n_acc;
-    int32_t n_out = plume_seq_verify(s, lg, d->tokens, d->n, d->has_probs ? d->probs : NULL,
-                                     plume_model_n_vocab(e->m), e->verify_out, &n_acc,
-                                     e->verify_work);
+    int32_t n_out = plume_seq_verify(s, lg, d->tokens, d->n, d->has_probs ? d->probs : NULL, nv,
+                                     e->verify_out, &n_acc, e->verify_work);
     e->stats.spec_drafted += d->n;
     e->stats.spec_forwards++;
     s->n_drafted += d->n;
@@ -44,7 +56,11 @@ static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, 
             e->stats.spec_accepted++;
             s->n_accepted++;
         }
-        plume_seq_append(s, e->verify_out[i], tok);
+        /* emitted token i comes from row i: an accepted draft from the row
+         * that verified it, the last token from the row it was drawn from */
+        plume_token_logprobs lp;
+        plume_seq_append(s, e->verify_out[i],
+                         logprobs(s, lg + (size_t)i * nv, nv, e->verify_out[i], &lp), tok);
         if (s->status == PLUME_SEQ_FINISHED)
             return; /* by a stop condition or an abort from on_token: the caller drops it */
     }
@@ -81,7 +97,8 @@ void plume_engine_postprocess(plume_engine *e, int32_t n)
             s->n_computed += it->n;
             int32_t tok_id = plume_seq_sample(s, lg);
             e->stats.generated_tokens++;
-            plume_seq_append(s, tok_id, tok);
+            plume_token_logprobs lp;
+            plume_seq_append(s, tok_id, logprobs(s, lg, nv, tok_id, &lp), tok);
         }
         if (s->status == PLUME_SEQ_FINISHED) {
             plume_engine_finish_drop(e, s);

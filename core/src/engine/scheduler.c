@@ -263,7 +263,8 @@ static bool take_running(plume_scheduler *s, plume_seq *seq, int32_t n, plume_sc
         return false; /* preempted earlier in this step */
     int32_t left = seq->n_tokens - seq->n_computed;
     bool spec = false;
-    if (left == 1 && s->spec_k > 0 && n > 1) { /* room to verify drafts, within max_total */
+    if (left == 1 && s->spec_k > 0 && n > 1 && !seq->params.no_speculation) {
+        /* room to verify drafts, within max_total */
         int32_t room = seq->max_total - seq->n_tokens - 1;
         int32_t extra = room < s->spec_k ? room : s->spec_k;
         if (n > 1 + extra)
@@ -306,6 +307,10 @@ static bool take_waiting(plume_scheduler *s, plume_seq *seq, int32_t n, plume_sc
         plume_bm_release(s->bm, &seq->bt); /* give shared prefix refs back */
         seq->n_computed = 0;
         return false;
+    }
+    if (s->prefix_caching) { /* every admission, as vLLM counts */
+        s->prefix_query_tokens += seq->n_tokens;
+        s->prefix_hit_tokens += seq->n_computed;
     }
     if (seq->n_preemptions == 0) {
         seq->n_cached_prompt = seq->n_computed;

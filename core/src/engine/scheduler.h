@@ -44,6 +44,10 @@ typedef struct plume_scheduler {
     int32_t spec_k;   /* drafted tokens to reserve room for per decode (0 = off) */
     int64_t preemptions;
     int64_t cached_prompt_tokens;
+    bool prefix_caching;             /* bm shares prefixes: admissions count below */
+    int64_t prefix_query_tokens;     /* tokens of admitted sequences looked up in the
+                                        prefix cache (re-admissions count again), */
+    int64_t prefix_hit_tokens;       /*   and those the cache held */
     void (*on_preempt)(void *ctx, plume_seq *seq); /* optional */
     void *hook_ctx;
     /* the provider */

@@ -1,5 +1,6 @@
 #include "engine/sequence.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,10 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
         return -1;
     }
     s->svt = p->sampler ? p->sampler : &plume_builtin_standard_sampler;
+    /* the built-in sampler's presence and frequency penalties count only the
+     * generated tokens; other providers get the same whole history as ever */
+    if (s->svt == &plume_builtin_standard_sampler)
+        plume_sampler_set_prompt_len((plume_sampler *)s->sst, (size_t)n);
     plume_rng_seed(&s->vrng, p->sampling.seed ^ 0x7665726966790000ull); /* "verify" */
     plume_detok_init(&s->detok, tok, false);
     *out = s;
@@ -125,6 +130,43 @@ int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft
     return n;
 }
 
+void plume_logprobs_of(const float *logits, int32_t n_vocab, int32_t token, int32_t n_top,
+                       plume_token_logprobs *out)
+{
+    if (n_top > PLUME_MAX_TOP_LOGPROBS)
+        n_top = PLUME_MAX_TOP_LOGPROBS;
+    if (n_top > n_vocab)
+        n_top = n_vocab;
+    if (n_top < 0)
+        n_top = 0;
+    float maxl = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (logits[i] > maxl)
+            maxl = logits[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        sum += exp((double)logits[i] - (double)maxl);
+    const double lse = (double)maxl + log(sum);
+    /* the n_top largest, kept sorted: a later id only displaces a strictly
+     * smaller value, so ties stay in id order */
+    int32_t k = 0;
+    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
+        float v = logits[i];
+        if (k == n_top && !(v > logits[out->top_ids[k - 1]]))
+            continue;
+        int32_t j = k < n_top ? k++ : k - 1;
+        while (j > 0 && v > logits[out->top_ids[j - 1]]) {
+            out->top_ids[j] = out->top_ids[j - 1];
+            j--;
+        }
+        out->top_ids[j] = i;
+    }
+    for (int32_t j = 0; j < k; j++)
+        out->top_logprobs[j] = (float)((double)logits[out->top_ids[j]] - lse);
+    out->n_top = k;
+    out->logprob = (float)((double)logits[token] - lse);
+}
+
 static bool text_append(plume_seq *s, const char *p, size_t n)
 {
     if (s->text_len + n + 1 > s->text_cap) {
@@ -141,9 +183,11 @@ static bool text_append(plume_seq *s, const char *p, size_t n)
     return true;
 }
 
-/* Gives on_token the text that can no longer become part of a stop string
- * (all of it when final). */
-static void emit(plume_seq *s, int32_t token, bool final, plume_finish_reason r)
+/* Gives on_event (else on_token) the text that can no longer become part
+ * of a stop string (all of it when final), with the token's log-probabilities
+ * lp when the request asked for them. */
+static void emit(plume_seq *s, int32_t token, bool final, plume_finish_reason r,
+                 const plume_token_logprobs *lp)
 {
     size_t hold = final || s->max_stop_len == 0 ? 0 : s->max_stop_len - 1;
     size_t upto = s->text_len > hold ? s->text_len - hold : 0;
@@ -153,9 +197,14 @@ static void emit(plume_seq *s, int32_t token, bool final, plume_finish_reason r)
         upto--;
     if (upto < s->text_emitted)
         upto = s->text_emitted;
-    if (s->params.on_token)
+    if (s->params.on_event) {
+        plume_token_event ev = {token, s->text + s->text_emitted, upto - s->text_emitted, r,
+                                token >= 0 && s->params.logprobs >= 0 ? lp : NULL};
+        s->params.on_event(s->params.user, s->id, &ev);
+    } else if (s->params.on_token) {
         s->params.on_token(s->params.user, s->id, token, s->text + s->text_emitted,
                            upto - s->text_emitted, r);
+    }
     s->text_emitted = upto;
 }
 
@@ -175,7 +224,8 @@ static bool find_stop(plume_seq *s, size_t added, size_t *at)
     return found;
 }
 
-plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_tokenizer *tok)
+plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_token_logprobs *lp,
+                                     const plume_tokenizer *tok)
 {
     if (s->status == PLUME_SEQ_FINISHED) /* e.g. aborted from an on_token callback */
         return s->finish;
@@ -202,11 +252,11 @@ plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_to
         return PLUME_FINISH_STOP;
     }
     if (s->n_tokens >= s->max_total) {
-        emit(s, token, false, PLUME_FINISH_NONE);
+        emit(s, token, false, PLUME_FINISH_NONE, lp);
         plume_seq_finish(s, PLUME_FINISH_LENGTH);
         return PLUME_FINISH_LENGTH;
     }
-    emit(s, token, false, PLUME_FINISH_NONE);
+    emit(s, token, false, PLUME_FINISH_NONE, lp);
     return PLUME_FINISH_NONE;
 }
 
@@ -222,5 +272,5 @@ void plume_seq_finish(plume_seq *s, plume_finish_reason r)
     }
     s->status = PLUME_SEQ_FINISHED;
     s->finish = r;
-    emit(s, -1, true, r);
+    emit(s, -1, true, r, NULL);
 }

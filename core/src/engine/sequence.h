@@ -69,11 +69,20 @@ int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft
                          int32_t *n_accepted, float *work);
 
 /* Appends a generated token, its text, and checks stop conditions; returns
- * the finish reason it caused (NONE to go on).  Calls on_token. */
-plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_tokenizer *tok);
+ * the finish reason it caused (NONE to go on).  Calls on_event (with lp,
+ * the token's log-probabilities, when the request asked for them) or
+ * on_token. */
+plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_token_logprobs *lp,
+                                     const plume_tokenizer *tok);
+
+/* The log-probabilities of token in one row of raw logits (n_vocab floats):
+ * its log-softmax value and the n_top most likely ids, most likely first,
+ * ties by lower id (n_top <= PLUME_MAX_TOP_LOGPROBS, clipped to n_vocab). */
+void plume_logprobs_of(const float *logits, int32_t n_vocab, int32_t token, int32_t n_top,
+                       plume_token_logprobs *out);
 
 /* Marks the sequence finished with reason r (flushes held-back text and
- * calls on_token with token -1). */
+ * calls on_event or on_token with token -1). */
 void plume_seq_finish(plume_seq *s, plume_finish_reason r);
 
 #endif

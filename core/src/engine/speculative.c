@@ -116,6 +116,10 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
     int32_t n = 0;
     for (int32_t i = 0; i < n_items; i++) {
         plume_sched_item *it = &e->items[i];
+        if (it->spec && it->seq->params.no_speculation) { /* the scheduler never plans this */
+            it->spec = false;
+            it->n = 1;
+        }
         if (!it->spec)
             continue;
         it->draft = n;

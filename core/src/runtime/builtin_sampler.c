@@ -6,9 +6,10 @@
 int builtin_standard_params(const plume_settings *s, plume_sampling_params *p, plume_error *err)
 {
     static const char *const keys[] = {"temperature", "top_k", "top_p", "min_p",
-                                       "repetition_penalty", "repeat_last_n"};
+                                       "repetition_penalty", "repeat_last_n",
+                                       "presence_penalty", "frequency_penalty"};
     plume_sampling_params d = plume_sampling_defaults();
-    double t, tp, mp, rp;
+    double t, tp, mp, rp, pp, fp;
     int64_t k, rn;
     if (plume_settings_float(s, "temperature", d.temperature, 0.0, 100.0, &t, err) ||
         plume_settings_int(s, "top_k", d.top_k, 0, 1 << 30, &k, err) ||
@@ -17,6 +18,8 @@ int builtin_standard_params(const plume_settings *s, plume_sampling_params *p, p
         plume_settings_float_open_lo(s, "repetition_penalty", d.repetition_penalty, 0.0, 100.0,
                                      &rp, err) ||
         plume_settings_int(s, "repeat_last_n", d.repeat_last_n, -1, 1 << 30, &rn, err) ||
+        plume_settings_float(s, "presence_penalty", d.presence_penalty, -2.0, 2.0, &pp, err) ||
+        plume_settings_float(s, "frequency_penalty", d.frequency_penalty, -2.0, 2.0, &fp, err) ||
         plume_settings_check_keys(s, keys, sizeof keys / sizeof *keys, err))
         return -1;
     *p = d;
@@ -26,6 +29,8 @@ int builtin_standard_params(const plume_settings *s, plume_sampling_params *p, p
     p->min_p = (float)mp;
     p->repetition_penalty = (float)rp;
     p->repeat_last_n = (int32_t)rn;
+    p->presence_penalty = (float)pp;
+    p->frequency_penalty = (float)fp;
     p->seed = 0;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* The built-in sampler.  Order of operations (vLLM's; docs/engine.md,
  * "Sampling"): repetition penalty on the logits over the last repeat_last_n
- * tokens, temperature, then on the tempered probabilities top-k and min-p
+ * tokens, then the presence and frequency penalties over the output tokens,
+ * temperature, then on the tempered probabilities top-k and min-p
  * (which commute), top-p on what they left, renormalise, draw. */
 #include "plume/sampler.h"
 
@@ -22,6 +23,8 @@ struct plume_sampler {
     cand *cands;      /* n_vocab: candidates sorted by logit */
     float *sorted;    /* n_vocab: probabilities in candidate order */
     float *probs;     /* n_vocab: final distribution, by id */
+    int32_t *counts;  /* n_vocab: output token counts, all 0 between calls */
+    size_t n_prompt;  /* leading history entries that are the prompt */
 };
 
 plume_sampling_params plume_sampling_defaults(void)
@@ -52,6 +55,14 @@ int plume_sampling_validate(const plume_sampling_params *p, plume_error *err)
     if (p->repeat_last_n < -1)
         return plume_err(err, PLUME_ERR_INVALID, "repeat_last_n must be >= -1, got %d",
                          p->repeat_last_n);
+    if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "presence_penalty must be in [-2, 2] (0 = off), got %g",
+                         p->presence_penalty);
+    if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "frequency_penalty must be in [-2, 2] (0 = off), got %g",
+                         p->frequency_penalty);
     return 0;
 }
 
@@ -104,7 +115,8 @@ int plume_sampler_create(const plume_sampling_params *p, int32_t n_vocab, plume_
     s->probs = malloc(sizeof(float) * (size_t)n_vocab);
     s->sorted = malloc(sizeof(float) * (size_t)n_vocab);
     s->cands = malloc(sizeof(cand) * (size_t)n_vocab);
-    if (!s->work || !s->idx || !s->probs || !s->sorted || !s->cands) {
+    s->counts = calloc((size_t)n_vocab, sizeof(int32_t));
+    if (!s->work || !s->idx || !s->probs || !s->sorted || !s->cands || !s->counts) {
         plume_sampler_free(s);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a sampler");
     }
@@ -122,6 +134,7 @@ void plume_sampler_free(plume_sampler *s)
     free(s->probs);
     free(s->sorted);
     free(s->cands);
+    free(s->counts);
     free(s);
 }
 
@@ -149,6 +162,27 @@ static void apply_penalty(plume_sampler *s, const int32_t *hist, size_t n_hist)
     }
 }
 
+/* OpenAI's presence and frequency penalties over the output part of the
+ * history (after the first n_prompt entries): each distinct token once,
+ * logit -= presence + frequency * count.  counts is left all zero. */
+static void apply_output_penalties(plume_sampler *s, const int32_t *hist, size_t n_hist)
+{
+    const float pres = s->p.presence_penalty, freq = s->p.frequency_penalty;
+    if ((pres == 0.0f && freq == 0.0f) || !hist || n_hist <= s->n_prompt)
+        return;
+    for (size_t i = s->n_prompt; i < n_hist; i++)
+        if (hist[i] >= 0 && hist[i] < s->n_vocab)
+            s->counts[hist[i]]++;
+    for (size_t i = s->n_prompt; i < n_hist; i++) {
+        int32_t t = hist[i];
+        if (t < 0 || t >= s->n_vocab || s->counts[t] == 0)
+            continue;
+        s->work[t] -= pres + freq * (float)s->counts[t];
+        s->counts[t] = 0;
+    }
+}
+
+void plume_sampler_set_prompt_len(plume_sampler *s, size_t n_prompt) { s->n_prompt = n_prompt; }
 
 static int cmp_cand_desc(const void *a, const void *b)
 {
@@ -166,6 +200,7 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
     for (int32_t i = 0; i < n; i++)
         s->idx[i] = 0;
     apply_penalty(s, history, n_history);
+    apply_output_penalties(s, history, n_history);
     memset(probs, 0, sizeof(float) * (size_t)n);
     if (s->p.temperature == 0.0f) {
         int32_t best = 0;
