@@ -1,0 +1,760 @@
+/* plume serve: OpenAI request and response bodies (openai_api.h). */
+#include "serve/openai_api.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t need;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) { need = 2; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { need = 3; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { need = 4; min = 0x10000; }
+    else return 0;
+    if (n < need)
+        return 0;
+    unsigned cp = c & (0x7F >> need);
+    for (size_t i = 1; i < need; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return need;
+}
+
+json_t *serve_json_text(const char *s, size_t len)
+{
+    json_t *j = json_stringn(s, len);
+    if (j)
+        return j;
+    char *buf = malloc(3 * len + 1);
+    if (!buf)
+        return json_string("");
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_len((const unsigned char *)s + i, len - i);
+        if (k == 0 || (k == 1 && s[i] == '\0')) {
+            memcpy(buf + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        } else {
+            memcpy(buf + o, s + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    j = json_stringn(buf, o);
+    free(buf);
+    return j ? j : json_string("");
+}
+
+const char *serve_api_finish_name(plume_finish_reason r)
+{
+    switch (r) {
+    case PLUME_FINISH_STOP: return "stop";
+    case PLUME_FINISH_LENGTH: return "length";
+    case PLUME_FINISH_ABORT: return "abort";
+    default: return NULL;
+    }
+}
+
+/* ---- request parsing ---- */
+
+/* A JSON null counts as absent. */
+static json_t *field(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static int get_number(json_t *o, const char *k, double lo, double hi, double *out, char *msg,
+                      size_t cap)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_number(v))
+        return fail(msg, cap, 400, "'%s' must be a number, got %s", k,
+                    json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
+                                                   : "a non-number");
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi))
+        return fail(msg, cap, 400, "'%s' must be in [%g, %g], got %g", k, lo, hi, d);
+    *out = d;
+    return 0;
+}
+
+static int get_int(json_t *o, const char *k, long long lo, long long hi, long long *out,
+                   char *msg, size_t cap)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return fail(msg, cap, 400, "'%s' must be an integer", k);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(msg, cap, 400, "'%s' must be in [%lld, %lld], got %lld", k, lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(json_t *o, const char *k, bool *out, char *msg, size_t cap)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_boolean(v))
+        return fail(msg, cap, 400, "'%s' must be true or false", k);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int parse_stop(json_t *o, serve_gen_request *g, char *msg, size_t cap)
+{
+    json_t *v = field(o, "stop");
+    if (!v)
+        return 0;
+    size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if (!json_is_string(v) && !json_is_array(v))
+        return fail(msg, cap, 400, "'stop' must be a string or a list of strings");
+    if (n > SERVE_MAX_STOP)
+        return fail(msg, cap, 400, "'stop' has %zu strings; at most %d are accepted", n,
+                    SERVE_MAX_STOP);
+    if (n == 0)
+        return 0;
+    g->stop = calloc(n, sizeof *g->stop);
+    if (!g->stop)
+        return fail(msg, cap, 500, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+        if (!json_is_string(s))
+            return fail(msg, cap, 400, "'stop' item %zu must be a string", i);
+        size_t len = json_string_length(s);
+        if (len == 0 || len > SERVE_MAX_STOP_LEN)
+            return fail(msg, cap, 400, "'stop' item %zu has %zu bytes; each stop string needs "
+                        "1 to %d", i, len, SERVE_MAX_STOP_LEN);
+        if (memchr(json_string_value(s), '\0', len))
+            return fail(msg, cap, 400, "'stop' item %zu contains a NUL character", i);
+        g->stop[i] = strdup(json_string_value(s));
+        if (!g->stop[i])
+            return fail(msg, cap, 500, "out of memory");
+        g->n_stop = i + 1;
+    }
+    return 0;
+}
+
+static int tokenize_text(const serve_api_env *env, const char *text, size_t len, bool special,
+                         int32_t **ids, size_t *n, char *msg, size_t cap)
+{
+    plume_error err = {0};
+    if (plume_tokenize(env->tok, text, len, special && plume_tokenizer_add_bos(env->tok), true,
+                       ids, n, &err))
+        return fail(msg, cap, 400, "could not tokenize the prompt: %s", err.msg);
+    return 0;
+}
+
+static int parse_prompt(const serve_api_env *env, json_t *o, serve_gen_request *g, char *msg,
+                        size_t cap)
+{
+    json_t *p = field(o, "prompt");
+    if (!p)
+        return fail(msg, cap, 400, "'prompt' is required: a string or a list of token ids");
+    /* a list holding one prompt is that prompt */
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
+        p = json_array_get(p, 0);
+    if (json_is_string(p))
+        return tokenize_text(env, json_string_value(p), json_string_length(p), true, &g->prompt,
+                             &g->n_prompt, msg, cap);
+    if (!json_is_array(p))
+        return fail(msg, cap, 400, "'prompt' must be a string or a list of token ids");
+    size_t n = json_array_size(p);
+    if (n == 0)
+        return fail(msg, cap, 400, "'prompt' is empty; give at least one token");
+    if (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))
+        return fail(msg, cap, 400, "'prompt' holds %zu prompts; plume serve takes one prompt "
+                    "per request (send one request each)", n);
+    g->prompt = malloc(n * sizeof *g->prompt);
+    if (!g->prompt)
+        return fail(msg, cap, 500, "out of memory");
+    int32_t nv = plume_tokenizer_n_vocab(env->tok);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(p, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv)
+            return fail(msg, cap, 400, "'prompt' item %zu is not a token id in [0, %d)", i, nv);
+        g->prompt[i] = (int32_t)json_integer_value(t);
+    }
+    g->n_prompt = n;
+    return 0;
+}
+
+/* Message content: a string or a list of {"type": "text", "text": ...}; the
+ * result is malloc'd. */
+static int content_text(json_t *c, size_t idx, char **out, char *msg, size_t cap)
+{
+    if (json_is_string(c))
+        return (*out = strdup(json_string_value(c))) ? 0 : fail(msg, cap, 500, "out of memory");
+    if (!json_is_array(c))
+        return fail(msg, cap, 400, "messages[%zu].content must be a string or a list of text "
+                    "parts", idx);
+    size_t total = 1;
+    for (size_t i = 0; i < json_array_size(c); i++) {
+        json_t *part = json_array_get(c, i), *t = json_object_get(part, "text");
+        const char *type = json_string_value(json_object_get(part, "type"));
+        if (!type || strcmp(type, "text") != 0 || !json_is_string(t))
+            return fail(msg, cap, 400, "messages[%zu].content[%zu] must be {\"type\": \"text\", "
+                        "\"text\": ...}: plume serve takes text only", idx, i);
+        total += json_string_length(t);
+    }
+    char *s = malloc(total);
+    if (!s)
+        return fail(msg, cap, 500, "out of memory");
+    size_t o = 0;
+    for (size_t i = 0; i < json_array_size(c); i++) {
+        json_t *t = json_object_get(json_array_get(c, i), "text");
+        memcpy(s + o, json_string_value(t), json_string_length(t));
+        o += json_string_length(t);
+    }
+    s[o] = '\0';
+    *out = s;
+    return 0;
+}
+
+/* Renders messages through the chat template into a malloc'd text. */
+static int chat_text(const serve_api_env *env, json_t *msgs, bool add_gen, char **out,
+                     char *msg, size_t cap)
+{
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return fail(msg, cap, 400, "'messages' must be a non-empty list of {\"role\", "
+                    "\"content\"} objects");
+    size_t n = json_array_size(msgs);
+    if (n > 4096)
+        return fail(msg, cap, 400, "'messages' has %zu messages; at most 4096", n);
+    plume_chat_msg *m = calloc(n, sizeof *m);
+    char **texts = calloc(n, sizeof *texts);
+    int rc = (!m || !texts) ? fail(msg, cap, 500, "out of memory") : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        json_t *e = json_array_get(msgs, i);
+        const char *role = json_string_value(json_object_get(e, "role"));
+        if (!json_is_object(e) || !role)
+            rc = fail(msg, cap, 400, "messages[%zu] needs a string 'role'", i);
+        else if (strcmp(role, "developer") == 0)
+            role = "system";
+        if (rc == 0 && strcmp(role, "system") != 0 && strcmp(role, "user") != 0 &&
+            strcmp(role, "assistant") != 0)
+            rc = fail(msg, cap, 400, "messages[%zu].role is '%.40s'; plume serve takes system, "
+                      "user and assistant", i, role);
+        json_t *c = rc == 0 ? field(e, "content") : NULL;
+        if (rc == 0 && !c)
+            rc = fail(msg, cap, 400, "messages[%zu] needs 'content'", i);
+        if (rc == 0)
+            rc = content_text(c, i, &texts[i], msg, cap);
+        if (rc == 0)
+            m[i] = (plume_chat_msg){role, texts[i]};
+    }
+    plume_error err = {0};
+    if (rc == 0 && plume_chat_apply(env->tok, m, n, add_gen, out, &err))
+        rc = fail(msg, cap, 400, "the chat template could not render the messages: %s",
+                  err.msg);
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(m);
+    return rc;
+}
+
+static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g, char *msg,
+                      size_t cap)
+{
+    json_t *msgs = field(o, "messages");
+    if (!msgs)
+        return fail(msg, cap, 400, "'messages' is required");
+    char *text = NULL;
+    int rc = chat_text(env, msgs, true, &text, msg, cap);
+    if (rc == 0)
+        rc = tokenize_text(env, text, strlen(text), true, &g->prompt, &g->n_prompt, msg, cap);
+    free(text);
+    return rc;
+}
+
+/* Fields that change the meaning of a request and that plume serve does not
+ * do: refusing them beats silently ignoring them. */
+static int refuse_unsupported(json_t *o, serve_api_kind kind, char *msg, size_t cap)
+{
+    static const char *const never[] = {"tools", "tool_choice", "functions", "function_call",
+                                        "suffix", "logit_bias", "guided_json", "guided_regex",
+                                        "guided_choice", "guided_grammar", "audio", "prediction"};
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        json_t *v = field(o, never[i]);
+        if (v && !(json_is_object(v) && json_object_size(v) == 0) &&
+            !(json_is_array(v) && json_array_size(v) == 0))
+            return fail(msg, cap, 400, "'%s' is not supported by plume serve; leave it out",
+                        never[i]);
+    }
+    json_t *v = field(o, "echo");
+    if (v && !json_is_false(v))
+        return fail(msg, cap, 400, "'echo' is not supported by plume serve; leave it out or "
+                    "set it to false");
+    v = field(o, "best_of");
+    if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return fail(msg, cap, 400, "'best_of' must be 1: plume serve returns one completion "
+                    "per request");
+    v = field(o, "response_format");
+    if (v) {
+        const char *t = json_string_value(json_object_get(v, "type"));
+        if (!t || strcmp(t, "text") != 0)
+            return fail(msg, cap, 400, "'response_format' other than {\"type\": \"text\"} is "
+                        "not supported by plume serve");
+    }
+    v = field(o, "n");
+    if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
+        return fail(msg, cap, 400, "'n' must be 1: plume serve returns one choice per request "
+                    "(send n requests for n completions)");
+    (void)kind;
+    return 0;
+}
+
+static int parse_logprobs(const serve_api_env *env, json_t *o, serve_gen_request *g, char *msg,
+                          size_t cap)
+{
+    json_t *v = field(o, "logprobs");
+    long long top = -1;
+    if (g->kind == SERVE_API_CHAT) {
+        bool want = false;
+        int rc = get_bool(o, "logprobs", &want, msg, cap);
+        if (rc)
+            return rc;
+        long long t = 0;
+        rc = get_int(o, "top_logprobs", 0, PLUME_MAX_TOP_LOGPROBS, &t, msg, cap);
+        if (rc)
+            return rc;
+        if (field(o, "top_logprobs") && !want)
+            return fail(msg, cap, 400, "'top_logprobs' needs 'logprobs': true");
+        top = want ? t : -1;
+    } else if (v) {
+        int rc = get_int(o, "logprobs", 0, PLUME_MAX_TOP_LOGPROBS, &top, msg, cap);
+        if (rc)
+            return rc;
+    }
+    g->logprobs = (int32_t)top;
+    return 0;
+}
+
+static uint64_t random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+    x ^= x >> 31;
+    return x * 0xBF58476D1CE4E5B9ull;
+}
+
+int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const char *body,
+                        size_t len, serve_gen_request *g, char *msg, size_t cap)
+{
+    memset(g, 0, sizeof *g);
+    g->kind = kind;
+    g->logprobs = -1;
+    g->rp = plume_request_defaults();
+    g->rp.sampling = env->sampling;
+    g->rp.sampling.seed = random_seed();
+    g->rp.logprobs = -1;
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!o)
+        return fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
+                    je.text, je.line, je.column);
+    int rc = 0;
+    if (!json_is_object(o)) {
+        rc = fail(msg, cap, 400, "the body must be a JSON object");
+        goto out;
+    }
+    json_t *model = field(o, "model");
+    if (model && !json_is_string(model)) {
+        rc = fail(msg, cap, 400, "'model' must be a string");
+        goto out;
+    }
+    if (model && strcmp(json_string_value(model), env->model_name) != 0) {
+        rc = fail(msg, cap, 404, "the model '%.200s' does not exist; this server serves '%s' "
+                  "(GET /v1/models)", json_string_value(model), env->model_name);
+        goto out;
+    }
+    if ((rc = refuse_unsupported(o, kind, msg, cap)))
+        goto out;
+    double d;
+    long long x;
+    plume_sampling_params *sp = &g->rp.sampling;
+    bool b;
+#define NUM(k, lo, hi, dst)                                                   \
+    d = NAN;                                                                  \
+    if ((rc = get_number(o, k, lo, hi, &d, msg, cap)))                        \
+        goto out;                                                             \
+    if (!isnan(d))                                                            \
+        dst = (float)d;
+    NUM("temperature", 0, 100, sp->temperature)
+    NUM("top_p", 1e-6, 1, sp->top_p)
+    NUM("min_p", 0, 0.999999, sp->min_p)
+    NUM("presence_penalty", -2, 2, sp->presence_penalty)
+    NUM("frequency_penalty", -2, 2, sp->frequency_penalty)
+    NUM("repetition_penalty", 1e-3, 100, sp->repetition_penalty)
+#undef NUM
+    x = -2;
+    if ((rc = get_int(o, "top_k", -1, 1 << 30, &x, msg, cap)))
+        goto out;
+    if (x != -2)
+        sp->top_k = x < 0 ? 0 : (int32_t)x;
+    x = -1;
+    if ((rc = get_int(o, "seed", 0, INT64_MAX, &x, msg, cap)))
+        goto out;
+    if (x >= 0)
+        sp->seed = (uint64_t)x;
+    b = false;
+    if ((rc = get_bool(o, "ignore_eos", &b, msg, cap)))
+        goto out;
+    g->rp.ignore_eos = b;
+    b = true;
+    if ((rc = get_bool(o, "speculative", &b, msg, cap)))
+        goto out;
+    g->rp.no_speculation = !b;
+    if ((rc = get_bool(o, "stream", &g->stream, msg, cap)))
+        goto out;
+    if ((rc = get_bool(o, "return_token_ids", &g->return_token_ids, msg, cap)))
+        goto out;
+    json_t *so = field(o, "stream_options");
+    if (so) {
+        if (!json_is_object(so)) {
+            rc = fail(msg, cap, 400, "'stream_options' must be an object");
+            goto out;
+        }
+        if (!g->stream) {
+            rc = fail(msg, cap, 400, "'stream_options' is only allowed with \"stream\": true");
+            goto out;
+        }
+        if ((rc = get_bool(so, "include_usage", &g->include_usage, msg, cap)))
+            goto out;
+    }
+    long long max_tokens = -1;
+    const char *mt_name = field(o, "max_completion_tokens") ? "max_completion_tokens"
+                                                            : "max_tokens";
+    if ((rc = get_int(o, mt_name, 1, 1 << 30, &max_tokens, msg, cap)))
+        goto out;
+    if ((rc = parse_logprobs(env, o, g, msg, cap)))
+        goto out;
+    g->rp.logprobs = g->logprobs;
+    if ((rc = parse_stop(o, g, msg, cap)))
+        goto out;
+    rc = kind == SERVE_API_CHAT ? parse_chat(env, o, g, msg, cap)
+                                : parse_prompt(env, o, g, msg, cap);
+    if (rc)
+        goto out;
+    if (g->n_prompt == 0) {
+        rc = fail(msg, cap, 400, "the prompt is empty; give at least one token");
+        goto out;
+    }
+    if (g->n_prompt >= (size_t)env->n_ctx) {
+        rc = fail(msg, cap, 400, "the prompt has %zu tokens but the context is %d tokens "
+                  "(room for at most %d prompt tokens and one generated token); shorten it",
+                  g->n_prompt, env->n_ctx, env->n_ctx - 1);
+        goto out;
+    }
+    /* absent: up to the end of the context, like vLLM */
+    g->rp.max_tokens = max_tokens > 0 ? (int32_t)max_tokens
+                                      : env->n_ctx - (int32_t)g->n_prompt;
+out:
+    json_decref(o);
+    if (rc)
+        serve_gen_request_free(g);
+    return rc;
+}
+
+void serve_gen_request_free(serve_gen_request *g)
+{
+    free(g->prompt);
+    g->prompt = NULL;
+    for (size_t i = 0; i < g->n_stop; i++)
+        free(g->stop[i]);
+    free(g->stop);
+    g->stop = NULL;
+    g->n_stop = 0;
+}
+
+/* ---- responses ---- */
+
+static json_t *token_text_json(const serve_api_env *env, int32_t id)
+{
+    char buf[256];
+    int n = plume_token_bytes(env->tok, id, true, buf, sizeof buf);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > sizeof buf)
+        n = (int)sizeof buf;
+    return serve_json_text(buf, (size_t)n);
+}
+
+static json_t *token_bytes_json(const serve_api_env *env, int32_t id)
+{
+    char buf[256];
+    int n = plume_token_bytes(env->tok, id, true, buf, sizeof buf);
+    json_t *a = json_array();
+    for (int i = 0; i < n && i < (int)sizeof buf; i++)
+        json_array_append_new(a, json_integer((unsigned char)buf[i]));
+    return a;
+}
+
+/* Chat logprobs entry ({"token","logprob","bytes","top_logprobs"}). */
+static json_t *chat_lp_entry(const serve_api_env *env, const serve_token *t)
+{
+    json_t *top = json_array();
+    for (int k = 0; k < t->lp.n_top && k < PLUME_MAX_TOP_LOGPROBS; k++)
+        json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token",
+                                             token_text_json(env, t->lp.top_ids[k]), "logprob",
+                                             (double)t->lp.top_logprobs[k], "bytes",
+                                             token_bytes_json(env, t->lp.top_ids[k])));
+    return json_pack("{s:o,s:f,s:o,s:o}", "token", token_text_json(env, t->id), "logprob",
+                     (double)t->lp.logprob, "bytes", token_bytes_json(env, t->id),
+                     "top_logprobs", top);
+}
+
+/* Completions logprobs over toks (text offsets from base). */
+static json_t *completion_lp(const serve_api_env *env, const serve_token *toks, size_t n)
+{
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(),
+           *offs = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const serve_token *t = &toks[i];
+        json_array_append_new(tokens, token_text_json(env, t->id));
+        json_array_append_new(lps, json_real(t->has_logprobs ? t->lp.logprob : 0.0));
+        json_t *top = json_object();
+        for (int k = 0; t->has_logprobs && k < t->lp.n_top && k < PLUME_MAX_TOP_LOGPROBS; k++) {
+            json_t *s = token_text_json(env, t->lp.top_ids[k]);
+            json_object_set_new(top, json_string_value(s), json_real(t->lp.top_logprobs[k]));
+            json_decref(s);
+        }
+        json_array_append_new(tops, top);
+        json_array_append_new(offs, json_integer((json_int_t)t->text_off));
+    }
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps,
+                     "top_logprobs", tops, "text_offset", offs);
+}
+
+static json_t *usage_json(int64_t prompt, int64_t completion, int64_t cached)
+{
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
+                     "completion_tokens", (json_int_t)completion, "total_tokens",
+                     (json_int_t)(prompt + completion), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)cached);
+}
+
+static json_t *ids_json(const int32_t *ids, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g, const char *id,
+                           int64_t created, serve_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    const char *fin = serve_api_finish_name(r->finish);
+    json_t *text = serve_json_text(r->text ? r->text : "", r->text_len);
+    json_t *choice = json_pack("{s:i,s:o}", "index", 0, "finish_reason",
+                               fin ? json_string(fin) : json_null());
+    json_t *lp = json_null();
+    if (g->logprobs >= 0) {
+        json_decref(lp);
+        if (g->kind == SERVE_API_CHAT) {
+            json_t *content = json_array();
+            for (size_t i = 0; i < r->n_toks; i++)
+                if (r->toks[i].has_logprobs)
+                    json_array_append_new(content, chat_lp_entry(env, &r->toks[i]));
+            lp = json_pack("{s:o}", "content", content);
+        } else {
+            lp = completion_lp(env, r->toks, r->n_toks);
+        }
+    }
+    json_object_set_new(choice, "logprobs", lp);
+    if (g->kind == SERVE_API_CHAT)
+        json_object_set_new(choice, "message",
+                            json_pack("{s:s,s:o}", "role", "assistant", "content", text));
+    else
+        json_object_set_new(choice, "text", text);
+    if (g->return_token_ids) {
+        json_t *ids = json_array();
+        for (size_t i = 0; i < r->n_toks; i++)
+            json_array_append_new(ids, json_integer(r->toks[i].id));
+        json_object_set_new(choice, "token_ids", ids);
+    }
+    json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", id, "object",
+                            g->kind == SERVE_API_CHAT ? "chat.completion" : "text_completion",
+                            "created", (json_int_t)created, "model", env->model_name, "choices", choice,
+                            "usage", usage_json(r->usage_prompt, r->usage_completion,
+                                                r->usage_cached));
+    pthread_mutex_unlock(&r->mu);
+    if (g->return_token_ids)
+        json_object_set_new(out, "prompt_token_ids", ids_json(g->prompt, g->n_prompt));
+    return out;
+}
+
+json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, const char *id,
+                        int64_t created, const serve_token *tok, const char *text,
+                        bool role_chunk, const char *finish, const int64_t *usage)
+{
+    bool chat = g->kind == SERVE_API_CHAT;
+    json_t *choices = json_array();
+    if (!usage) {
+        json_t *c = json_pack("{s:i}", "index", 0);
+        json_t *t = tok ? serve_json_text(text, tok->text_len) : json_string("");
+        if (chat) {
+            json_t *delta = json_object();
+            if (role_chunk)
+                json_object_set_new(delta, "role", json_string("assistant"));
+            if (tok || role_chunk)
+                json_object_set_new(delta, "content", t);
+            else
+                json_decref(t);
+            json_object_set_new(c, "delta", delta);
+        } else {
+            json_object_set_new(c, "text", t);
+        }
+        json_t *lp = json_null();
+        if (tok && tok->has_logprobs && g->logprobs >= 0) {
+            json_decref(lp);
+            lp = chat ? json_pack("{s:[o]}", "content", chat_lp_entry(env, tok))
+                      : completion_lp(env, tok, 1);
+        }
+        json_object_set_new(c, "logprobs", lp);
+        json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
+        if (tok && g->return_token_ids)
+            json_object_set_new(c, "token_ids", json_pack("[i]", tok->id));
+        json_array_append_new(choices, c);
+    }
+    json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", id, "object",
+                          chat ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)created,
+                          "model", env->model_name, "choices", choices);
+    if (usage)
+        json_object_set_new(o, "usage", usage_json(usage[0], usage[1], usage[2]));
+    else if (g->include_usage)
+        json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+json_t *serve_api_error(int status, const char *msg)
+{
+    const char *type = status == 401   ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 429 ? "rate_limit_error"
+                       : status == 503 ? "service_unavailable"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    return json_pack("{s:{s:o,s:s,s:i}}", "error", "message",
+                     serve_json_text(msg, strlen(msg)), "type", type, "code", status);
+}
+
+json_t *serve_api_models(const serve_api_env *env, int64_t created)
+{
+    return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id",
+                     env->model_name, "object", "model", "created", (json_int_t)created,
+                     "owned_by", "plume", "max_model_len", env->n_ctx);
+}
+
+json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t len, int *status,
+                           char *msg, size_t cap)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *out = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    char *text = NULL;
+    *status = 0;
+    if (!o)
+        *status = fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
+                       je.text, je.line, je.column);
+    else if (!json_is_object(o))
+        *status = fail(msg, cap, 400, "the body must be a JSON object");
+    bool special = true, add_gen = true;
+    if (!*status)
+        *status = get_bool(o, "add_special_tokens", &special, msg, cap);
+    if (!*status)
+        *status = get_bool(o, "add_generation_prompt", &add_gen, msg, cap);
+    if (!*status) {
+        json_t *p = field(o, "prompt"), *m = field(o, "messages");
+        if (!p == !m)
+            *status = fail(msg, cap, 400, "give either 'prompt' (a string) or 'messages'");
+        else if (p && !json_is_string(p))
+            *status = fail(msg, cap, 400, "'prompt' must be a string");
+        else if (p)
+            *status = tokenize_text(env, json_string_value(p), json_string_length(p), special,
+                                    &ids, &n, msg, cap);
+        else if (!(*status = chat_text(env, m, add_gen, &text, msg, cap)))
+            *status = tokenize_text(env, text, strlen(text), special, &ids, &n, msg, cap);
+    }
+    if (!*status)
+        out = json_pack("{s:I,s:i,s:o}", "count", (json_int_t)n, "max_model_len", env->n_ctx,
+                        "tokens", ids_json(ids, n));
+    free(ids);
+    free(text);
+    json_decref(o);
+    return out;
+}
+
+json_t *serve_api_detokenize(const serve_api_env *env, const char *body, size_t len,
+                             int *status, char *msg, size_t cap)
+{
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *out = NULL;
+    *status = 0;
+    json_t *t = o ? field(o, "tokens") : NULL;
+    if (!o)
+        *status = fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
+                       je.text, je.line, je.column);
+    else if (!json_is_array(t))
+        *status = fail(msg, cap, 400, "'tokens' must be a list of token ids");
+    size_t n = t ? json_array_size(t) : 0;
+    int32_t *ids = *status ? NULL : malloc((n ? n : 1) * sizeof *ids);
+    if (!*status && !ids)
+        *status = fail(msg, cap, 500, "out of memory");
+    int32_t nv = plume_tokenizer_n_vocab(env->tok);
+    for (size_t i = 0; !*status && i < n; i++) {
+        json_t *v = json_array_get(t, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= nv)
+            *status = fail(msg, cap, 400, "'tokens' item %zu is not a token id in [0, %d)", i, nv);
+        else
+            ids[i] = (int32_t)json_integer_value(v);
+    }
+    char *text = NULL;
+    plume_error err = {0};
+    if (!*status && plume_detokenize(env->tok, ids, n, true, &text, &err))
+        *status = fail(msg, cap, 400, "could not detokenize: %s", err.msg);
+    if (!*status)
+        out = json_pack("{s:o}", "prompt", serve_json_text(text, strlen(text)));
+    free(text);
+    free(ids);
+    json_decref(o);
+    return out;
+}

@@ -1,0 +1,78 @@
+/* plume serve: the OpenAI API's request bodies (parsed and validated with
+ * jansson) and response bodies (completions, chat completions, errors,
+ * models, tokenize/detokenize). Nothing here touches the engine. */
+#ifndef PLUME_SERVE_OPENAI_API_H
+#define PLUME_SERVE_OPENAI_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plume/engine.h"
+#include "plume/tokenizer.h"
+#include "serve/engine_loop.h"
+
+#define SERVE_MAX_STOP 16           /* stop strings per request */
+#define SERVE_MAX_STOP_LEN 256      /* bytes per stop string */
+
+/* What request parsing needs to know about the server. */
+typedef struct serve_api_env {
+    const plume_tokenizer *tok;
+    const char *model_name;          /* the served name (/v1/models) */
+    int32_t n_ctx;                   /* the engine's context, tokens */
+    plume_sampling_params sampling;  /* defaults for fields a request leaves out */
+} serve_api_env;
+
+typedef enum { SERVE_API_COMPLETIONS, SERVE_API_CHAT } serve_api_kind;
+
+/* A parsed /v1/completions or /v1/chat/completions request. */
+typedef struct serve_gen_request {
+    serve_api_kind kind;
+    bool stream, include_usage, return_token_ids;
+    int32_t logprobs;                /* -1 none, else alternatives per token */
+    int32_t *prompt;
+    size_t n_prompt;
+    plume_request_params rp;         /* stop strings in stop[], not yet linked */
+    char **stop;
+    size_t n_stop;
+} serve_gen_request;
+
+/* Parses body; on failure returns the HTTP status (400, 404) and writes
+ * the message to msg.  0 on success (free with serve_gen_request_free
+ * unless ownership of prompt and stop moved to a serve_req). */
+int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const char *body,
+                        size_t len, serve_gen_request *out, char *msg, size_t cap);
+void serve_gen_request_free(serve_gen_request *g);
+
+/* The whole non-streamed response for a finished request (r->mu not held). */
+json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g,
+                           const char *id, int64_t created, serve_req *r);
+
+/* One streamed chunk: a token's delta (tok != NULL), the chat role chunk
+ * (role_chunk), the final chunk with finish_reason (finish != NULL), or the
+ * usage chunk (usage != NULL: prompt, completion, cached). */
+json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, const char *id,
+                        int64_t created, const serve_token *tok, const char *text,
+                        bool role_chunk, const char *finish, const int64_t *usage);
+
+/* {"error": {"message", "type", "code"}} for status. */
+json_t *serve_api_error(int status, const char *msg);
+
+json_t *serve_api_models(const serve_api_env *env, int64_t created);
+
+/* POST /tokenize and /detokenize: the response, or NULL with *status and msg. */
+json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t len, int *status,
+                           char *msg, size_t cap);
+json_t *serve_api_detokenize(const serve_api_env *env, const char *body, size_t len,
+                             int *status, char *msg, size_t cap);
+
+/* A JSON string of len bytes that need not be valid UTF-8 (each invalid
+ * byte becomes U+FFFD). */
+json_t *serve_json_text(const char *s, size_t len);
+
+/* "finish_reason" for the API: stop, length; abort and error map to null
+ * (NULL). */
+const char *serve_api_finish_name(plume_finish_reason r);
+
+#endif
