@@ -154,14 +154,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
         bool ok = true;
-        if (s->g.kind == SERVE_API_CHAT && !s->role_sent) {
-            s->role_sent = true;
-            ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id, s->created, NULL,
-                                                    NULL, true, NULL, NULL));
-            if (!ok)
-                break;
-            continue;
-        }
         pthread_mutex_lock(&r->mu);
         while (s->tok_read == r->n_toks && !r->finished) {
             timed_wait(r);
@@ -170,6 +162,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                 abort_req(s->h, r);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
+        }
+        /* the role's delta goes out with the first token (after the
+         * prompt was computed, as vLLM sends it), so that a client's time
+         * to first token means the model's */
+        if (s->g.kind == SERVE_API_CHAT && !s->role_sent) {
+            s->role_sent = true;
+            ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id, s->created, NULL,
+                                                    NULL, true, NULL, NULL));
         }
         for (; ok && s->tok_read < r->n_toks; s->tok_read++) {
             const serve_token *t = &r->toks[s->tok_read];
