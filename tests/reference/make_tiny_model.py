@@ -78,12 +78,13 @@ def bytes_to_unicode():
     return dict(zip(bs, (chr(c) for c in cs)))
 
 
-def build_tokenizer():
-    """Returns (tokens, token_types, merges) with merges as (left, right) pairs."""
+def build_tokenizer(corpus=CORPUS):
+    """Returns (tokens, token_types, merges) with merges as (left, right) pairs,
+    the merges learned from corpus."""
     b2u = bytes_to_unicode()
     tokens = [b2u[b] for b in range(256)]
     words = collections.Counter(
-        tuple(b2u[b] for b in w.encode("utf-8")) for w in _PRETOK.findall(CORPUS))
+        tuple(b2u[b] for b in w.encode("utf-8")) for w in _PRETOK.findall(corpus))
     merges = []
     for _ in range(N_MERGES):
         pairs = collections.Counter()
@@ -314,12 +315,12 @@ def write_hf(d, arch, w, tok, tied, shards=1):
         json.dump(tcfg, f, indent=2)
 
 
-def make(outdir, arch="llama", seed=0, tied=False, shards=1, quant=True):
+def make(outdir, arch="llama", seed=0, tied=False, shards=1, quant=True, alt_vocab=False):
     """Writes the fixtures; returns a dict of their paths."""
     if arch not in ("llama", "qwen2"):
         raise ValueError("arch must be llama or qwen2")
     os.makedirs(outdir, exist_ok=True)
-    tok = build_tokenizer()
+    tok = build_tokenizer(CORPUS.upper() if alt_vocab else CORPUS)
     w = random_weights(arch, seed, tied, len(tok[0]))
     gt = hf_to_gguf_tensors(arch, w)
     paths = {"gguf": os.path.join(outdir, "tiny.gguf"), "hf": os.path.join(outdir, "hf")}
@@ -344,8 +345,11 @@ def main(argv=None):
     ap.add_argument("--tied", action="store_true", help="no output.weight / lm_head (tied embeddings)")
     ap.add_argument("--shards", type=int, default=1, help="also write OUTDIR/hf-sharded with N shards")
     ap.add_argument("--no-quant", action="store_true", help="skip the F16 and Q8_0 GGUF copies")
+    ap.add_argument("--alt-vocab", action="store_true",
+                    help="learn the merges from the upper-cased corpus: same vocabulary size and "
+                    "special tokens, different token texts from id 256 on (vocabulary-mismatch fixtures)")
     a = ap.parse_args(argv)
-    paths = make(a.outdir, a.arch, a.seed, a.tied, a.shards, not a.no_quant)
+    paths = make(a.outdir, a.arch, a.seed, a.tied, a.shards, not a.no_quant, a.alt_vocab)
     print(json.dumps(paths, indent=2))
     return 0
 

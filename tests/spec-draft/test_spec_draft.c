@@ -1,0 +1,449 @@
+/* The draft-model proposer (plugins/spec-draft) on tiny models (made by
+ * make_models.py into argv[1]): greedy output with a Q8_0 draft is token
+ * for token the output without speculation — alone, batched with requests
+ * that do not speculate, under preemption; sampled output with a poor draft
+ * (another seed) follows the target's law (chi-square); a draft with
+ * another vocabulary is refused naming the first differing token; draft,
+ * ngram and off swap on a live engine without reloading the target. */
+#include <setjmp.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "draft_proposer.h"
+#include "ngram_proposer.h"
+#include "plume/engine.h"
+#include "plume/settings.h"
+
+#include "../sample/oracle.h"
+
+static char g_dir[1024];
+static plume_engine_params g_ep; /* the defaults */
+
+#define N_REQ 10
+#define N_OUT 32
+
+typedef struct fixture {
+    plume_model *m;
+    int32_t prompt[N_REQ][64];
+    int32_t n_prompt[N_REQ];
+    int32_t ref[N_REQ][N_OUT];
+} fixture;
+
+static char *path_of(const char *name)
+{
+    static char buf[4][1200];
+    static int i;
+    i = (i + 1) % 4;
+    snprintf(buf[i], sizeof buf[i], "%s/%s", g_dir, name);
+    return buf[i];
+}
+
+static uint64_t rs = 7;
+static int32_t rnd(int32_t n)
+{
+    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+    return (int32_t)((rs >> 33) % (uint64_t)n);
+}
+
+static plume_request_params req(int32_t max_tokens)
+{
+    plume_request_params p = plume_request_defaults();
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    return p;
+}
+
+/* serves every request (no_spec[i]: request i does not speculate) */
+static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][N_OUT], const bool *no_spec)
+{
+    plume_error err = {0};
+    int64_t ids[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        plume_request_params rp = req(N_OUT);
+        rp.no_speculation = no_spec && no_spec[i];
+        ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &rp, &err);
+        assert_true(ids[i] >= 0);
+    }
+    while (plume_engine_has_work(e))
+        if (plume_engine_step(e, &err) < 0)
+            fail_msg("step: %s", err.msg);
+    for (int i = 0; i < N_REQ; i++) {
+        plume_request_result r;
+        assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
+        assert_int_equal((int)r.n_output, N_OUT);
+        memcpy(out[i], r.output_ids, sizeof(int32_t) * N_OUT);
+        plume_engine_release(e, ids[i]);
+    }
+}
+
+static plume_settings *draft_settings(const char *model)
+{
+    plume_settings *s;
+    plume_error err = {0};
+    assert_int_equal(plume_settings_new("speculative", &s, &err), 0);
+    assert_int_equal(plume_settings_set(s, "model", model, &err), 0);
+    return s;
+}
+
+static int set_draft(plume_engine *e, const char *model, int k, plume_error *err)
+{
+    plume_settings *s = draft_settings(model);
+    int rc = plume_engine_set_proposer(e, plume_draft_proposer(), s, k, err);
+    plume_settings_free(s);
+    return rc;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    plume_error err = {0};
+    if (plume_model_load(path_of("target.gguf"), &f->m, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return -1;
+    }
+    for (int i = 0; i < N_REQ; i++) {
+        f->n_prompt[i] = 4 + rnd(40);
+        for (int j = 0; j < f->n_prompt[i]; j++)
+            f->prompt[i][j] = 32 + rnd(250);
+    }
+    plume_engine *e;
+    if (plume_engine_create(f->m, &g_ep, &e, &err))
+        return -1;
+    serve(e, f, f->ref, NULL);
+    plume_engine_free(e);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    plume_model_free(f->m);
+    free(f);
+    return 0;
+}
+
+static void check_ref(fixture *f, int32_t out[N_REQ][N_OUT])
+{
+    for (int i = 0; i < N_REQ; i++)
+        assert_memory_equal(out[i], f->ref[i], sizeof(int32_t) * N_OUT);
+}
+
+static void greedy_case(fixture *f, plume_engine_params ep, int k, const bool *no_spec,
+                        plume_engine_stats *st)
+{
+    plume_engine *e;
+    plume_error err = {0};
+    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    if (set_draft(e, path_of("draft-q8_0.gguf"), k, &err))
+        fail_msg("%s", err.msg);
+    assert_string_equal(plume_engine_proposer_name(e), "draft");
+    int32_t out[N_REQ][N_OUT];
+    serve(e, f, out, no_spec);
+    check_ref(f, out);
+    *st = plume_engine_get_stats(e);
+    plume_engine_free(e);
+}
+
+static void test_greedy_alone(void **state)
+{
+    plume_engine_stats st;
+    greedy_case(*state, plume_engine_defaults(), 4, NULL, &st);
+    assert_true(st.spec_drafted > 0);
+    /* a Q8_0 copy of the target agrees with it almost always */
+    assert_true(st.spec_accepted * 10 > st.spec_drafted * 8);
+    assert_true(st.spec_emitted > 2 * st.spec_forwards);
+}
+
+static void test_greedy_mixed_with_non_speculating(void **state)
+{
+    bool no_spec[N_REQ];
+    for (int i = 0; i < N_REQ; i++)
+        no_spec[i] = i % 2;
+    plume_engine_stats st;
+    greedy_case(*state, plume_engine_defaults(), 3, no_spec, &st);
+    assert_true(st.spec_drafted > 0);
+}
+
+static void test_greedy_preemption(void **state)
+{
+    plume_engine_params ep = plume_engine_defaults();
+    ep.block_size = 8;
+    ep.kv_max_tokens = 96;
+    ep.max_batched_tokens = 16;
+    plume_engine_stats st;
+    greedy_case(*state, ep, 3, NULL, &st);
+    assert_true(st.preemptions > 0);
+    assert_true(st.spec_accepted > 0);
+}
+
+/* a draft cache too small for the prompts: nothing is drafted for what does
+ * not fit, the output stays the target's */
+static void test_small_draft_cache(void **state)
+{
+    fixture *f = *state;
+    plume_engine *e;
+    plume_error err = {0};
+    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_settings *s = draft_settings(path_of("draft-q8_0.gguf"));
+    assert_int_equal(plume_settings_set(s, "kv_max_tokens", "64", &err), 0);
+    assert_int_equal(plume_settings_set(s, "max_batch_tokens", "16", &err), 0);
+    assert_int_equal(plume_settings_set(s, "block_size", "4", &err), 0);
+    assert_int_equal(plume_engine_set_proposer(e, plume_draft_proposer(), s, 4, &err), 0);
+    plume_settings_free(s);
+    int32_t out[N_REQ][N_OUT];
+    serve(e, f, out, NULL);
+    check_ref(f, out);
+    plume_engine_free(e);
+}
+
+static void test_vocab_check_and_settings(void **state)
+{
+    fixture *f = *state;
+    plume_engine *e;
+    plume_error err = {0};
+    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    assert_int_equal(set_draft(e, path_of("altvocab.gguf"), 4, &err), -1);
+    if (!strstr(err.msg, "another vocabulary") || !strstr(err.msg, "token 256 is") ||
+        !strstr(err.msg, "altvocab.gguf"))
+        fail_msg("unexpected message: %s", err.msg);
+    assert_null(plume_engine_proposer_name(e));
+    /* no model */
+    assert_int_equal(plume_engine_set_proposer(e, plume_draft_proposer(), NULL, 4, &err), -1);
+    assert_non_null(strstr(err.msg, "speculative.model"));
+    plume_settings *s;
+    assert_int_equal(plume_settings_new("speculative", &s, &err), 0);
+    assert_int_equal(plume_engine_set_proposer(e, plume_draft_proposer(), s, 4, &err), -1);
+    assert_non_null(strstr(err.msg, "model: PATH"));
+    assert_int_equal(plume_settings_set(s, "model", path_of("draft-q8_0.gguf"), &err), 0);
+    assert_int_equal(plume_settings_set(s, "kv_dtype", "int8", &err), 0);
+    assert_int_equal(plume_engine_set_proposer(e, plume_draft_proposer(), s, 4, &err), -1);
+    assert_non_null(strstr(err.msg, "kv_dtype"));
+    plume_settings_free(s);
+    assert_int_equal(set_draft(e, path_of("no-such-model.gguf"), 4, &err), -1);
+    assert_non_null(strstr(err.msg, "no-such-model.gguf"));
+    plume_engine_free(e);
+}
+
+static void test_swap_on_live_engine(void **state)
+{
+    fixture *f = *state;
+    plume_engine *e;
+    plume_error err = {0};
+    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    const char *seq[] = {"draft", "ngram", NULL, "draft", "poor", NULL, "ngram"};
+    for (size_t r = 0; r < sizeof seq / sizeof *seq; r++) {
+        int rc = !seq[r] ? plume_engine_set_proposer(e, NULL, NULL, 0, &err)
+                 : !strcmp(seq[r], "ngram")
+                     ? plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 3, &err)
+                     : set_draft(e, path_of(strcmp(seq[r], "poor") ? "draft-q8_0.gguf"
+                                                                   : "poor.gguf"), 2 + (int)r % 3,
+                                 &err);
+        if (rc)
+            fail_msg("%s", err.msg);
+        const char *name = plume_engine_proposer_name(e);
+        assert_true(seq[r] ? name && strcmp(name, strcmp(seq[r], "poor") ? seq[r] : "draft") == 0
+                           : name == NULL);
+        int32_t out[N_REQ][N_OUT];
+        serve(e, f, out, NULL);
+        check_ref(f, out);
+    }
+    plume_engine_free(e);
+}
+
+/* ---- sampled output follows the target's law with a poor draft ----
+ * As in tests/serving/test_spec.c: the law at every prefix of generated
+ * tokens comes from plume_decode's logits shaped by oracle_probs; each
+ * position's token given the ones before is fitted (chi-square, p > 1e-5). */
+#define LAW_TOKENS 3
+#define LAW_NODES (1 + 7 + 7 * 7) /* top-k 7 */
+
+typedef struct law_node {
+    int32_t prefix[LAW_TOKENS];
+    int len, n_child;
+    int child[8];
+    int32_t child_tok[8];
+    double *p;
+    int *count;
+} law_node;
+
+typedef struct law_tree {
+    law_node node[LAW_NODES];
+    int n;
+} law_tree;
+
+static int law_build(law_tree *t, plume_context *c, const plume_sampling_params *sp,
+                     const int32_t *prompt, int n_prompt, const int32_t *prefix, int len,
+                     int32_t nv)
+{
+    assert_true(t->n < LAW_NODES);
+    int id = t->n++;
+    law_node *nd = &t->node[id];
+    if (len)
+        memcpy(nd->prefix, prefix, sizeof(int32_t) * (size_t)len);
+    nd->len = len;
+    nd->p = calloc((size_t)nv, sizeof(double));
+    nd->count = calloc((size_t)nv, sizeof(int));
+    int32_t seq[64];
+    memcpy(seq, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    if (len)
+        memcpy(seq + n_prompt, prefix, sizeof(int32_t) * (size_t)len);
+    float *logits = malloc(sizeof(float) * (size_t)nv);
+    plume_error err = {0};
+    plume_context_reset(c);
+    assert_int_equal(plume_decode(c, seq, (size_t)(n_prompt + len), logits, &err), 0);
+    double margin;
+    oracle_probs(sp, logits, nv, seq, (size_t)(n_prompt + len), nd->p, &margin);
+    free(logits);
+    assert_true(margin > 1e-3);
+    if (len + 1 < LAW_TOKENS)
+        for (int32_t v = 0; v < nv; v++) {
+            if (t->node[id].p[v] <= 0)
+                continue;
+            int32_t next[LAW_TOKENS];
+            if (len)
+                memcpy(next, prefix, sizeof(int32_t) * (size_t)len);
+            next[len] = v;
+            int k = t->node[id].n_child++;
+            t->node[id].child_tok[k] = v;
+            t->node[id].child[k] = law_build(t, c, sp, prompt, n_prompt, next, len + 1, nv);
+        }
+    return id;
+}
+
+static void law_case(fixture *f, const char *draft, bool poor)
+{
+    const char *san = getenv("PLUME_TEST_SANITIZED");
+    const int n_req = san && san[0] == '1' ? 600 : 2400; /* statistical power only */
+    const int32_t nv = plume_model_n_vocab(f->m);
+    const int n_prompt = 6;
+    const int32_t *prompt = f->prompt[2];
+    plume_request_params rp = req(LAW_TOKENS);
+    rp.sampling.temperature = 1.2f;
+    rp.sampling.top_k = 7;
+    rp.sampling.top_p = 1.0f;
+    rp.sampling.min_p = 0.0f;
+    rp.sampling.repetition_penalty = 1.3f;
+    rp.sampling.repeat_last_n = -1;
+    law_tree *t = calloc(1, sizeof *t);
+    plume_context *c;
+    plume_error err = {0};
+    assert_int_equal(plume_context_create(f->m, 64, &c, &err), 0);
+    law_build(t, c, &rp.sampling, prompt, n_prompt, NULL, 0, nv);
+    plume_context_free(c);
+
+    plume_engine *e;
+    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    if (set_draft(e, path_of(draft), 2, &err))
+        fail_msg("%s", err.msg);
+    int impossible = 0;
+    for (int base = 0; base < n_req; base += 200) {
+        int64_t ids[200];
+        int n = n_req - base < 200 ? n_req - base : 200;
+        for (int r = 0; r < n; r++) {
+            rp.sampling.seed = 5000 + (uint64_t)(base + r);
+            ids[r] = plume_engine_add_tokens(e, prompt, (size_t)n_prompt, &rp, &err);
+            assert_true(ids[r] >= 0);
+        }
+        while (plume_engine_has_work(e))
+            if (plume_engine_step(e, &err) < 0)
+                fail_msg("step: %s", err.msg);
+        for (int r = 0; r < n; r++) {
+            plume_request_result res;
+            assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
+            assert_int_equal((int)res.n_output, LAW_TOKENS);
+            int node = 0;
+            for (int j = 0; j < LAW_TOKENS && node >= 0; j++) {
+                int32_t tok = res.output_ids[j];
+                assert_true(tok >= 0 && tok < nv);
+                t->node[node].count[tok]++;
+                int next = -1;
+                for (int k = 0; k < t->node[node].n_child; k++)
+                    if (t->node[node].child_tok[k] == tok)
+                        next = t->node[node].child[k];
+                node = next;
+            }
+            plume_engine_release(e, ids[r]);
+        }
+    }
+    plume_engine_stats st = plume_engine_get_stats(e);
+    plume_engine_free(e);
+    assert_true(st.spec_drafted > 0);
+    if (getenv("PLUME_TEST_VERBOSE"))
+        fprintf(stderr, "drafted %lld accepted %lld\n", (long long)st.spec_drafted, (long long)st.spec_accepted);
+    if (poor) /* another network: its drafts are nearly all rejected */
+        assert_true(st.spec_accepted * 2 < st.spec_drafted);
+    else /* the Q8_0 copy: nearly all accepted, but not all (sampled, not argmax) */
+        assert_true(st.spec_accepted * 10 > st.spec_drafted * 6 && st.spec_accepted < st.spec_drafted);
+    double *ex = malloc(sizeof(double) * (size_t)nv);
+    int failed = 0;
+    for (int j = 0; j < LAW_TOKENS; j++) {
+        double chi = 0;
+        int dof = 0;
+        for (int i = 0; i < t->n; i++) {
+            law_node *nd = &t->node[i];
+            if (nd->len != j)
+                continue;
+            int n_seen = 0;
+            for (int32_t v = 0; v < nv; v++)
+                n_seen += nd->count[v];
+            for (int32_t v = 0; v < nv; v++)
+                ex[v] = n_seen * nd->p[v];
+            if (n_seen)
+                oracle_pearson(ex, nd->count, nv, &chi, &dof, &impossible);
+        }
+        double pv = dof > 0 ? oracle_chi2_sf(chi, dof) : 1.0;
+        if (getenv("PLUME_TEST_VERBOSE") || !(pv > 1e-5))
+            fprintf(stderr, "token %d: chi2 %.1f, %d dof, p-value %.3g (drafted %lld, "
+                    "accepted %lld)\n", j, chi, dof, pv, (long long)st.spec_drafted,
+                    (long long)st.spec_accepted);
+        failed += !(pv > 1e-5);
+    }
+    free(ex);
+    for (int i = 0; i < t->n; i++) {
+        free(t->node[i].p);
+        free(t->node[i].count);
+    }
+    free(t);
+    assert_int_equal(impossible, 0);
+    assert_int_equal(failed, 0);
+}
+
+static void test_sampled_poor_draft_follows_target_law(void **state)
+{
+    law_case(*state, "poor.gguf", true);
+}
+
+static void test_sampled_close_draft_follows_target_law(void **state)
+{
+    law_case(*state, "draft-q8_0.gguf", false);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_spec_draft FIXTURE_DIR (make_models.py's output)\n");
+        return 2;
+    }
+    snprintf(g_dir, sizeof g_dir, "%s", argv[1]);
+    g_ep = plume_engine_defaults();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_alone),
+        cmocka_unit_test(test_greedy_mixed_with_non_speculating),
+        cmocka_unit_test(test_greedy_preemption),
+        cmocka_unit_test(test_small_draft_cache),
+        cmocka_unit_test(test_vocab_check_and_settings),
+        cmocka_unit_test(test_swap_on_live_engine),
+        cmocka_unit_test(test_sampled_poor_draft_follows_target_law),
+        cmocka_unit_test(test_sampled_close_draft_follows_target_law),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
