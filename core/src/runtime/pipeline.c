@@ -370,9 +370,9 @@ static int do_speculative(plume_pipeline *p, plume_error *err)
     if (strcmp(dab, "auto") != 0 &&
         plume_settings_int(s->full, "disable_above_batch", 0, 0, 65536, &bound, &e2))
         return plume_err(err, e2.code,
-                         "%s (disable_above_batch: auto -- the engine's measured cost model "
-                         "decides each step --, 0 -- never --, or N -- no drafts in steps of more "
-                         "than N decoding sequences)",
+                         "%s, or auto (auto: the engine's measured cost model decides each "
+                         "step; 0: never; N: no drafts in steps of more than N decoding "
+                         "sequences)",
                          e2.msg);
     p->ep.spec_adaptive = adaptive;
     p->ep.spec_disable_above_batch = (int32_t)bound;
