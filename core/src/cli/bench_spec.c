@@ -127,9 +127,10 @@ static int parse_variant(const char *s, variant *v, plume_error *err)
                                "--spec %s: adaptive must be true or false, got %s", s, val);
             v->adaptive = strcmp(val, "true") == 0;
         } else if (strcmp(kv, "disable_above_batch") == 0) {
-            char *end;
-            long n = strcmp(val, "auto") == 0 ? -1 : strtol(val, &end, 10);
-            if (n != -1 && (*end || n < 0 || n > 65536))
+            char *end = "";
+            bool is_auto = strcmp(val, "auto") == 0;
+            long n = is_auto ? -1 : strtol(val, &end, 10);
+            if (!is_auto && (*end || n < 0 || n > 65536))
                 rc = plume_err(err, PLUME_ERR_INVALID,
                                "--spec %s: disable_above_batch must be auto, 0 (never) or a "
                                "batch size N in [1, 65536], got %s",

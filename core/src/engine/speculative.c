@@ -149,6 +149,7 @@ int plume_engine_set_spec_policy(plume_engine *e, bool adaptive, int32_t disable
 #define RATE_W 0.5      /* weight of a new step in a sequence's acceptance average */
 #define EXPLORE_EVERY 32 /* auto drafts again after this many steps off, to re-measure */
 #define WARM_OBS 16      /* sequence-steps averaged before auto judges */
+#define SKIP_MARGIN 1.1  /* auto skips drafts when going without is this much faster */
 
 void plume_engine_spec_time_forward(plume_engine *e, int32_t positions, double seconds)
 {
@@ -196,9 +197,10 @@ void plume_engine_spec_observe(plume_engine *e, plume_seq *s, int32_t n_drafted,
 /* Whether drafting pays for a step of n_dec decoding sequences, n_spec of
  * which would draft: tokens per second with drafts,
  *   (n_dec + n_spec * accepted) / (T(n_dec + n_spec * drafted) + n_spec * propose_s),
- * against n_dec / T(n_dec) without (a tie drafts).  Unmeasured terms are
- * measured first: fewer than WARM_OBS sequence-steps averaged or T of the
- * drafting step unknown -> draft; T(n_dec) unknown -> do not. */
+ * against n_dec / T(n_dec) without: drafts pay unless going without is
+ * SKIP_MARGIN times faster.  Unmeasured terms are measured first: fewer
+ * than WARM_OBS sequence-steps averaged or T of the drafting step unknown
+ * -> draft; T(n_dec) unknown -> do not. */
 static bool drafts_pay(const plume_engine *e, int32_t n_dec, int32_t n_spec)
 {
     if (e->spec_n_obs < WARM_OBS)
@@ -210,7 +212,9 @@ static bool drafts_pay(const plume_engine *e, int32_t n_dec, int32_t n_spec)
     if (t_off < 0)
         return false;
     t_on += n_spec * e->spec_propose_s;
-    return (n_dec + n_spec * e->spec_accepted_avg) * t_off >= n_dec * t_on;
+    /* drafting stops only when going without is clearly faster: timings on
+     * a shared machine are noisy, and a wrong skip loses what drafts win */
+    return (n_dec + n_spec * e->spec_accepted_avg) * t_off * SKIP_MARGIN >= n_dec * t_on;
 }
 
 void plume_engine_spec_policy(plume_engine *e)
