@@ -45,7 +45,11 @@ struct plume_engine {
     double spec_drafted_avg;    /* moving averages per speculating sequence-step: */
     double spec_accepted_avg;   /*   drafted and accepted tokens, */
     double spec_propose_s;      /*   seconds of the proposer; */
-    int64_t spec_n_obs;         /*   sequence-steps averaged so far */
+    int64_t spec_n_obs;         /*   sequence-steps averaged so far, */
+    int64_t spec_steps_obs;     /*   in this many steps; */
+    int64_t spec_step_n;        /* this step's speculating sequences so far, */
+    double spec_step_drafted;   /*   their drafted */
+    double spec_step_accepted;  /*   and accepted tokens */
     int32_t spec_skip_run;      /* consecutive steps auto turned drafting off */
     /* default sampler provider (NULL: the built-in) */
     const plume_sampler_vtable *sampler_vt;

@@ -116,7 +116,8 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
     e->spec_k = k;
     e->sched.spec_k = k;
     /* the averages belong to the proposer that produced them */
-    e->spec_n_obs = 0;
+    e->spec_n_obs = e->spec_steps_obs = e->spec_step_n = 0;
+    e->spec_step_drafted = e->spec_step_accepted = 0;
     e->spec_drafted_avg = e->spec_accepted_avg = e->spec_propose_s = 0.0;
     e->spec_skip_run = 0;
     return 0;
@@ -145,9 +146,9 @@ int plume_engine_set_spec_policy(plume_engine *e, bool adaptive, int32_t disable
 /* ---- the cost model (disable_above_batch: auto) ---- */
 
 #define AVG_W 0.25      /* weight of a new forward time */
-#define SPEC_AVG_W 0.05 /* weight of a new sequence-step's drafted/accepted/proposer time */
+#define SPEC_AVG_W 0.25 /* weight of a step's mean drafted/accepted/proposer time */
 #define RATE_W 0.5      /* weight of a new step in a sequence's acceptance average */
-#define EXPLORE_EVERY 32 /* auto drafts again after this many steps off, to re-measure */
+#define EXPLORE_EVERY 8  /* auto drafts again after this many steps off, to re-measure */
 #define WARM_OBS 16      /* sequence-steps averaged before auto judges */
 #define SKIP_MARGIN 1.1  /* auto skips drafts when going without is this much faster */
 
@@ -185,13 +186,28 @@ void plume_engine_spec_observe(plume_engine *e, plume_seq *s, int32_t n_drafted,
     if (n_drafted > 0)
         s->spec_rate = (float)((1 - RATE_W) * s->spec_rate +
                                RATE_W * (double)n_accepted / (double)n_drafted);
-    /* the plain mean until 1 / n falls below SPEC_AVG_W, then moving */
-    e->spec_n_obs++;
-    double w = 1.0 / (double)e->spec_n_obs;
+    e->spec_step_n++; /* averaged per step by fold_step */
+    e->spec_step_drafted += n_drafted;
+    e->spec_step_accepted += n_accepted;
+}
+
+/* The last step's mean drafted and accepted tokens per speculating
+ * sequence into the moving averages (the plain mean over the first steps,
+ * then weight SPEC_AVG_W per step, whatever the batch size). */
+static void fold_step(plume_engine *e)
+{
+    if (e->spec_step_n == 0)
+        return;
+    e->spec_n_obs += e->spec_step_n;
+    e->spec_steps_obs++;
+    double w = 1.0 / (double)e->spec_steps_obs;
     if (w < SPEC_AVG_W)
         w = SPEC_AVG_W;
-    e->spec_drafted_avg = (1 - w) * e->spec_drafted_avg + w * n_drafted;
-    e->spec_accepted_avg = (1 - w) * e->spec_accepted_avg + w * n_accepted;
+    e->spec_drafted_avg = (1 - w) * e->spec_drafted_avg + w * e->spec_step_drafted / e->spec_step_n;
+    e->spec_accepted_avg =
+        (1 - w) * e->spec_accepted_avg + w * e->spec_step_accepted / e->spec_step_n;
+    e->spec_step_n = 0;
+    e->spec_step_drafted = e->spec_step_accepted = 0;
 }
 
 /* Whether drafting pays for a step of n_dec decoding sequences, n_spec of
@@ -220,6 +236,7 @@ static bool drafts_pay(const plume_engine *e, int32_t n_dec, int32_t n_spec)
 void plume_engine_spec_policy(plume_engine *e)
 {
     e->spec_off_this_step = false;
+    fold_step(e);
     const int32_t bound = e->p.spec_disable_above_batch;
     if (!e->prop || bound == 0)
         return;
