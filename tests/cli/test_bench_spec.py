@@ -44,6 +44,20 @@ with tempfile.TemporaryDirectory() as tmp:
     check(names == ["off", "ngram:k=3,prompt_lookup_max=2", "ngram"], names)
     check(all(v["output_identical"] for v in out["variants"]), out)  # greedy: drafts change nothing
     check(out["variants"][0]["drafted"] == 0 and out["variants"][1]["drafted"] > 0, out)
+    # swapping proposers reloads nothing; ngram and off load no model of their own
+    check(all(v["proposer_model_loads"] == 0 and not v["proposer_loaded_model"]
+              for v in out["variants"]), out)
+
+    # the engine's adaptive keys per variant: same greedy output; a bound of 1
+    # at batch 2 skips the steps where both decode
+    out = json.loads(run("--spec", "off", "--spec", "ngram:k=3,adaptive=true",
+                         "--spec", "ngram:k=3,disable_above_batch=1",
+                         "--spec", "ngram:k=3,disable_above_batch=auto,adaptive=false",
+                         "--batch", "2", *common).stdout)
+    check(out["model_loads"] == 1, out)
+    check(all(v["output_identical"] for v in out["variants"]), out)
+    check(out["variants"][2]["steps_skipped"] > 0 and out["variants"][1]["steps_skipped"] == 0,
+          out)
 
     # the default variants
     names = [v["name"] for v in json.loads(run(*common).stdout)["variants"]]
@@ -67,6 +81,8 @@ with tempfile.TemporaryDirectory() as tmp:
     fails("ngram:k=0", 2, "k must be given once, as an integer in [1, 32]")
     fails("ngram:k", 2, "'k' is not KEY=VALUE")
     fails("ngram:method=x", 2, "the method is the name before the colon")
+    fails("ngram:adaptive=yes", 2, "adaptive must be true or false")
+    fails("ngram:disable_above_batch=-1", 2, "disable_above_batch must be auto, 0 (never)")
     err = run("--spec", "nosuch", *common, rc=1).stderr
     check("no proposer 'nosuch'" in err and "spec-nosuch" in err and "--plugin-dir" in err, err)
     err = run("--variants", "off,ngram:k=3", rc=2).stderr

@@ -1,7 +1,7 @@
 """`plume serve` over the engine's serving API (enable after the engine work is
 merged; tests/serve/meson.build): per-token logprobs for completions and
 chat, streamed logprobs, presence/frequency penalties change greedy output,
-"speculative": false is accepted, and after mid-stream disconnects /metrics
+"speculative": false and "num_speculative_tokens" are accepted, and after mid-stream disconnects /metrics
 shows nothing running and no KV blocks held."""
 import json
 import socket
@@ -45,6 +45,10 @@ try:
                                    temperature=0, extra_body={"speculative": False,
                                                               "return_token_ids": True})
     check(ns.usage.completion_tokens == 4, ns)
+    capped = client.completions.create(model="tiny.gguf", prompt="Hello", max_tokens=4,
+                                       temperature=0, extra_body={"num_speculative_tokens": 0,
+                                                                  "return_token_ids": True})
+    check(capped.choices[0].token_ids == ns.choices[0].token_ids, (capped, ns))
     body = json.dumps({"prompt": "story", "max_tokens": 200, "ignore_eos": True,
                        "stream": True}).encode()
     for _ in range(8):

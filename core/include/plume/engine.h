@@ -54,6 +54,19 @@ typedef struct plume_engine_params {
      * then loads with the built-in providers only); plume_pipeline_build
      * sets it to the pipeline's registry. */
     plume_registry *registry;
+    /* Adaptive speculation (pipeline `speculative: {adaptive: ...,
+     * disable_above_batch: ...}`; docs/engine.md has the rules and the
+     * measurements).  spec_adaptive: each sequence drafts
+     * clamp(round(r * k) + 1, 1, k) tokens, r its moving average of
+     * accepted / drafted (starts at 1, so a new sequence drafts k).
+     * Default false.  spec_disable_above_batch: a step with more decoding
+     * sequences than this drafts nothing; 0 = never (the default),
+     * -1 = auto: the engine's measured cost model (forward time per
+     * position count, mean drafted and accepted tokens, proposer time)
+     * decides each step whether drafts pay.  Change both on a live engine
+     * with plume_engine_set_spec_policy. */
+    bool spec_adaptive;
+    int32_t spec_disable_above_batch;
 } plume_engine_params;
 
 /* The defaults listed above. */
@@ -131,6 +144,12 @@ typedef struct plume_request_params {
     /* true: this request is never speculated on, even while the engine has
      * a proposer (its decode steps verify no drafts). */
     bool no_speculation;
+    /* The most tokens drafted for this request per step: -1 (the default)
+     * the engine's num_speculative_tokens (k), 0 none (as no_speculation),
+     * 1..k at most that many.  Checked when the request is added: above
+     * the engine's k is an error while a proposer is set; without one,
+     * every value from -1 up is accepted (there is nothing to draft). */
+    int32_t num_speculative_tokens;
 } plume_request_params;
 
 /* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */
@@ -193,6 +212,11 @@ struct plume_proposer_vtable;
 PLUME_API int plume_engine_set_proposer(plume_engine *e, const struct plume_proposer_vtable *vt,
                                         const struct plume_settings *settings, int32_t k,
                                         plume_error *err);
+/* Adaptive speculation on a live engine (plume_engine_params.spec_adaptive
+ * and spec_disable_above_batch: -1 auto, 0 never, N > 0 a fixed bound).
+ * Only between runs; the proposer stays as it is. */
+PLUME_API int plume_engine_set_spec_policy(plume_engine *e, bool adaptive,
+                                           int32_t disable_above_batch, plume_error *err);
 /* Makes vt (with settings) the sampler of requests that name none, or goes
  * back to the built-in "standard" sampler with each request's `sampling`
  * (vt NULL).  Only between runs. */
@@ -227,6 +251,10 @@ typedef struct plume_engine_stats {
     int64_t spec_emitted;        /*   tokens those forwards produced */
     int32_t max_step_positions;  /* most positions in one step so far */
     int32_t max_step_seqs;       /* most sequences in one step so far */
+    int64_t spec_steps_skipped;  /* steps whose drafts spec_disable_above_batch
+                                    turned off (auto or a fixed bound) */
+    int64_t proposer_model_loads;/* models the proposers of this engine loaded with
+                                    plume_proposer_host_load_model (during create) */
 } plume_engine_stats;
 
 PLUME_API plume_engine_stats plume_engine_get_stats(const plume_engine *e);

@@ -1,6 +1,7 @@
 /* plume bench spec: one model load, the same seeded workload under each
  * speculative setting in turn, swapping the proposer on the live engine. */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,11 @@ static const char help[] =
     "                        METHOD[:KEY=VALUE,...], METHOD a proposer (registered, or\n"
     "                        from the plugin spec-METHOD).  k=K (or\n"
     "                        num_speculative_tokens=K) drafts at most K tokens a step\n"
-    "                        (1..32, default 4); every other KEY=VALUE is a setting of\n"
-    "                        the proposer, checked by it as in a pipeline's `speculative:`;\n"
+    "                        (1..32, default 4); adaptive=true|false and\n"
+    "                        disable_above_batch=auto|N|0 set the engine's adaptive\n"
+    "                        speculation (docs/engine.md; default: the pipeline's); every\n"
+    "                        other KEY=VALUE is a setting of the proposer, checked by it\n"
+    "                        as in a pipeline's `speculative:`;\n"
     "                        unset ones keep the proposer's defaults.  Example:\n"
     "                        --spec ngram:k=3,prompt_lookup_max=2\n"
     "                        (default: --spec off --spec ngram:k=3 --spec ngram:k=5)\n"
@@ -41,7 +45,13 @@ static const char help[] =
     "  --max-tokens N        cap on each request's output (default: the file's, else 128)\n"
     "  --threads N           the backend's threads (default: the pipeline's `threads`)\n"
     "  --json                print {\"model_loads\": 1, \"variants\": [{\"name\", \"tok_s\",\n"
-    "                        \"speedup\", \"acceptance_rate\", \"tokens_per_forward\", ...}]}\n";
+    "                        \"speedup\", \"acceptance_rate\", \"tokens_per_forward\",\n"
+    "                        \"proposer_model_loads\", \"steps_skipped\", ...}]}\n"
+    "\n"
+    "model_loads counts the target's loads in this run (every model the process loaded\n"
+    "minus those the proposers loaded through their host): 1 means swapping variants\n"
+    "never reloaded it.  proposer_model_loads is what each variant's proposer loaded\n"
+    "(a draft model: 1; ngram and off: 0).\n";
 
 #define MAX_VARIANTS 16
 
@@ -54,6 +64,10 @@ typedef struct variant {
     double tok_s, acceptance, tokens_per_forward;
     int64_t drafted, accepted;
     bool identical;
+    int adaptive;               /* -1: the pipeline's */
+    int32_t disable_above;      /* INT32_MIN: the pipeline's; -1 auto, 0 never, N */
+    int64_t proposer_loads;     /* models its proposer loaded */
+    int64_t skipped;            /* steps the policy drafted nothing in */
 } variant;
 
 /* Parses "off" or "METHOD[:KEY=VALUE,...]" into v: k (num_speculative_tokens)
@@ -64,6 +78,8 @@ static int parse_variant(const char *s, variant *v, plume_error *err)
     memset(v, 0, sizeof *v);
     v->name = s;
     v->k = 4; /* a pipeline's num_speculative_tokens default */
+    v->adaptive = -1;
+    v->disable_above = INT32_MIN;
     if (strcmp(s, "off") == 0)
         return 0;
     const char *colon = strchr(s, ':');
@@ -105,6 +121,21 @@ static int parse_variant(const char *s, variant *v, plume_error *err)
                                s, kv, val);
             v->k = (int)n;
             k_given = true;
+        } else if (strcmp(kv, "adaptive") == 0) {
+            if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0)
+                rc = plume_err(err, PLUME_ERR_INVALID,
+                               "--spec %s: adaptive must be true or false, got %s", s, val);
+            v->adaptive = strcmp(val, "true") == 0;
+        } else if (strcmp(kv, "disable_above_batch") == 0) {
+            char *end = "";
+            bool is_auto = strcmp(val, "auto") == 0;
+            long n = is_auto ? -1 : strtol(val, &end, 10);
+            if (!is_auto && (*end || n < 0 || n > 65536))
+                rc = plume_err(err, PLUME_ERR_INVALID,
+                               "--spec %s: disable_above_batch must be auto, 0 (never) or a "
+                               "batch size N in [1, 65536], got %s",
+                               s, val);
+            v->disable_above = (int32_t)n;
         } else if (strcmp(kv, "method") == 0) {
             rc = plume_err(err, PLUME_ERR_INVALID,
                            "--spec %s: the method is the name before the colon, not a key; "
@@ -330,7 +361,8 @@ int bench_spec(int argc, char **argv)
     for (int i = 0; i < nv; i++)
         if (vs[i].method[0] && resolve_variant(reg, &vs[i], &err))
             goto done;
-    int model_loads = 1;
+    const int64_t loads_before = plume_model_loads();
+    int64_t proposer_loads = 0;
     plume_engine_params ep;
     plume_pipeline_engine_params(pipe, &ep);
     ep.max_num_seqs = batch > ep.max_num_seqs ? batch : ep.max_num_seqs;
@@ -351,8 +383,16 @@ int bench_spec(int argc, char **argv)
     }
     for (int vi = 0; vi < nv; vi++) {
         variant *v = &vs[vi];
-        if (plume_engine_set_proposer(e, v->vt, v->settings, v->k, &err))
+        plume_engine_stats st0 = plume_engine_get_stats(e);
+        if (plume_engine_set_proposer(e, v->vt, v->settings, v->k, &err) ||
+            plume_engine_set_spec_policy(e, v->adaptive >= 0 ? v->adaptive == 1 : ep.spec_adaptive,
+                                         v->disable_above != INT32_MIN
+                                             ? v->disable_above
+                                             : ep.spec_disable_above_batch,
+                                         &err))
             goto done;
+        v->proposer_loads = plume_engine_get_stats(e).proposer_model_loads - st0.proposer_model_loads;
+        proposer_loads += v->proposer_loads;
         double times[100];
         int64_t generated = 0;
         plume_engine_stats before = plume_engine_get_stats(e);
@@ -366,6 +406,7 @@ int bench_spec(int argc, char **argv)
         qsort(times, (size_t)reps, sizeof *times, cmp_double);
         v->tok_s = (double)generated / times[reps / 2];
         v->drafted = after.spec_drafted - before.spec_drafted;
+        v->skipped = after.spec_steps_skipped - before.spec_steps_skipped;
         v->accepted = after.spec_accepted - before.spec_accepted;
         int64_t fw = after.spec_forwards - before.spec_forwards;
         int64_t emitted = after.spec_emitted - before.spec_emitted;
@@ -390,16 +431,21 @@ int bench_spec(int argc, char **argv)
     }
     if (plume_engine_set_proposer(e, NULL, NULL, 0, &err))
         goto done;
+    /* the target's loads: every load of this run but the proposers' */
+    const int model_loads = (int)(plume_model_loads() - loads_before - proposer_loads);
     if (as_json) {
         json_t *arr = json_array();
         for (int i = 0; i < nv; i++)
             json_array_append_new(
-                arr, json_pack("{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:b}", "name", vs[i].name, "tok_s",
-                               vs[i].tok_s, "speedup", vs[i].tok_s / vs[0].tok_s,
-                               "acceptance_rate", vs[i].acceptance, "tokens_per_forward",
-                               vs[i].tokens_per_forward, "drafted", (json_int_t)vs[i].drafted,
-                               "accepted", (json_int_t)vs[i].accepted, "output_identical",
-                               vs[i].identical));
+                arr, json_pack("{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:b,s:I,s:b,s:I}", "name",
+                               vs[i].name, "tok_s", vs[i].tok_s, "speedup",
+                               vs[i].tok_s / vs[0].tok_s, "acceptance_rate", vs[i].acceptance,
+                               "tokens_per_forward", vs[i].tokens_per_forward, "drafted",
+                               (json_int_t)vs[i].drafted, "accepted", (json_int_t)vs[i].accepted,
+                               "output_identical", vs[i].identical, "proposer_model_loads",
+                               (json_int_t)vs[i].proposer_loads, "proposer_loaded_model",
+                               vs[i].proposer_loads > 0, "steps_skipped",
+                               (json_int_t)vs[i].skipped));
         json_t *o = json_pack("{s:i,s:o,s:i,s:i,s:s}", "model_loads", model_loads, "variants", arr,
                               "batch", batch, "reps", reps, "prompts", prompts);
         char *s = json_dumps(o, 0);
@@ -407,13 +453,14 @@ int bench_spec(int argc, char **argv)
         free(s);
         json_decref(o);
     } else {
-        printf("%-18s %10s %8s %11s %15s %10s\n", "variant", "tok/s", "speedup", "acceptance",
-               "tokens/forward", "identical");
+        printf("%-18s %10s %8s %11s %15s %10s %12s %8s\n", "variant", "tok/s", "speedup",
+               "acceptance", "tokens/forward", "identical", "draft loads", "skipped");
         for (int i = 0; i < nv; i++)
-            printf("%-18s %10.1f %7.2fx %10.1f%% %15.2f %10s\n", vs[i].name, vs[i].tok_s,
-                   vs[i].tok_s / vs[0].tok_s, 100.0 * vs[i].acceptance, vs[i].tokens_per_forward,
-                   vs[i].identical ? "yes" : "NO");
-        printf("model loads: %d; workload: %s (%d prompts, batch %d, median of %d)\n", model_loads,
+            printf("%-18s %10.1f %7.2fx %10.1f%% %15.2f %10s %12lld %8lld\n", vs[i].name,
+                   vs[i].tok_s, vs[i].tok_s / vs[0].tok_s, 100.0 * vs[i].acceptance,
+                   vs[i].tokens_per_forward, vs[i].identical ? "yes" : "NO",
+                   (long long)vs[i].proposer_loads, (long long)vs[i].skipped);
+        printf("model loads (target): %d; workload: %s (%d prompts, batch %d, median of %d)\n", model_loads,
                prompts, ps.n, batch, reps);
     }
     status = 0;

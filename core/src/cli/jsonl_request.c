@@ -84,6 +84,26 @@ static int fill(cli_jsonl_request *r, const char *path, int line, const cli_json
     }
     rp.stop = r->stops;
     rp.n_stop = n_stop;
+    /* speculation per request: "speculative": false, "num_speculative_tokens": K */
+    json_t *jspec = json_object_get(obj, "speculative");
+    if (jspec && !json_is_null(jspec)) {
+        if (!json_is_boolean(jspec))
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "%s:%d: \"speculative\" must be true or false (false: no speculative "
+                             "decoding for this request)",
+                             path, line);
+        rp.no_speculation = !json_is_true(jspec);
+    }
+    json_t *jk = json_object_get(obj, "num_speculative_tokens");
+    if (jk && !json_is_null(jk)) {
+        if (!json_is_integer(jk) || json_integer_value(jk) < -1 || json_integer_value(jk) > 64)
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "%s:%d: \"num_speculative_tokens\" must be an integer: -1 (the "
+                             "pipeline's k), 0 (no speculation) or 1..k (at most that many "
+                             "drafted tokens a step)",
+                             path, line);
+        rp.num_speculative_tokens = (int32_t)json_integer_value(jk);
+    }
     r->rp = rp;
     json_t *jc = json_object_get(obj, "chat"), *jsys = json_object_get(obj, "system");
     if (json_is_null(jc))

@@ -27,6 +27,7 @@ plume_request_params plume_request_defaults(void)
     p.sampling.temperature = 0.0f;
     p.max_tokens = 256;
     p.logprobs = -1;
+    p.num_speculative_tokens = -1;
     return p;
 }
 
@@ -60,6 +61,11 @@ static int validate(const plume_engine_params *p, plume_error *err)
         return plume_err(err, PLUME_ERR_INVALID,
                          "scheduler.max_batched_tokens must be in [1, 2^20], got %d",
                          p->max_batched_tokens);
+    if (p->spec_disable_above_batch < -1)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "speculative.disable_above_batch must be auto (-1), 0 (never) or a "
+                         "batch size N > 0, got %d",
+                         p->spec_disable_above_batch);
     return 0;
 }
 
@@ -82,13 +88,16 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     e->batch = calloc((size_t)p->max_num_seqs, sizeof *e->batch);
     e->logits_rows = p->max_num_seqs;
     e->logits = malloc(sizeof(float) * (size_t)p->max_num_seqs * (size_t)nv);
-    if (!e->items || !e->batch || !e->logits) {
+    e->fw_cap = p->max_batched_tokens < 4096 ? p->max_batched_tokens : 4096;
+    e->fw_time = calloc((size_t)e->fw_cap + 1, sizeof *e->fw_time);
+    if (!e->items || !e->batch || !e->logits || !e->fw_time) {
         plume_engine_free(e);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating the engine");
     }
     e->sched.max_num_seqs = p->max_num_seqs;
     e->sched.max_batched_tokens = p->max_batched_tokens;
     e->sched.prefix_caching = p->prefix_caching;
+    e->sched.spec_adaptive = p->spec_adaptive;
     e->sched.on_preempt = plume_engine_on_preempt;
     e->sched.hook_ctx = e;
     if (plume_queue_reserve(&e->sched.running, p->max_num_seqs)) {
@@ -125,6 +134,7 @@ void plume_engine_free(plume_engine *e)
     free(e->items);
     free(e->batch);
     free(e->logits);
+    free(e->fw_time);
     free(e);
 }
 
@@ -158,6 +168,17 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
                          "logprobs must be -1 (none) or 0..%d (the top alternatives to return "
                          "with each token's log-probability), got %d",
                          PLUME_MAX_TOP_LOGPROBS, p->logprobs);
+    if (p->num_speculative_tokens < -1 || (e->spec_k > 0 && p->num_speculative_tokens > e->spec_k))
+        return e->spec_k > 0
+                   ? plume_err(err, PLUME_ERR_INVALID,
+                               "num_speculative_tokens must be -1 (the engine's k), 0 (no "
+                               "speculation) or 1..%d (the engine's num_speculative_tokens), "
+                               "got %d",
+                               e->spec_k, p->num_speculative_tokens)
+                   : plume_err(err, PLUME_ERR_INVALID,
+                               "num_speculative_tokens must be -1 (the engine's k), 0 (no "
+                               "speculation) or a positive cap, got %d",
+                               p->num_speculative_tokens);
     int64_t total = (int64_t)n + p->max_tokens;
     if (total > e->n_ctx)
         total = e->n_ctx;
@@ -215,7 +236,7 @@ bool plume_engine_has_work(const plume_engine *e)
     return e->sched.waiting.n > 0 || e->sched.running.n > 0;
 }
 
-static double now(void)
+double plume_engine_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -263,7 +284,11 @@ const char *plume_engine_proposer_name(const plume_engine *e)
  * the items with room for them.  Returns the item count, or -1. */
 static int32_t schedule(plume_engine *e, plume_error *err)
 {
+    if (e->prop)
+        plume_engine_spec_policy(e);
     int32_t n = plume_schedule(&e->sched, e->items, err);
+    if (e->prop)
+        plume_engine_spec_restore(e);
     e->stats.preemptions = e->sched.preemptions;
     e->stats.cached_prompt_tokens = e->sched.cached_prompt_tokens;
     if (n > 0 && e->prop && plume_engine_propose(e, n, err))
@@ -292,10 +317,12 @@ static int run(plume_engine *e, int32_t n, plume_error *err)
         e->stats.max_step_positions = positions;
     if (n > e->stats.max_step_seqs)
         e->stats.max_step_seqs = n;
-    double t0 = now();
+    double t0 = plume_engine_now();
     if (plume_runner_forward(e->runner, e->batch, n, e->logits, err))
         return -1;
-    e->stats.forward_seconds += now() - t0;
+    double dt = plume_engine_now() - t0;
+    e->stats.forward_seconds += dt;
+    plume_engine_spec_time_forward(e, positions, dt);
     e->stats.steps++;
     return 0;
 }

@@ -36,6 +36,21 @@ struct plume_engine {
     float *draft_probs;         /* max_num_seqs x spec_k x n_vocab */
     float *verify_work;         /* 2 x n_vocab */
     int32_t *verify_out;        /* spec_k + 1 */
+    /* adaptive speculation (plume_engine_params.spec_*) and the cost model
+     * behind disable_above_batch auto */
+    bool spec_off_this_step;    /* the policy turned drafting off for this step */
+    double *fw_time;            /* [positions]: moving average of a forward's seconds, 0 =
+                                   never measured; fw_cap + 1 entries */
+    int32_t fw_cap;
+    double spec_drafted_avg;    /* moving averages per speculating sequence-step: */
+    double spec_accepted_avg;   /*   drafted and accepted tokens, */
+    double spec_propose_s;      /*   seconds of the proposer; */
+    int64_t spec_n_obs;         /*   sequence-steps averaged so far, */
+    int64_t spec_steps_obs;     /*   in this many steps; */
+    int64_t spec_step_n;        /* this step's speculating sequences so far, */
+    double spec_step_drafted;   /*   their drafted */
+    double spec_step_accepted;  /*   and accepted tokens */
+    int32_t spec_skip_run;      /* consecutive steps auto turned drafting off */
     /* default sampler provider (NULL: the built-in) */
     const plume_sampler_vtable *sampler_vt;
     const plume_settings *sampler_settings;
@@ -66,5 +81,21 @@ void plume_engine_free_spec(plume_engine *e);
 /* Asks the proposer for drafts for the step's spec items, writes them after
  * each sequence's tokens and shrinks each item to 1 + drafted positions. */
 int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err);
+
+/* Before planning a step: whether spec_disable_above_batch turns drafting
+ * off for it (sets e->sched.spec_k to 0 until plume_engine_spec_restore). */
+void plume_engine_spec_policy(plume_engine *e);
+void plume_engine_spec_restore(plume_engine *e);
+
+/* A forward of `positions` positions took `seconds` (the cost model). */
+void plume_engine_spec_time_forward(plume_engine *e, int32_t positions, double seconds);
+
+/* A speculating sequence-step drafted n_drafted tokens, n_accepted of which
+ * were accepted: the sequence's acceptance average and the engine's. */
+void plume_engine_spec_observe(plume_engine *e, plume_seq *s, int32_t n_drafted,
+                               int32_t n_accepted);
+
+/* Seconds on a monotonic clock. */
+double plume_engine_now(void);
 
 #endif

@@ -47,6 +47,7 @@ static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, 
     s->n_drafted += d->n;
     if (e->prop_vt->accepted)
         e->prop_vt->accepted(e->prop, s->id, d->n, n_acc);
+    plume_engine_spec_observe(e, s, d->n, n_acc);
     /* the last token and the accepted drafts now have valid KV */
     s->n_computed += 1 + n_acc;
     for (int32_t i = 0; i < n_out; i++) {

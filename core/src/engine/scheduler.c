@@ -1,6 +1,7 @@
 /* Carrying out a scheduler provider's plan: the rules of plume/scheduler.h. */
 #include "engine/scheduler.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,16 +258,32 @@ static int check_plan(plume_scheduler *s, int32_t n_picks, int32_t n_running, in
 /* A running pick: its blocks, dropping draft room and then preempting the
  * newest unscheduled running sequence until they fit.  Returns whether it
  * was scheduled into *it. */
+int32_t plume_seq_spec_k(const plume_seq *seq, int32_t k, bool adaptive)
+{
+    int32_t cap = seq->params.num_speculative_tokens;
+    if (seq->params.no_speculation || k <= 0 || cap == 0)
+        return 0;
+    if (cap > 0 && cap < k)
+        k = cap;
+    if (adaptive) {
+        int32_t ka = (int32_t)lroundf(seq->spec_rate * (float)k) + 1;
+        if (ka < k)
+            k = ka < 1 ? 1 : ka;
+    }
+    return k;
+}
+
 static bool take_running(plume_scheduler *s, plume_seq *seq, int32_t n, plume_sched_item *it)
 {
     if (seq->status != PLUME_SEQ_RUNNING)
         return false; /* preempted earlier in this step */
     int32_t left = seq->n_tokens - seq->n_computed;
     bool spec = false;
-    if (left == 1 && s->spec_k > 0 && n > 1 && !seq->params.no_speculation) {
+    int32_t k = left == 1 ? plume_seq_spec_k(seq, s->spec_k, s->spec_adaptive) : 0;
+    if (k > 0 && n > 1) {
         /* room to verify drafts, within max_total */
         int32_t room = seq->max_total - seq->n_tokens - 1;
-        int32_t extra = room < s->spec_k ? room : s->spec_k;
+        int32_t extra = room < k ? room : k;
         if (n > 1 + extra)
             n = 1 + extra;
         spec = n > 1;

@@ -36,12 +36,18 @@ typedef struct plume_sched_item {
     int32_t draft;    /* engine's index of this item's draft (spec items) */
 } plume_sched_item;
 
+/* The most drafts seq may verify in one step when the engine drafts k:
+ * its request's cap (num_speculative_tokens, no_speculation), then, when
+ * adaptive, clamp(round(spec_rate * cap) + 1, 1, cap).  0 = none. */
+int32_t plume_seq_spec_k(const plume_seq *seq, int32_t k, bool adaptive);
+
 typedef struct plume_scheduler {
     int32_t max_num_seqs;
     int32_t max_batched_tokens;
     plume_block_manager *bm;
     plume_seq_queue waiting, running;
     int32_t spec_k;   /* drafted tokens to reserve room for per decode (0 = off) */
+    bool spec_adaptive; /* each sequence's room follows its acceptance (plume_seq_spec_k) */
     int64_t preemptions;
     int64_t cached_prompt_tokens;
     bool prefix_caching;             /* bm shares prefixes: admissions count below */

@@ -17,6 +17,7 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
     s->id = id;
     s->status = PLUME_SEQ_WAITING;
     s->params = *p;
+    s->spec_rate = 1.0f; /* a new sequence drafts the full k */
     s->params.stop = NULL;
     s->n_prompt = s->n_tokens = n;
     s->max_total = max_total;

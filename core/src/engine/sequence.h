@@ -44,6 +44,7 @@ typedef struct plume_seq {
     int32_t n_cached_prompt;
     int32_t n_preemptions;
     int32_t n_drafted, n_accepted; /* speculative decoding */
+    float spec_rate;          /* moving average of accepted / drafted (adaptive k) */
     int32_t n_forwards;            /* forwards that produced tokens for it */
 } plume_seq;
 

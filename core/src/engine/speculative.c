@@ -6,6 +6,10 @@
 
 #include "engine/engine_internal.h"
 
+/* The engine whose proposer is being created on this thread (its loads
+ * through the host are counted into its stats). */
+static _Thread_local plume_engine *tl_creating;
+
 void plume_engine_on_preempt(void *ctx, plume_seq *seq)
 {
     plume_engine *e = ctx;
@@ -99,8 +103,11 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
         .k = k,
     };
     host.backend_vt = plume_model_backend(e->m, &host.backend);
-    if ((e->prop_copy.validate && settings && e->prop_copy.validate(settings, err)) ||
-        e->prop_copy.create(&host, settings, &e->prop, err)) {
+    tl_creating = e; /* plume_proposer_host_load_model counts its loads into e */
+    int rc = (e->prop_copy.validate && settings && e->prop_copy.validate(settings, err)) ||
+             e->prop_copy.create(&host, settings, &e->prop, err);
+    tl_creating = NULL;
+    if (rc) {
         e->prop = NULL;
         plume_engine_free_spec(e);
         return -1;
@@ -108,7 +115,162 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
     e->prop_vt = &e->prop_copy;
     e->spec_k = k;
     e->sched.spec_k = k;
+    /* the averages belong to the proposer that produced them */
+    e->spec_n_obs = e->spec_steps_obs = e->spec_step_n = 0;
+    e->spec_step_drafted = e->spec_step_accepted = 0;
+    e->spec_drafted_avg = e->spec_accepted_avg = e->spec_propose_s = 0.0;
+    e->spec_skip_run = 0;
     return 0;
+}
+
+int plume_engine_set_spec_policy(plume_engine *e, bool adaptive, int32_t disable_above_batch,
+                                 plume_error *err)
+{
+    if (e->sched.running.n > 0 || e->sched.waiting.n > 0)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "the speculation policy can only be changed between runs; %d requests "
+                         "are still running or waiting",
+                         e->sched.running.n + e->sched.waiting.n);
+    if (disable_above_batch < -1)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "disable_above_batch must be -1 (auto), 0 (never) or a batch size "
+                         "N > 0, got %d",
+                         disable_above_batch);
+    e->p.spec_adaptive = adaptive;
+    e->p.spec_disable_above_batch = disable_above_batch;
+    e->sched.spec_adaptive = adaptive;
+    e->spec_skip_run = 0;
+    return 0;
+}
+
+/* ---- the cost model (disable_above_batch: auto) ---- */
+
+#define AVG_W 0.25      /* weight of a new forward time */
+#define SPEC_AVG_W 0.25 /* weight of a step's mean drafted/accepted/proposer time */
+#define RATE_W 0.5      /* weight of a new step in a sequence's acceptance average */
+#define EXPLORE_EVERY 8  /* auto drafts again after this many steps off, to re-measure */
+#define WARM_OBS 16      /* sequence-steps averaged before auto judges */
+#define SKIP_MARGIN 1.1  /* auto skips drafts when going without is this much faster */
+
+void plume_engine_spec_time_forward(plume_engine *e, int32_t positions, double seconds)
+{
+    if (positions < 1 || positions > e->fw_cap)
+        return;
+    double *t = &e->fw_time[positions];
+    *t = *t > 0 ? (1 - AVG_W) * *t + AVG_W * seconds : seconds;
+}
+
+/* The forward time of n (possibly fractional) positions, interpolated
+ * between the nearest measured counts around it; < 0 when n is not
+ * bracketed by measurements (nothing below or above it). */
+static double forward_time(const plume_engine *e, double n)
+{
+    if (n < 1 || n > e->fw_cap)
+        return -1;
+    int32_t lo = (int32_t)n, hi = lo < n ? lo + 1 : lo;
+    while (lo >= 1 && e->fw_time[lo] <= 0)
+        lo--;
+    while (hi <= e->fw_cap && e->fw_time[hi] <= 0)
+        hi++;
+    if (lo < 1 || hi > e->fw_cap)
+        return -1;
+    if (hi == lo)
+        return e->fw_time[lo];
+    double f = (n - lo) / (double)(hi - lo);
+    return (1 - f) * e->fw_time[lo] + f * e->fw_time[hi];
+}
+
+void plume_engine_spec_observe(plume_engine *e, plume_seq *s, int32_t n_drafted,
+                               int32_t n_accepted)
+{
+    if (n_drafted > 0)
+        s->spec_rate = (float)((1 - RATE_W) * s->spec_rate +
+                               RATE_W * (double)n_accepted / (double)n_drafted);
+    e->spec_step_n++; /* averaged per step by fold_step */
+    e->spec_step_drafted += n_drafted;
+    e->spec_step_accepted += n_accepted;
+}
+
+/* The last step's mean drafted and accepted tokens per speculating
+ * sequence into the moving averages (the plain mean over the first steps,
+ * then weight SPEC_AVG_W per step, whatever the batch size). */
+static void fold_step(plume_engine *e)
+{
+    if (e->spec_step_n == 0)
+        return;
+    e->spec_n_obs += e->spec_step_n;
+    e->spec_steps_obs++;
+    double w = 1.0 / (double)e->spec_steps_obs;
+    if (w < SPEC_AVG_W)
+        w = SPEC_AVG_W;
+    e->spec_drafted_avg = (1 - w) * e->spec_drafted_avg + w * e->spec_step_drafted / e->spec_step_n;
+    e->spec_accepted_avg =
+        (1 - w) * e->spec_accepted_avg + w * e->spec_step_accepted / e->spec_step_n;
+    e->spec_step_n = 0;
+    e->spec_step_drafted = e->spec_step_accepted = 0;
+}
+
+/* Whether drafting pays for a step of n_dec decoding sequences, n_spec of
+ * which would draft: tokens per second with drafts,
+ *   (n_dec + n_spec * accepted) / (T(n_dec + n_spec * drafted) + n_spec * propose_s),
+ * against n_dec / T(n_dec) without: drafts pay unless going without is
+ * SKIP_MARGIN times faster.  Unmeasured terms are measured first: fewer
+ * than WARM_OBS sequence-steps averaged or T of the drafting step unknown
+ * -> draft; T(n_dec) unknown -> do not. */
+static bool drafts_pay(const plume_engine *e, int32_t n_dec, int32_t n_spec)
+{
+    if (e->spec_n_obs < WARM_OBS)
+        return true;
+    double t_on = forward_time(e, n_dec + n_spec * e->spec_drafted_avg);
+    if (t_on < 0)
+        return true;
+    double t_off = forward_time(e, n_dec);
+    if (t_off < 0)
+        return false;
+    t_on += n_spec * e->spec_propose_s;
+    /* drafting stops only when going without is clearly faster: timings on
+     * a shared machine are noisy, and a wrong skip loses what drafts win */
+    return (n_dec + n_spec * e->spec_accepted_avg) * t_off * SKIP_MARGIN >= n_dec * t_on;
+}
+
+void plume_engine_spec_policy(plume_engine *e)
+{
+    e->spec_off_this_step = false;
+    fold_step(e);
+    const int32_t bound = e->p.spec_disable_above_batch;
+    if (!e->prop || bound == 0)
+        return;
+    int32_t n_dec = 0, n_spec = 0;
+    for (int32_t i = 0; i < e->sched.running.n; i++) {
+        const plume_seq *s = e->sched.running.items[i];
+        if (s->n_tokens - s->n_computed != 1)
+            continue; /* prefilling */
+        n_dec++;
+        n_spec += plume_seq_spec_k(s, e->spec_k, e->p.spec_adaptive) > 0;
+    }
+    if (n_spec == 0)
+        return;
+    bool off;
+    if (bound > 0) {
+        off = n_dec > bound;
+    } else {
+        off = !drafts_pay(e, n_dec, n_spec);
+        if (off && ++e->spec_skip_run > EXPLORE_EVERY)
+            off = false; /* re-measure acceptance and the drafting step's cost */
+        if (!off)
+            e->spec_skip_run = 0;
+    }
+    if (off) {
+        e->spec_off_this_step = true;
+        e->sched.spec_k = 0;
+        e->stats.spec_steps_skipped++;
+    }
+}
+
+void plume_engine_spec_restore(plume_engine *e)
+{
+    if (e->prop)
+        e->sched.spec_k = e->spec_k;
 }
 
 int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
@@ -116,7 +278,8 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
     int32_t n = 0;
     for (int32_t i = 0; i < n_items; i++) {
         plume_sched_item *it = &e->items[i];
-        if (it->spec && it->seq->params.no_speculation) { /* the scheduler never plans this */
+        if (it->spec && plume_seq_spec_k(it->seq, e->spec_k, false) == 0) {
+            /* the scheduler never plans this */
             it->spec = false;
             it->n = 1;
         }
@@ -134,8 +297,13 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
     }
     if (n == 0)
         return 0;
+    double t0 = plume_engine_now();
     if (e->prop_vt->propose(e->prop, e->pseqs, (size_t)n, e->drafts, err))
         return plume_err_prefix(err, "proposer '%s'", e->prop_vt->name);
+    double per_seq = (plume_engine_now() - t0) / n;
+    e->spec_propose_s = e->spec_propose_s > 0
+                            ? (1 - SPEC_AVG_W) * e->spec_propose_s + SPEC_AVG_W * per_seq
+                            : per_seq;
     const int32_t nv = plume_model_n_vocab(e->m);
     for (int32_t i = 0; i < n_items; i++) {
         plume_sched_item *it = &e->items[i];
@@ -150,8 +318,10 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
         memcpy(s->tokens + s->n_tokens, d->tokens, sizeof(int32_t) * (size_t)nd);
         d->n = nd;
         it->n = 1 + nd;
-        if (nd == 0)
+        if (nd == 0) { /* counts for the averages: a step that drafted nothing */
             it->spec = false;
+            plume_engine_spec_observe(e, s, 0, 0);
+        }
     }
     return 0;
 }
@@ -171,5 +341,9 @@ int plume_proposer_host_load_model(const plume_proposer_host *host, const char *
     lp.registry = host->registry;
     lp.backend_vt = host->backend_vt;
     lp.backend = host->backend;
-    return plume_model_load_ex(path, &lp, out, err);
+    if (plume_model_load_ex(path, &lp, out, err))
+        return -1;
+    if (tl_creating)
+        tl_creating->stats.proposer_model_loads++;
+    return 0;
 }

@@ -22,7 +22,9 @@ static const char *const backend_hidden[] = {"method"};
 static const char *const sched_hidden[] = {"method", "max_num_seqs", "max_batched_tokens",
                                            "prefix_caching"};
 static const char *const sampling_hidden[] = {"method", "seed"};
-static const char *const spec_hidden[] = {"method", "num_speculative_tokens"};
+/* the engine's keys of the speculative section (the rest go to the proposer) */
+static const char *const spec_hidden[] = {"method", "num_speculative_tokens", "adaptive",
+                                          "disable_above_batch"};
 
 #define N(a) (sizeof(a) / sizeof *(a))
 
@@ -357,6 +359,23 @@ static int do_speculative(plume_pipeline *p, plume_error *err)
         plume_settings_int(s->full, "num_speculative_tokens", 4, 1, 32, &k, err))
         return -1;
     p->num_spec = (int32_t)k;
+    /* adaptive speculation: the engine's (plume_engine_params.spec_*) */
+    bool adaptive;
+    const char *dab;
+    if (plume_settings_bool(s->full, "adaptive", p->ep.spec_adaptive, &adaptive, err) ||
+        plume_settings_string(s->full, "disable_above_batch", "0", &dab, err))
+        return -1;
+    int64_t bound = -1;
+    plume_error e2;
+    if (strcmp(dab, "auto") != 0 &&
+        plume_settings_int(s->full, "disable_above_batch", 0, 0, 65536, &bound, &e2))
+        return plume_err(err, e2.code,
+                         "%s, or auto (auto: the engine's measured cost model decides each "
+                         "step; 0: never; N: no drafts in steps of more than N decoding "
+                         "sequences)",
+                         e2.msg);
+    p->ep.spec_adaptive = adaptive;
+    p->ep.spec_disable_above_batch = (int32_t)bound;
     const plume_proposer_vtable *vt = s->vt;
     return validate_slot(p, s, "speculative", vt->validate, err);
 }

@@ -115,8 +115,9 @@ void plume_pipeline_print(const plume_pipeline *p, void *stream)
     }
     settings_lines(f, 2, p->sampler.prov);
     if (p->proposer.present) {
-        static const char *const own[] = {"num_speculative_tokens"};
-        slot_section(f, "speculative", &p->proposer, "method", own, 1);
+        static const char *const own[] = {"num_speculative_tokens", "adaptive",
+                                          "disable_above_batch"};
+        slot_section(f, "speculative", &p->proposer, "method", own, 3);
     } else {
         line(f, 0, "speculative", "off", "no speculative section");
     }

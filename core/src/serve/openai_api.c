@@ -439,6 +439,11 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
     if ((rc = get_bool(o, "speculative", &b, msg, cap)))
         goto out;
     g->rp.no_speculation = !b;
+    x = -2;
+    if ((rc = get_int(o, "num_speculative_tokens", -1, 64, &x, msg, cap)))
+        goto out;
+    if (x != -2) /* the engine refuses more than its own k */
+        g->rp.num_speculative_tokens = (int32_t)x;
     if ((rc = get_bool(o, "stream", &g->stream, msg, cap)))
         goto out;
     if ((rc = get_bool(o, "return_token_ids", &g->return_token_ids, msg, cap)))
