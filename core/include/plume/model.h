@@ -64,11 +64,6 @@ PLUME_API plume_load_params plume_load_defaults(void);
 PLUME_API int plume_model_load_ex(const char *path, const plume_load_params *p,
                                   plume_model **out, plume_error *err);
 
-/* Models this process has loaded so far (successful plume_model_load_ex
- * calls, whichever entry point made them): a program tells a reload from
- * a reuse by comparing it before and after. */
-PLUME_API int64_t plume_model_loads(void);
-
 /* The backend a model's weights live on, and its instance (when inst is
  * non-NULL).  Every engine and context of the model runs on it, so they
  * share its threads: use them from one thread at a time (or load the model

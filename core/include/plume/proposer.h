@@ -66,6 +66,8 @@ typedef struct plume_proposer_host {
     int32_t max_tokens_per_step; /* positions of one target forward (max_batched_tokens) */
     int32_t max_seqs;            /* sequences in one step, so in one propose call */
     int32_t k;                   /* num_speculative_tokens: no seq asks for more drafts */
+    void *host_private;          /* the engine's own (it counts the proposer's model
+                                    loads through it): leave it alone */
 } plume_proposer_host;
 
 /* Loads the model at path (GGUF, an HF directory, a quantized HF checkpoint

@@ -48,10 +48,10 @@ static const char help[] =
     "                        \"speedup\", \"acceptance_rate\", \"tokens_per_forward\",\n"
     "                        \"proposer_model_loads\", \"steps_skipped\", ...}]}\n"
     "\n"
-    "model_loads counts the target's loads in this run (every model the process loaded\n"
-    "minus those the proposers loaded through their host): 1 means swapping variants\n"
-    "never reloaded it.  proposer_model_loads is what each variant's proposer loaded\n"
-    "(a draft model: 1; ngram and off: 0).\n";
+    "model_loads is how often this run loaded the target: once, then every variant\n"
+    "is swapped in on the same live engine (plume_engine_set_proposer), never\n"
+    "reloading it.  proposer_model_loads is what each variant's proposer loaded\n"
+    "through its host (a draft model: 1; ngram and off: 0).\n";
 
 #define MAX_VARIANTS 16
 
@@ -361,14 +361,16 @@ int bench_spec(int argc, char **argv)
     for (int i = 0; i < nv; i++)
         if (vs[i].method[0] && resolve_variant(reg, &vs[i], &err))
             goto done;
-    const int64_t loads_before = plume_model_loads();
     int64_t proposer_loads = 0;
+    int model_loads = 0; /* the target's: this command builds it once, here */
     plume_engine_params ep;
     plume_pipeline_engine_params(pipe, &ep);
     ep.max_num_seqs = batch > ep.max_num_seqs ? batch : ep.max_num_seqs;
     plume_build_opts bo = {.engine = &ep, .n_threads = threads};
-    if (plume_pipeline_build(pipe, reg, &bo, &m, &e, &err) ||
-        load_prompts(prompts, plume_model_tokenizer(m), cap_tokens, &ps, &err))
+    if (plume_pipeline_build(pipe, reg, &bo, &m, &e, &err))
+        goto done;
+    model_loads++;
+    if (load_prompts(prompts, plume_model_tokenizer(m), cap_tokens, &ps, &err))
         goto done;
     ref = calloc((size_t)ps.n, sizeof *ref);
     outs = calloc((size_t)ps.n, sizeof *outs);
@@ -431,8 +433,6 @@ int bench_spec(int argc, char **argv)
     }
     if (plume_engine_set_proposer(e, NULL, NULL, 0, &err))
         goto done;
-    /* the target's loads: every load of this run but the proposers' */
-    const int model_loads = (int)(plume_model_loads() - loads_before - proposer_loads);
     if (as_json) {
         json_t *arr = json_array();
         for (int i = 0; i < nv; i++)

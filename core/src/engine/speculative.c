@@ -8,7 +8,6 @@
 
 /* The engine whose proposer is being created on this thread (its loads
  * through the host are counted into its stats). */
-static _Thread_local plume_engine *tl_creating;
 
 void plume_engine_on_preempt(void *ctx, plume_seq *seq)
 {
@@ -101,12 +100,11 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
         .max_tokens_per_step = e->p.max_batched_tokens,
         .max_seqs = ns,
         .k = k,
+        .host_private = e, /* plume_proposer_host_load_model counts its loads into e */
     };
     host.backend_vt = plume_model_backend(e->m, &host.backend);
-    tl_creating = e; /* plume_proposer_host_load_model counts its loads into e */
     int rc = (e->prop_copy.validate && settings && e->prop_copy.validate(settings, err)) ||
              e->prop_copy.create(&host, settings, &e->prop, err);
-    tl_creating = NULL;
     if (rc) {
         e->prop = NULL;
         plume_engine_free_spec(e);
@@ -343,7 +341,9 @@ int plume_proposer_host_load_model(const plume_proposer_host *host, const char *
     lp.backend = host->backend;
     if (plume_model_load_ex(path, &lp, out, err))
         return -1;
-    if (tl_creating)
-        tl_creating->stats.proposer_model_loads++;
+    if (host->struct_size >= offsetof(plume_proposer_host, host_private) +
+                                 sizeof host->host_private &&
+        host->host_private)
+        ((plume_engine *)host->host_private)->stats.proposer_model_loads++;
     return 0;
 }

@@ -1,7 +1,6 @@
 /* Loading a Llama-family model from a GGUF file or an HF directory into
  * plume_model: config, tokenizer, and shape-checked views of every weight. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,9 +442,7 @@ plume_load_params plume_load_defaults(void)
     return p;
 }
 
-static _Atomic int64_t g_model_loads;
 
-int64_t plume_model_loads(void) { return atomic_load(&g_model_loads); }
 
 int plume_model_load_ex(const char *path, const plume_load_params *p, plume_model **out,
                         plume_error *err)
@@ -527,7 +524,6 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
         goto fail;
     if (prepare_rope(m, err))
         goto fail;
-    atomic_fetch_add(&g_model_loads, 1);
     *out = m;
     return 0;
 fail:
