@@ -59,6 +59,22 @@ with tempfile.TemporaryDirectory() as tmp:
     check(out["variants"][2]["steps_skipped"] > 0 and out["variants"][1]["steps_skipped"] == 0,
           out)
 
+    # a variant of the pipeline's own method inherits its speculative settings:
+    # `--spec draft:k=2` uses the pipeline's draft model (the tiny model itself
+    # here, given relative to the pipeline file's directory)
+    pipe = os.path.join(tmp, "sub", "draft.yaml")
+    os.makedirs(os.path.dirname(pipe))
+    rel = os.path.relpath(os.path.abspath(tiny), os.path.dirname(pipe))
+    with open(pipe, "w") as f:
+        f.write(f"model: {os.path.abspath(tiny)}\nplugins: [spec-draft]\n"
+                f"speculative: {{method: draft, model: {rel}, num_speculative_tokens: 3}}\n")
+    r = subprocess.run([plume, "bench", "spec", "--pipeline", pipe, "--spec", "off", "--spec",
+                        "draft:k=2", *common], capture_output=True, text=True)
+    check(r.returncode == 0, (r.stdout, r.stderr))
+    out = json.loads(r.stdout)
+    check(out["model_loads"] == 1 and out["variants"][1]["proposer_model_loads"] == 1, out)
+    check(out["variants"][1]["output_identical"] and out["variants"][1]["drafted"] > 0, out)
+
     # the default variants
     names = [v["name"] for v in json.loads(run(*common).stdout)["variants"]]
     check(names == ["off", "ngram:k=3", "ngram:k=5"], names)

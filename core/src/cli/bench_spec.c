@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/pipeline_args.h"
@@ -34,8 +35,10 @@ static const char help[] =
     "                        disable_above_batch=auto|N|0 set the engine's adaptive\n"
     "                        speculation (docs/engine.md; default: the pipeline's); every\n"
     "                        other KEY=VALUE is a setting of the proposer, checked by it\n"
-    "                        as in a pipeline's `speculative:`;\n"
-    "                        unset ones keep the proposer's defaults.  Example:\n"
+    "                        as in a pipeline's `speculative:`; unset ones come from\n"
+    "                        the pipeline's `speculative:` section when it names the\n"
+    "                        same method (e.g. the draft model), else keep the\n"
+    "                        proposer's defaults.  Example:\n"
     "                        --spec ngram:k=3,prompt_lookup_max=2\n"
     "                        (default: --spec off --spec ngram:k=3 --spec ngram:k=5)\n"
     "  --prompts FILE        JSONL workload, {\"prompt\", \"chat\", \"max_tokens\"} per line\n"
@@ -158,6 +161,36 @@ static int parse_variant(const char *s, variant *v, plume_error *err)
 /* The proposer of v->method (loading the plugin spec-METHOD when no
  * registered proposer has that name), with v's settings checked by the
  * provider's own validate. */
+/* A variant of the pipeline's own method starts from the pipeline's
+ * `speculative` settings (its draft model, ...): each key the variant does
+ * not give is copied, a value that names an existing file or directory
+ * relative to the pipeline file as that resolved path. */
+static int inherit_settings(const plume_pipeline *pipe, variant *v, plume_error *err)
+{
+    const plume_settings *ps = NULL;
+    const plume_proposer_vtable *pvt = plume_pipeline_proposer(pipe, &ps, NULL);
+    if (!pvt || !ps || strcmp(pvt->name, v->method) != 0)
+        return 0;
+    for (size_t i = 0, n = plume_settings_count(ps); i < n; i++) {
+        const char *key = plume_settings_key(ps, i), *raw = NULL;
+        if (strcmp(key, "method") == 0 || strcmp(key, "num_speculative_tokens") == 0 ||
+            plume_settings_has(v->settings, key))
+            continue;
+        plume_error ignored = {0};
+        if (plume_settings_string(ps, key, NULL, &raw, &ignored) || !raw)
+            continue; /* not a scalar: the provider takes it from the pipeline only */
+        char *path = NULL;
+        struct stat sb;
+        bool is_path = plume_settings_path_value(ps, key, &path, &ignored) == 0 && path &&
+                       stat(path, &sb) == 0;
+        int rc = plume_settings_set(v->settings, key, is_path ? path : raw, err);
+        free(path);
+        if (rc)
+            return plume_err_prefix(err, "--spec %s: the pipeline's %s", v->name, key);
+    }
+    return 0;
+}
+
 static int resolve_variant(plume_registry *reg, variant *v, plume_error *err)
 {
     char plugin[64];
@@ -359,7 +392,8 @@ int bench_spec(int argc, char **argv)
     }
     /* every variant's proposer and settings, checked before the model loads */
     for (int i = 0; i < nv; i++)
-        if (vs[i].method[0] && resolve_variant(reg, &vs[i], &err))
+        if (vs[i].method[0] &&
+            (inherit_settings(pipe, &vs[i], &err) || resolve_variant(reg, &vs[i], &err)))
             goto done;
     int64_t proposer_loads = 0;
     int model_loads = 0; /* the target's: this command builds it once, here */
