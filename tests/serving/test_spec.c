@@ -27,6 +27,7 @@
 #include "plume/settings.h"
 
 #include "../sample/oracle.h"
+#include "../sample/target_law.h"
 
 static const char *g_model_path;
 
@@ -340,7 +341,6 @@ static void test_bad_settings(void **state)
 
 #define LAW_REQ 2000
 #define LAW_TOKENS 4
-#define LAW_NODES (1 + 4 + 16 + 64) /* top-k 4: at most 4 children a node */
 #define DM_TEMP 1.7
 
 /* What the draft-model proposer saw, for the test to check. */
@@ -551,62 +551,6 @@ static const plume_proposer_vtable draft_model_vt = {
     dm_create, dm_destroy, dm_propose, dm_accepted, dm_release,
 };
 
-typedef struct law_node {
-    int32_t prefix[LAW_TOKENS];
-    int len;
-    int child[4];
-    int32_t child_tok[4];
-    int n_child;
-    double *p;  /* the target's law after prompt + prefix */
-    int *count; /* generated tokens seen after this prefix */
-} law_node;
-
-typedef struct law_tree {
-    law_node node[LAW_NODES];
-    int n;
-} law_tree;
-
-static int law_build(law_tree *t, plume_context *c, const plume_sampling_params *sp,
-                     const int32_t *prompt, int n_prompt, const int32_t *prefix, int len,
-                     int32_t nv)
-{
-    assert_true(t->n < LAW_NODES);
-    int id = t->n++;
-    law_node *nd = &t->node[id];
-    if (len)
-        memcpy(nd->prefix, prefix, sizeof(int32_t) * (size_t)len);
-    nd->len = len;
-    nd->p = calloc((size_t)nv, sizeof(double));
-    nd->count = calloc((size_t)nv, sizeof(int));
-    assert_non_null(nd->p);
-    assert_non_null(nd->count);
-    int32_t seq[64];
-    memcpy(seq, prompt, sizeof(int32_t) * (size_t)n_prompt);
-    if (len)
-        memcpy(seq + n_prompt, prefix, sizeof(int32_t) * (size_t)len);
-    float *logits = malloc(sizeof(float) * (size_t)nv);
-    plume_error err = {0};
-    plume_context_reset(c);
-    assert_int_equal(plume_decode(c, seq, (size_t)(n_prompt + len), logits, &err), 0);
-    double margin;
-    oracle_probs(sp, logits, nv, seq, (size_t)(n_prompt + len), nd->p, &margin);
-    free(logits);
-    assert_true(margin > 1e-3); /* batched and single-sequence logits agree on the cut */
-    if (len + 1 < LAW_TOKENS)
-        for (int32_t v = 0; v < nv; v++) {
-            if (nd->p[v] <= 0)
-                continue;
-            int32_t next[LAW_TOKENS];
-            if (len)
-                memcpy(next, prefix, sizeof(int32_t) * (size_t)len);
-            next[len] = v;
-            int k = t->node[id].n_child++;
-            t->node[id].child_tok[k] = v;
-            t->node[id].child[k] = law_build(t, c, sp, prompt, n_prompt, next, len + 1, nv);
-        }
-    return id;
-}
-
 static void test_sampled_drafts_follow_target_law(void **state)
 {
     fixture *f = *state;
@@ -621,12 +565,8 @@ static void test_sampled_drafts_follow_target_law(void **state)
     rp.sampling.repetition_penalty = 1.3f;
     rp.sampling.repeat_last_n = -1;
 
-    law_tree *t = calloc(1, sizeof *t);
-    plume_context *c;
+    law_tree *t = law_tree_new(f->m, &rp.sampling, prompt, n_prompt, LAW_TOKENS);
     plume_error err = {0};
-    assert_int_equal(plume_context_create(f->m, 64, &c, &err), 0);
-    law_build(t, c, &rp.sampling, prompt, n_prompt, NULL, 0, nv);
-    plume_context_free(c);
 
     /* the engine hands its registry to the proposer's host, which loads
      * the draft (the tiny model again) with it onto the target's backend */
@@ -646,7 +586,6 @@ static void test_sampled_drafts_follow_target_law(void **state)
     assert_int_equal(plume_engine_set_proposer(e, &draft_model_vt, ds, 2, &err), 0);
     plume_settings_free(ds);
     assert_int_equal(g_dm.hosts_ok, 1);
-    int impossible = 0;
     for (int base = 0; base < LAW_REQ; base += 250) {
         int64_t ids[250];
         int n = LAW_REQ - base < 250 ? LAW_REQ - base : 250;
@@ -661,17 +600,7 @@ static void test_sampled_drafts_follow_target_law(void **state)
             plume_request_result res;
             assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
             assert_int_equal((int)res.n_output, LAW_TOKENS);
-            int node = 0;
-            for (int j = 0; j < LAW_TOKENS && node >= 0; j++) {
-                int32_t tok = res.output_ids[j];
-                assert_true(tok >= 0 && tok < nv);
-                t->node[node].count[tok]++;
-                int next = -1;
-                for (int k = 0; k < t->node[node].n_child; k++)
-                    if (t->node[node].child_tok[k] == tok)
-                        next = t->node[node].child[k];
-                node = next; /* -1 after a token the law excludes: counted impossible below */
-            }
+            law_count(t, res.output_ids, nv);
             plume_engine_release(e, ids[r]);
         }
     }
@@ -687,38 +616,10 @@ static void test_sampled_drafts_follow_target_law(void **state)
     assert_true(st.spec_drafted > 0);
     assert_true(st.spec_accepted > 0 && st.spec_accepted < st.spec_drafted);
 
-    double *ex = malloc(sizeof(double) * (size_t)nv);
-    int failed = 0;
-    for (int j = 0; j < LAW_TOKENS; j++) {
-        double chi = 0;
-        int dof = 0;
-        for (int i = 0; i < t->n; i++) {
-            law_node *nd = &t->node[i];
-            if (nd->len != j)
-                continue;
-            int n_seen = 0;
-            for (int32_t v = 0; v < nv; v++)
-                n_seen += nd->count[v];
-            for (int32_t v = 0; v < nv; v++)
-                ex[v] = n_seen * nd->p[v];
-            if (n_seen)
-                oracle_pearson(ex, nd->count, nv, &chi, &dof, &impossible);
-        }
-        double pv = dof > 0 ? oracle_chi2_sf(chi, dof) : 1.0;
-        if (getenv("PLUME_TEST_VERBOSE") || !(pv > 1e-5))
-            fprintf(stderr, "generated token %d given the ones before: chi2 %.1f, %d dof, "
-                    "p-value %.3g (drafted %lld, accepted %lld)\n", j, chi, dof, pv,
-                    (long long)st.spec_drafted, (long long)st.spec_accepted);
-        failed += !(pv > 1e-5);
-    }
-    free(ex);
-    for (int i = 0; i < t->n; i++) {
-        free(t->node[i].p);
-        free(t->node[i].count);
-    }
-    free(t);
-    assert_int_equal(impossible, 0);
-    assert_int_equal(failed, 0);
+    char what[96];
+    snprintf(what, sizeof what, "draft-model fixture (drafted %lld, accepted %lld)",
+             (long long)st.spec_drafted, (long long)st.spec_accepted);
+    law_check_and_free(t, nv, what);
 }
 
 int main(int argc, char **argv)
