@@ -27,11 +27,12 @@ Exit 0 pass, 1 fail, 77 skip: only when SmolLM2 is missing
 """
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+
+from out_of_tree import build_example, install_sdk, run
 
 plume, tiny, example_src = sys.argv[1:4]
 build_root = os.environ["PLUME_BUILD_ROOT"]
@@ -45,20 +46,6 @@ def require(cond, what):
     """Raises with what when cond is false (an assert would vanish under python -O)."""
     if not cond:
         raise RuntimeError("check failed: %s" % (what,))
-
-
-def run(cmd, env=None):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
-    if r.returncode != 0:
-        sys.exit(f"FAILED ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def find(root, name):
-    for d, _, files in os.walk(root):
-        if name in files:
-            return os.path.join(d, name)
-    sys.exit(f"{name} not found under {root}")
 
 
 def read_f32(path):
@@ -139,18 +126,8 @@ class Compare:
 
 def main():
     with tempfile.TemporaryDirectory(prefix="plume-backend-ref-") as tmp:
-        dest = os.path.join(tmp, "dest")
-        run(["meson", "install", "-C", build_root, "--no-rebuild", "--quiet", "--destdir", dest])
-        pc = find(dest, "plume-plugin.pc")
-        env = dict(PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_SYSROOT_DIR=dest,
-                   PKG_CONFIG_LIBDIR=os.path.dirname(pc))
-        src = os.path.join(tmp, "backend-ref")
-        shutil.copytree(example_src, src)
-        bld = os.path.join(tmp, "build")
-        plugins = os.path.join(tmp, "plugins")
-        run(["meson", "setup", bld, src, "-Dpluginsdir=" + plugins], env=env)
-        run(["ninja", "-C", bld], env=env)
-        run(["meson", "install", "-C", bld, "--quiet"], env=env)
+        _, env = install_sdk(build_root, tmp)
+        plugins = build_example(example_src, tmp, env)
         so = os.path.join(plugins, "plume-backend-ref.so")
         require(os.path.exists(so), so)
 

@@ -18,10 +18,11 @@ sampling the way locally typical sampling should.
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from out_of_tree import build_example, find, install_sdk, run
 
 plume, tiny, example_src, helper = sys.argv[1:5]
 build_root = os.environ["PLUME_BUILD_ROOT"]
@@ -33,39 +34,15 @@ def require(cond, what):
         raise RuntimeError("check failed: %s" % (what,))
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        sys.exit(f"FAILED ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def find(root, name):
-    for d, _, files in os.walk(root):
-        if name in files:
-            return os.path.join(d, name)
-    sys.exit(f"{name} not found under {root}")
-
-
 with tempfile.TemporaryDirectory() as tmp:
-    dest = os.path.join(tmp, "dest")
-    run(["meson", "install", "-C", build_root, "--no-rebuild", "--quiet", "--destdir", dest])
-    pc = find(dest, "plume-plugin.pc")
+    dest, env = install_sdk(build_root, tmp)
     require(os.path.exists(find(dest, "plugin.h")), "plume/plugin.h was not installed")
-    env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pc), PKG_CONFIG_SYSROOT_DIR=dest,
-               PKG_CONFIG_LIBDIR=os.path.dirname(pc))
     pcvars = run(["pkg-config", "--variable=abi_version", "plume-plugin"], env=env).stdout.strip()
     require(pcvars == "2.0", pcvars)
     pluginsdir = run(["pkg-config", "--variable=pluginsdir", "plume-plugin"], env=env).stdout.strip()
     require(pluginsdir.endswith("/plume/plugins"), pluginsdir)
 
-    src = os.path.join(tmp, "typical")
-    shutil.copytree(example_src, src)
-    bld = os.path.join(tmp, "build")
-    destplugins = os.path.join(tmp, "plugins")
-    run(["meson", "setup", bld, src, "-Dpluginsdir=" + destplugins], env=env)
-    run(["ninja", "-C", bld], env=env)
-    run(["meson", "install", "-C", bld, "--quiet"], env=env)
+    destplugins = build_example(example_src, tmp, env)
     so = os.path.join(destplugins, "plume-typical.so")
     require(os.path.exists(so), so)
 
