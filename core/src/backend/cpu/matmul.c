@@ -142,7 +142,10 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
         return;
     mm_job j = {.k = k, .w = w->data, .rb = plume_dtype_row_bytes(w->type, K),
                 .K = K, .N = N, .kq = kq_index(w->type), .kf = kf_index(w->type)};
-    if ((j.kq < 0 && j.kf < 0) || j.rb == 0 || (j.kq >= 0 && K % 32 != 0)) {
+    /* Types with no integer kernel at all (Q8_K) take the dequantizing
+     * f32 path below: correct, not fast. */
+    const bool deq_only = j.kq < 0 && j.kf < 0 && plume_dtype_supported(w->type);
+    if ((j.kq < 0 && j.kf < 0 && !deq_only) || j.rb == 0 || (j.kq >= 0 && K % 32 != 0)) {
         fprintf(stderr, "plume: matmul on tensor '%s' of type %s with %lld columns is not "
                         "supported; output set to NaN\n",
                 w->name ? w->name : "?", plume_dtype_name(w->type), (long long)K);
@@ -156,7 +159,7 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
     /* Tokens per pass: all of them unless the workspace cannot grow. */
     int step = n_tok;
     uint8_t *ws = NULL;
-    if (j.kq >= 0 && plume_cpu_f32_activations()) {
+    if (deq_only || (j.kq >= 0 && plume_cpu_f32_activations())) {
         ws = plume_pool_workspace(pool, sizeof(float) * (size_t)nth * (size_t)K);
         if (!ws) {
             fprintf(stderr, "plume: out of memory for dequantized rows; matmul output set to NaN\n");
