@@ -101,34 +101,6 @@ KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
 }
 
-KX_INLINE void yr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
-                     int n_tok, float *y, int64_t ldy)
-{
-    const int64_t nb = a->K / 32;
-    const size_t gb = plume_rp_block_bytes(kr) * (size_t)nb;
-    for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
-        const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
-        for (int half = 0; half < 2 && 8 * half < nr; half++) {
-            const int hr = nr - 8 * half;
-            int t = 0;
-            for (; t + YR_T <= n_tok; t += YR_T)
-                yr_tile(kr, YR_T, w, nb, half, a, t, y + g0, ldy, hr);
-            for (; t < n_tok; t++)
-                yr_tile(kr, 1, w, nb, half, a, t, y + g0, ldy, hr);
-        }
-    }
-}
-
-#define YR_MM(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        yr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
-YR_MM(yr_mm_q4_0, PLUME_KR_Q4_0)
-YR_MM(yr_mm_q4_1, PLUME_KR_Q4_1)
-YR_MM(yr_mm_q8_0, PLUME_KR_Q8_0)
-
 /* ---- the repack_k.h formats on 256-bit vectors: yr_tile's two halves of
  * 8 rows, the bits above the low 4 (or 2) merged in from their packed
  * slices, the float steps of repack_k.h.  vpmaddubsw sums pairs in int16,
@@ -287,39 +259,53 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
 }
 
-KX_INLINE void yk_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+/* A tile of either family of layouts. */
+KX_INLINE void y_tile(const int kr, const int T, const uint8_t *wg, int64_t nb, int half,
+                      const plume_q8_act *a, int t0, float *y, int64_t ldy, int nr)
+{
+    if (kr >= PLUME_KR_Q5_0)
+        yk_tile(kr, T, wg, nb, half, a, t0, y, ldy, nr);
+    else
+        yr_tile(kr, T, wg, nb, half, a, t0, y, ldy, nr);
+}
+
+KX_INLINE void yr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
                      int n_tok, float *y, int64_t ldy)
 {
     const int64_t nb = a->K / 32;
-    const size_t gb = plume_rpk_group_bytes(plume_rpk_fmt_of(kr), nb);
+    const size_t gb = plume_rp_group_bytes(kr, nb);
     for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
         const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
         for (int half = 0; half < 2 && 8 * half < nr; half++) {
             const int hr = nr - 8 * half;
             int t = 0;
             for (; t + YR_T <= n_tok; t += YR_T)
-                yk_tile(kr, YR_T, w, nb, half, a, t, y + g0, ldy, hr);
+                y_tile(kr, YR_T, w, nb, half, a, t, y + g0, ldy, hr);
             for (; t < n_tok; t++)
-                yk_tile(kr, 1, w, nb, half, a, t, y + g0, ldy, hr);
+                y_tile(kr, 1, w, nb, half, a, t, y + g0, ldy, hr);
         }
     }
 }
 
-#define YK_MM(name, kr)                                                                        \
+#define YR_MM(name, kr)                                                                        \
     static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
                      int64_t ldy)                                                              \
     {                                                                                          \
-        yk_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
+        yr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
     }
-YK_MM(yk_mm_q5_0, PLUME_KR_Q5_0)
-YK_MM(yk_mm_q5_1, PLUME_KR_Q5_1)
-YK_MM(yk_mm_iq4_nl, PLUME_KR_IQ4_NL)
-YK_MM(yk_mm_q4_k, PLUME_KR_Q4_K)
-YK_MM(yk_mm_q5_k, PLUME_KR_Q5_K)
-YK_MM(yk_mm_q6_k, PLUME_KR_Q6_K)
-YK_MM(yk_mm_q2_k, PLUME_KR_Q2_K)
-YK_MM(yk_mm_q3_k, PLUME_KR_Q3_K)
-YK_MM(yk_mm_iq4_xs, PLUME_KR_IQ4_XS)
+YR_MM(yr_mm_q4_0, PLUME_KR_Q4_0)
+YR_MM(yr_mm_q4_1, PLUME_KR_Q4_1)
+YR_MM(yr_mm_q8_0, PLUME_KR_Q8_0)
+
+YR_MM(yk_mm_q5_0, PLUME_KR_Q5_0)
+YR_MM(yk_mm_q5_1, PLUME_KR_Q5_1)
+YR_MM(yk_mm_iq4_nl, PLUME_KR_IQ4_NL)
+YR_MM(yk_mm_q4_k, PLUME_KR_Q4_K)
+YR_MM(yk_mm_q5_k, PLUME_KR_Q5_K)
+YR_MM(yk_mm_q6_k, PLUME_KR_Q6_K)
+YR_MM(yk_mm_q2_k, PLUME_KR_Q2_K)
+YR_MM(yk_mm_q3_k, PLUME_KR_Q3_K)
+YR_MM(yk_mm_iq4_xs, PLUME_KR_IQ4_XS)
 
 /* Twelve independent 256-bit FMA chains (written in assembly so that the
  * accumulators stay in registers); operands are zero, so no denormals. */

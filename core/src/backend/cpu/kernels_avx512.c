@@ -321,38 +321,6 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
 }
 
-KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
-                     int n_tok, float *y, int64_t ldy)
-{
-    const int64_t nb = a->K / 32;
-    const size_t gb = plume_rp_block_bytes(kr) * (size_t)nb;
-    for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
-        const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
-        const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-        int t = 0;
-        for (; t + ZR_T <= n_tok; t += ZR_T)
-            zr_tile(kr, ZR_T, w, nb, a, t, y + g0, ldy, mask);
-        switch (n_tok - t) {
-        case 5: zr_tile(kr, 5, w, nb, a, t, y + g0, ldy, mask); break;
-        case 4: zr_tile(kr, 4, w, nb, a, t, y + g0, ldy, mask); break;
-        case 3: zr_tile(kr, 3, w, nb, a, t, y + g0, ldy, mask); break;
-        case 2: zr_tile(kr, 2, w, nb, a, t, y + g0, ldy, mask); break;
-        case 1: zr_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
-        default: break;
-        }
-    }
-}
-
-#define ZR_MM(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        zr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
-ZR_MM(zr_mm_q4_0, PLUME_KR_Q4_0)
-ZR_MM(zr_mm_q4_1, PLUME_KR_Q4_1)
-ZR_MM(zr_mm_q8_0, PLUME_KR_Q8_0)
-
 /* ---- the repack_k.h formats on zmm: zr_tile's scheme (16 rows per
  * vector, tokens ZK_T at a time, per token the same instructions whatever
  * the tile), with the bits above the low 4 (or 2) merged in from their
@@ -495,43 +463,57 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
 }
 
-KX_INLINE void zk_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+/* A tile of either family of layouts. */
+KX_INLINE void zrk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
+                      const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
+{
+    if (kr >= PLUME_KR_Q5_0)
+        zk_tile(kr, T, wg, nb, a, t0, y, ldy, mask);
+    else
+        zr_tile(kr, T, wg, nb, a, t0, y, ldy, mask);
+}
+
+KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
                      int n_tok, float *y, int64_t ldy)
 {
     const int64_t nb = a->K / 32;
-    const size_t gb = plume_rpk_group_bytes(plume_rpk_fmt_of(kr), nb);
+    const size_t gb = plume_rp_group_bytes(kr, nb);
     for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
         const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
         const __mmask16 mask = (__mmask16)((1u << nr) - 1);
         int t = 0;
-        for (; t + ZK_T <= n_tok; t += ZK_T)
-            zk_tile(kr, ZK_T, w, nb, a, t, y + g0, ldy, mask);
+        for (; t + ZR_T <= n_tok; t += ZR_T)
+            zrk_tile(kr, ZR_T, w, nb, a, t, y + g0, ldy, mask);
         switch (n_tok - t) {
-        case 5: zk_tile(kr, 5, w, nb, a, t, y + g0, ldy, mask); break;
-        case 4: zk_tile(kr, 4, w, nb, a, t, y + g0, ldy, mask); break;
-        case 3: zk_tile(kr, 3, w, nb, a, t, y + g0, ldy, mask); break;
-        case 2: zk_tile(kr, 2, w, nb, a, t, y + g0, ldy, mask); break;
-        case 1: zk_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
+        case 5: zrk_tile(kr, 5, w, nb, a, t, y + g0, ldy, mask); break;
+        case 4: zrk_tile(kr, 4, w, nb, a, t, y + g0, ldy, mask); break;
+        case 3: zrk_tile(kr, 3, w, nb, a, t, y + g0, ldy, mask); break;
+        case 2: zrk_tile(kr, 2, w, nb, a, t, y + g0, ldy, mask); break;
+        case 1: zrk_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
         default: break;
         }
     }
 }
 
-#define ZK_MM(name, kr)                                                                        \
+#define ZR_MM(name, kr)                                                                        \
     static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
                      int64_t ldy)                                                              \
     {                                                                                          \
-        zk_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
+        zr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
     }
-ZK_MM(zk_mm_q5_0, PLUME_KR_Q5_0)
-ZK_MM(zk_mm_q5_1, PLUME_KR_Q5_1)
-ZK_MM(zk_mm_iq4_nl, PLUME_KR_IQ4_NL)
-ZK_MM(zk_mm_q4_k, PLUME_KR_Q4_K)
-ZK_MM(zk_mm_q5_k, PLUME_KR_Q5_K)
-ZK_MM(zk_mm_q6_k, PLUME_KR_Q6_K)
-ZK_MM(zk_mm_q2_k, PLUME_KR_Q2_K)
-ZK_MM(zk_mm_q3_k, PLUME_KR_Q3_K)
-ZK_MM(zk_mm_iq4_xs, PLUME_KR_IQ4_XS)
+ZR_MM(zr_mm_q4_0, PLUME_KR_Q4_0)
+ZR_MM(zr_mm_q4_1, PLUME_KR_Q4_1)
+ZR_MM(zr_mm_q8_0, PLUME_KR_Q8_0)
+
+ZR_MM(zk_mm_q5_0, PLUME_KR_Q5_0)
+ZR_MM(zk_mm_q5_1, PLUME_KR_Q5_1)
+ZR_MM(zk_mm_iq4_nl, PLUME_KR_IQ4_NL)
+ZR_MM(zk_mm_q4_k, PLUME_KR_Q4_K)
+ZR_MM(zk_mm_q5_k, PLUME_KR_Q5_K)
+ZR_MM(zk_mm_q6_k, PLUME_KR_Q6_K)
+ZR_MM(zk_mm_q2_k, PLUME_KR_Q2_K)
+ZR_MM(zk_mm_q3_k, PLUME_KR_Q3_K)
+ZR_MM(zk_mm_iq4_xs, PLUME_KR_IQ4_XS)
 
 /* Twelve independent 512-bit FMA chains (written in assembly so that the
  * accumulators stay in registers); operands are zero, so no denormals. */

@@ -250,8 +250,7 @@ int plume_cpu_weight_init(plume_cpu_weight *w, const plume_tensor *t, plume_erro
     const int ext = kr >= PLUME_KR_Q5_0; /* a repack_k.h format */
     if (rb == 0 || (!ext && rb != plume_rp_src_block_bytes(kr) * (size_t)nb))
         return 0;
-    w->group_bytes = ext ? plume_rpk_group_bytes(plume_rpk_fmt_of(kr), nb)
-                         : plume_rp_block_bytes(kr) * (size_t)nb;
+    w->group_bytes = plume_rp_group_bytes(kr, nb);
     const size_t bytes = (w->group_bytes * (size_t)ng + 63) / 64 * 64;
     w->packed = aligned_alloc(64, bytes);
     if (!w->packed)

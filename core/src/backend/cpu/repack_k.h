@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/repack.h"
 #include "plume/fp16.h"
 
 enum { PLUME_SK_D16, PLUME_SK_DM16, PLUME_SK_K32M, PLUME_SK_K16, PLUME_SK_K16M, PLUME_SK_K32 };
@@ -106,6 +107,14 @@ static inline size_t plume_rpk_super_bytes(plume_rpk_fmt f)
 static inline size_t plume_rpk_group_bytes(plume_rpk_fmt f, int64_t nb)
 {
     return plume_rpk_block_bytes(f) * (size_t)nb + plume_rpk_super_bytes(f) * (size_t)(nb / 8);
+}
+
+/* Bytes of one group of nb blocks of any repacked format (repack.h's or
+ * this file's). */
+static inline size_t plume_rp_group_bytes(int kr, int64_t nb)
+{
+    return kr >= PLUME_KR_Q5_0 ? plume_rpk_group_bytes(plume_rpk_fmt_of(kr), nb)
+                               : plume_rp_block_bytes(kr) * (size_t)nb;
 }
 
 /* One row's 32-weight block j, decoded from GGUF. */
