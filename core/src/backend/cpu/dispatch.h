@@ -25,6 +25,11 @@ typedef struct plume_q8_act {
     /* int32[n_tok][K/32] = Σq per block; needed by the repacked kernels
      * (mm_r) of Q4_0 and Q8_0, may be NULL for the others. */
     const int32_t *isum;
+    /* int32[n_tok][K/16] = Σq per 16 values and float[n_tok][K/16] =
+     * d * that sum; needed by the mm_r kernels of the formats in
+     * repack_k.h (PLUME_KR_Q5_0 and after), may be NULL for the others. */
+    const int32_t *isum16;
+    const float *s16;
 } plume_q8_act;
 
 /* Weight formats with a matmul kernel, indexing plume_kernels.mm_q/mm_f. */
@@ -32,7 +37,12 @@ enum { PLUME_KQ_Q4_0, PLUME_KQ_Q4_1, PLUME_KQ_Q8_0, PLUME_KQ_Q4_K, PLUME_KQ_Q6_K
 enum { PLUME_KF_F32, PLUME_KF_F16, PLUME_KF_BF16, PLUME_KF_COUNT };
 /* Weight formats with a repacked (row-interleaved) kernel, indexing
  * plume_kernels.mm_r; layouts in repack.h. */
-enum { PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0, PLUME_KR_COUNT };
+enum {
+    PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0,  /* repack.h */
+    PLUME_KR_Q5_0, PLUME_KR_Q5_1, PLUME_KR_IQ4_NL, PLUME_KR_Q4_K, PLUME_KR_Q5_K, /* repack_k.h */
+    PLUME_KR_Q6_K, PLUME_KR_Q2_K, PLUME_KR_Q3_K, PLUME_KR_IQ4_XS,
+    PLUME_KR_COUNT
+};
 
 /* y[t*ldy + r] = Σ_k W[r][k] · a[t][k] for r < n_rows, t < n_tok, with row r
  * of W at w + r*rb in its block format. */

@@ -8,6 +8,7 @@
 #include "backend/cpu/dispatch.h"
 #include "plume/fp16.h"
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_k.h"
 
 static void quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
 {
@@ -109,6 +110,83 @@ static void mm_r(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, in
 MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
 MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
 MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
+
+/* Weight e (0..31) of row lane r in block b of a repack_k.h format: u. */
+static inline int rpk_u(plume_rpk_fmt f, const uint8_t *b, int r, int e)
+{
+    const int g = e >> 2, i = e & 3;
+    const size_t lob = plume_rpk_lo_bytes(f);
+    int u = f.lo_bits == 4 ? (b[64 * (g & 3) + 4 * r + i] >> (4 * (g >> 2))) & 0xF
+                           : (b[64 * (g >> 2) + 4 * r + i] >> (2 * (g & 3))) & 3;
+    if (f.hi_bits == 1)
+        u |= ((b[lob + 4 * r + i] >> g) & 1) << f.lo_bits;
+    else if (f.hi_bits == 2)
+        u |= ((b[lob + 64 * (g >> 2) + 4 * r + i] >> (2 * (g & 3))) & 3) << f.lo_bits;
+    return u;
+}
+
+/* The repack_k.h formats, in the order of float steps given there. */
+static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
+                  float *y, int64_t ldy)
+{
+    const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
+    const int64_t K = a->K, nb = K / 32;
+    const size_t bb = plume_rpk_block_bytes(f), gb = plume_rpk_group_bytes(f, nb);
+    const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
+    for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
+        const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
+        for (int r = 0; r < nr; r++)
+            for (int t = 0; t < n_tok; t++) {
+                const int8_t *q = a->q + (size_t)t * K;
+                const int32_t *is16 = a->isum16 + (size_t)t * 2 * nb;
+                const float *s16 = a->s16 + (size_t)t * 2 * nb;
+                float facc = 0.0f, macc = 0.0f;
+                for (int64_t j = 0; j < nb; j++) {
+                    const uint8_t *b = w + (size_t)j * bb;
+                    int32_t i0 = f.corr * is16[2 * j], i1 = f.corr * is16[2 * j + 1];
+                    for (int e = 0; e < 32; e++) {
+                        const int u = rpk_u(f, b, r, e);
+                        const int v = f.iq4 ? PLUME_IQ4_LEVELS[u] : u;
+                        if (e < 16)
+                            i0 += v * q[32 * j + e];
+                        else
+                            i1 += v * q[32 * j + e];
+                    }
+                    const plume_rpk_scales sc = plume_rpk_row_scales(f, w, nb, j, r);
+                    const float da = a->d[(size_t)t * nb + j];
+                    if (two) {
+                        facc += (float)i0 * (sc.dd0 * da);
+                        facc += (float)i1 * (sc.dd1 * da);
+                    } else {
+                        facc += (float)(i0 + i1) * (sc.dd0 * da);
+                    }
+                    if (mk == 1) {
+                        macc += sc.mm0 * a->s[(size_t)t * nb + j];
+                    } else if (mk == 2) {
+                        macc += sc.mm0 * s16[2 * j];
+                        macc += sc.mm1 * s16[2 * j + 1];
+                    }
+                }
+                y[(size_t)t * ldy + g0 + r] = facc + macc;
+            }
+    }
+}
+
+#define MM_RK(name, kr)                                                                        \
+    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
+                     int64_t ldy)                                                              \
+    {                                                                                          \
+        mm_rk(kr, w, n_rows, a, n_tok, y, ldy);                                                \
+    }
+MM_RK(mm_r_q5_0, PLUME_KR_Q5_0)
+MM_RK(mm_r_q5_1, PLUME_KR_Q5_1)
+MM_RK(mm_r_iq4_nl, PLUME_KR_IQ4_NL)
+MM_RK(mm_r_q4_k, PLUME_KR_Q4_K)
+MM_RK(mm_r_q5_k, PLUME_KR_Q5_K)
+MM_RK(mm_r_q6_k, PLUME_KR_Q6_K)
+MM_RK(mm_r_q2_k, PLUME_KR_Q2_K)
+MM_RK(mm_r_q3_k, PLUME_KR_Q3_K)
+MM_RK(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
 
 static inline float wval(int kf, const uint8_t *row, int64_t k)
 {
@@ -397,7 +475,8 @@ static const plume_kernels K = {
     .quantize_q8 = quantize_q8,
     .mm_q = {mm_q4_0, mm_q4_1, mm_q8_0, mm_q4_k, mm_q6_k},
     .mm_f = {mm_f32, mm_f16, mm_bf16},
-    .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0},
+    .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0, mm_r_q5_0, mm_r_q5_1, mm_r_iq4_nl, mm_r_q4_k,
+             mm_r_q5_k, mm_r_q6_k, mm_r_q2_k, mm_r_q3_k, mm_r_iq4_xs},
     .dot = dot,
     .axpy = axpy,
     .rmsnorm = rmsnorm,
