@@ -168,8 +168,15 @@ static void close_source(qsrc *s)
     gguf_close(s->gguf);
 }
 
+static int by_rank(const void *a, const void *b)
+{
+    int32_t x = ((const tok_merge_entry *)a)->rank, y = ((const tok_merge_entry *)b)->rank;
+    return (x > y) - (x < y);
+}
+
 /* GGUF keys of an HF model: formats.md §3.3. */
-static void write_hf_metadata(gguf_writer *w, const qsrc *s, const char *in, const gguf_mix *mix)
+static int write_hf_metadata(gguf_writer *w, const qsrc *s, const char *in, const gguf_mix *mix,
+                             plume_error *err)
 {
     const plume_model_config *c = &s->cfg;
     const char *a = c->arch_name;
@@ -210,29 +217,26 @@ static void write_hf_metadata(gguf_writer *w, const qsrc *s, const char *in, con
     /* merges in rank order, "left right" (formats.md §3.3) */
     const tok_merges *m = &t->merges;
     tok_merge_entry *e = malloc(sizeof *e * (m->n ? m->n : 1));
+    if (!e)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory writing the tokenizer");
     uint32_t n = 0;
-    for (uint32_t i = 0; e && i < m->n_slots; i++)
+    for (uint32_t i = 0; i < m->n_slots; i++)
         if (m->slots[i].key != UINT64_MAX)
             e[n++] = m->slots[i];
-    for (uint32_t i = 1; e && i < n; i++) { /* insertion sort by rank: n is ~50k, ranks mostly apart */
-        tok_merge_entry x = e[i];
-        uint32_t j = i;
-        while (j > 0 && e[j - 1].rank > x.rank) {
-            e[j] = e[j - 1];
-            j--;
-        }
-        e[j] = x;
-    }
-    gguf_writer_kv_arr(w, "tokenizer.ggml.merges", GGUF_TYPE_STRING, e ? n : 0);
+    qsort(e, n, sizeof *e, by_rank);
+    gguf_writer_kv_arr(w, "tokenizer.ggml.merges", GGUF_TYPE_STRING, n);
     char *buf = NULL;
     size_t cap = 0;
-    for (uint32_t i = 0; e && i < n; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         int32_t l = (int32_t)(e[i].key >> 32), r = (int32_t)(e[i].key & 0xffffffffu);
         size_t need = v->len[l] + 1 + v->len[r];
         if (need > cap) {
             char *nb = realloc(buf, need * 2);
-            if (!nb)
-                break;
+            if (!nb) {
+                free(buf);
+                free(e);
+                return plume_err(err, PLUME_ERR_NOMEM, "out of memory writing the merges");
+            }
             buf = nb;
             cap = need * 2;
         }
@@ -255,6 +259,7 @@ static void write_hf_metadata(gguf_writer *w, const qsrc *s, const char *in, con
     if (t->chat_template)
         gguf_writer_kv_str(w, "tokenizer.chat_template", t->chat_template,
                            strlen(t->chat_template));
+    return 0;
 }
 
 /* Every pair of the source GGUF except those the quantized file sets anew
@@ -408,8 +413,8 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
     }
     if (s.gguf)
         copy_gguf_metadata(w, s.gguf, mix);
-    else
-        write_hf_metadata(w, &s, in, mix);
+    else if (write_hf_metadata(w, &s, in, mix, err))
+        goto done;
     if (!(x = malloc(sizeof(float) * max_elems)) || !(y = malloc(max_bytes))) {
         plume_err(err, PLUME_ERR_NOMEM, "out of memory (%zu floats for the largest tensor)",
                   max_elems);
