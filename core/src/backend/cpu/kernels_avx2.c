@@ -29,6 +29,18 @@
  * tile (YR_T tokens share the weights' unpacking). */
 #define YR_T 2
 
+/* Stores the first min(nr, 8) lanes of r at yt. */
+KX_INLINE void yr_store(float *yt, __m256 r, int nr)
+{
+    if (nr >= 8) {
+        _mm256_storeu_ps(yt, r);
+    } else {
+        float tmp[8];
+        _mm256_storeu_ps(tmp, r);
+        memcpy(yt, tmp, sizeof(float) * (size_t)nr);
+    }
+}
+
 KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb, int half,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, int nr)
 {
@@ -90,14 +102,7 @@ KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int t = 0; t < T; t++) {
         const __m256 r = kr == PLUME_KR_Q4_1 ? _mm256_add_ps(facc[t], macc[t]) : facc[t];
-        float *yt = y + (size_t)(t0 + t) * ldy + 8 * half;
-        if (nr >= 8) {
-            _mm256_storeu_ps(yt, r);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, r);
-            memcpy(yt, tmp, sizeof(float) * (size_t)nr);
-        }
+        yr_store(y + (size_t)(t0 + t) * ldy + 8 * half, r, nr);
     }
 }
 
@@ -248,14 +253,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int t = 0; t < T; t++) {
         const __m256 r = mk ? _mm256_add_ps(facc[t], macc[t]) : facc[t];
-        float *yt = y + (size_t)(t0 + t) * ldy + 8 * half;
-        if (nr >= 8) {
-            _mm256_storeu_ps(yt, r);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, r);
-            memcpy(yt, tmp, sizeof(float) * (size_t)nr);
-        }
+        yr_store(y + (size_t)(t0 + t) * ldy + 8 * half, r, nr);
     }
 }
 
