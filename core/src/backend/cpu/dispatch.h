@@ -53,8 +53,10 @@ typedef void (*plume_mm_q_fn)(const uint8_t *w, size_t rb, int n_rows, const plu
 typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,
                               int64_t ldx, int n_tok, float *y, int64_t ldy);
 
-/* The same on repacked weights (repack.h): w holds ceil(n_rows/16) groups
- * of 16 interleaved rows of K = a->K values, each group nb = K/32 blocks;
+/* The same on repacked weights (repack.h, repack_k.h): w holds
+ * ceil(n_rows/16) groups of 16 interleaved rows of K = a->K values, each
+ * group nb = K/32 blocks (plus, for the K-quants, one scale record per 256
+ * values; plume_rp_group_bytes gives a group's size);
  * y[t*ldy + r] for r < n_rows (the padding rows of the last group are not
  * written).  Every row's result depends only on that row and that token:
  * not on n_rows, n_tok or where the call's rows start. */
