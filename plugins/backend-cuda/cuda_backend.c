@@ -714,6 +714,23 @@ done:
     return rc;
 }
 
+#define MB_READ_BYTES ((size_t)1 << 30) /* far beyond the L2 */
+#define MB_GEMM_N 8192
+
+static int cuda_microbench(plume_backend *be, plume_microbench what, int reps, double *out,
+                           plume_error *err)
+{
+    if (reps < 1)
+        reps = 1;
+    switch (what) {
+    case PLUME_MB_READ_GBS:
+        return ck_bench_read_bandwidth(be, MB_READ_BYTES, reps, out, err);
+    case PLUME_MB_F16_TFLOPS:
+        return ck_bench_f16_gemm(be, MB_GEMM_N, reps, out, err);
+    }
+    return plume_err(err, PLUME_ERR_UNSUPPORTED, "cuda backend: no microbenchmark %d", (int)what);
+}
+
 const plume_backend_vtable ck_backend_vtable = {
     .struct_size = sizeof(plume_backend_vtable),
     .interface_version = PLUME_BACKEND_INTERFACE_VERSION,
@@ -745,4 +762,5 @@ const plume_backend_vtable ck_backend_vtable = {
     .gather_out_rows = cuda_gather_out_rows,
     .matmul = cuda_matmul,
     .synchronize = cuda_synchronize,
+    .microbench = cuda_microbench,
 };

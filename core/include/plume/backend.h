@@ -114,6 +114,12 @@ typedef enum plume_backend_feature {
     PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
 } plume_backend_feature;
 
+/* What microbench measures (`plume bench roofline` on a device backend). */
+typedef enum plume_microbench {
+    PLUME_MB_READ_GBS = 0,   /* streaming read bandwidth of the device's memory, GB/s */
+    PLUME_MB_F16_TFLOPS = 1, /* dense f16 matrix multiply, f32 accumulation, TFLOP/s */
+} plume_microbench;
+
 typedef struct plume_backend_vtable {
     uint32_t struct_size;        /* sizeof(plume_backend_vtable) of the provider's build */
     uint32_t interface_version;  /* PLUME_BACKEND_INTERFACE_VERSION */
@@ -247,6 +253,13 @@ typedef struct plume_backend_vtable {
      * host: split work by ith, never wait for another ith inside fn.  NULL
      * (or b NULL): call fn(ctx, 0, 1) yourself. */
     void (*parallel_for)(plume_backend *b, void (*fn)(void *ctx, int ith, int nth), void *ctx);
+
+    /* Optional: measures what this instance's device can do (reps timed
+     * runs after a warm-up; their mean rate into *out), for `plume bench
+     * roofline --pipeline` on a device backend.  NULL: the bench measures
+     * the host (the cpu backend). */
+    int (*microbench)(plume_backend *b, plume_microbench what, int reps, double *out,
+                      plume_error *err);
 } plume_backend_vtable;
 
 #ifdef __cplusplus
