@@ -115,9 +115,11 @@ static int cuda_validate(const plume_settings *s, plume_error *err)
     static const char *const keys[] = {"matmul", "device"};
     size_t mode;
     int64_t dev;
-    return plume_settings_check_keys(s, keys, 2, err) ||
-           plume_settings_choice(s, "matmul", matmul_modes, 2, 0, &mode, err) ||
-           plume_settings_int(s, "device", 0, 0, 1024, &dev, err);
+    if (plume_settings_check_keys(s, keys, 2, err) ||
+        plume_settings_choice(s, "matmul", matmul_modes, 2, 0, &mode, err) ||
+        plume_settings_int(s, "device", 0, 0, 1024, &dev, err))
+        return -1;
+    return 0;
 }
 
 static void cuda_destroy(plume_backend *be);
@@ -278,10 +280,10 @@ static int cuda_weight_prepare(plume_backend *be, const plume_tensor *t, plume_b
     if (t->n_dims != 1 && t->n_dims != 2)
         return plume_err(err, PLUME_ERR_INVALID, "cuda backend: tensor %s has %d dims (1 or 2)",
                          t->name ? t->name : "?", t->n_dims);
+    CU(cudaSetDevice(b->device), "cudaSetDevice");
     plume_bweight *w = calloc(1, sizeof *w);
     if (!w)
         return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory");
-    CU(cudaSetDevice(b->device), "cudaSetDevice");
     const int64_t n = plume_tensor_nelements(t);
     int rc = -1;
     if (t->n_dims == 1) {

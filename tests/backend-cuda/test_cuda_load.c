@@ -2,10 +2,24 @@
  * not mapped), and `auto` agrees with the device: without a usable GPU
  * its score is 0, create fails with PLUME_ERR_UNSUPPORTED saying "no CUDA
  * device" (or which architecture it cannot run), and the best backend is
- * cpu; with one, the best backend is cuda and an instance is created. */
+ * cpu; with one, the best backend is cuda and an instance is created.
+ * Its settings are checked on any machine: matmul rows|cublas, device. */
 #include <string.h>
 
 #include "cuda_test_util.h"
+#include "plume/settings.h"
+
+/* validate on one key = value; returns its result, err filled. */
+static int validate_one(const plume_backend_vtable *vt, const char *key, const char *value,
+                        plume_error *err)
+{
+    plume_settings *s;
+    if (plume_settings_new("backend", &s, err) || plume_settings_set(s, key, value, err))
+        return -2;
+    int rc = vt->validate(s, err);
+    plume_settings_free(s);
+    return rc;
+}
 
 int main(void)
 {
@@ -16,6 +30,19 @@ int main(void)
     const plume_backend_vtable *best = plume_registry_best_backend(reg);
     plume_backend *b = NULL;
     plume_error err = {0};
+    const char *bad[][3] = {{"matmul", "rows", "ok"},  {"matmul", "cublas", "ok"},
+                            {"matmul", "fast", "bad"}, {"device", "-1", "bad"},
+                            {"device", "3", "ok"},     {"gemm", "rows", "bad"}};
+    for (int i = 0; i < 6; i++) {
+        const int rc = validate_one(vt, bad[i][0], bad[i][1], &err);
+        if (rc != (strcmp(bad[i][2], "ok") == 0 ? 0 : -1)) {
+            printf("FAIL: validate %s: %s gave %d (%s)\n", bad[i][0], bad[i][1], rc, err.msg);
+            fails++;
+        } else if (rc) {
+            printf("# %s: %s refused: %s\n", bad[i][0], bad[i][1], err.msg);
+        }
+    }
+    err = (plume_error){0};
     const int rc = vt->create(NULL, 0, &b, &err);
     if (score == 0) {
         printf("# no usable CUDA device here: checking the refusal\n");
