@@ -122,8 +122,6 @@ static int cuda_validate(const plume_settings *s, plume_error *err)
     return 0;
 }
 
-static void cuda_destroy(plume_backend *be);
-
 static int cuda_create(const plume_settings *s, int n_threads, plume_backend **out,
                        plume_error *err)
 {
@@ -152,10 +150,14 @@ static int cuda_create(const plume_settings *s, int n_threads, plume_backend **o
     b->use_cublas = mode == 1;
     cudaError_t e = cudaSetDevice(b->device);
     if (e == cudaSuccess)
+        e = ck_kernel_probe(); /* ck_device_usable probed device 0 */
+    if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         free(b);
-        return cu_fail(err, e, "creating the stream");
+        char what[64];
+        snprintf(what, sizeof what, "device %d (kernel probe, stream)", (int)dev);
+        return cu_fail(err, e, what);
     }
     *out = (plume_backend *)b;
     return 0;
