@@ -192,7 +192,7 @@ static void test_ops(int f16)
     get(a, dy, XN);
     REL(XN);
     CHECK(md <= 1e-5, "rmsnorm: max relative difference %.3g", md);
-    /* rope: |angle| up to ~75 rad, cosf/sinf within a few ulp of it */
+    /* rope: angles up to ~75 rad */
     float inv[HD / 2];
     for (int i = 0; i < HD / 2; i++)
         inv[i] = powf(100000.0f, -2.0f * i / HD);
@@ -207,7 +207,9 @@ static void test_ops(int f16)
         md = 0;
         for (size_t i = 0; i < (size_t)NROW * NH * HD; i++)
             md = fmax(md, fabs((double)a[i] - c[i]));
-        CHECK(md <= 3 * 2e-6 * 3 * 2, "rope (adjacent %d): max |gpu - cpu| = %.3g", adj, md);
+        /* the same angle bits; cosf/sinf within 2 ulp on each side, |x0|+|x1| <= 6,
+         * times 10 for margin */
+        CHECK(md <= 10 * 4 * 0x1p-24 * 6, "rope (adjacent %d): max |gpu - cpu| = %.3g", adj, md);
     }
     /* kv_store and attention */
     plume_kv_pool pc = {.n_layer = 2, .n_blocks = NB, .block_size = BS, .n_head_kv = NKV,
@@ -244,7 +246,7 @@ static void test_ops(int f16)
         CHECK(md <= 1e-4, "attention (%s, %d heads, scale %g, window %d): max |gpu - cpu| %.3g",
               f16 ? "f16" : "f32", ps[pi].n_head, (double)ps[pi].scale, ps[pi].window, md);
     }
-    /* embed from a Q8_0 and a Q4_1 table: exact */
+    /* embed from a Q8_0 and a Q4_1 table */
     for (int q = 0; q < 2; q++) {
         const uint32_t ty = q ? PLUME_DTYPE_Q4_1 : PLUME_DTYPE_Q8_0;
         size_t rb;
@@ -255,7 +257,9 @@ static void test_ops(int f16)
         MUST(GPU->embed(gb, &sg, tg, dy, DIM, &err));
         get(a, dy, XN);
         REL(XN);
-        CHECK(md <= 1e-7, "embed %s: max relative difference %.3g", plume_dtype_name(ty), md);
+        /* nvcc may fuse Q4_1's d*q + m into one fma: half an ulp of d*q
+         * (|d*q| < 0.3: < 2e-8), measured against |c| + 1e-3 */
+        CHECK(md <= 1e-4, "embed %s: max relative difference %.3g", plume_dtype_name(ty), md);
         CPU->weight_free(cb, tc);
         GPU->weight_free(gb, tg);
         free(tab);
