@@ -326,12 +326,22 @@ void plume_kv_glue_on_finish(plume_engine *e, plume_seq *s)
     if (!e->kvc || !s->has_kv_xfer)
         return;
     plume_queue_remove(&e->remote, s); /* aborted or failed while waiting for its KV */
-    bool done = s->n_computed >= s->n_prompt &&
+    /* a one-token prompt has no KV worth shipping (the decode worker
+     * computes its last prompt position anyway): it goes out with
+     * do_remote_prefill false */
+    bool done = s->n_computed >= s->n_prompt && s->n_prompt > 1 &&
                 (s->finish == PLUME_FINISH_STOP || s->finish == PLUME_FINISH_LENGTH);
     plume_kv_transfer_params out;
     memset(&out, 0, sizeof out);
     int keep = e->kvc_vt.request_finished(e->kvc, s->id, &s->kv_xfer, done, &out);
-    if (keep != 1 || e->p.kv_role != PLUME_KV_PRODUCER || !done)
+    bool producer = e->p.kv_role == PLUME_KV_PRODUCER && s->kv_xfer.do_remote_decode;
+    if (producer && (keep != 1 || !done))
+        memset(&out, 0, sizeof out); /* nothing kept: nothing to load */
+    if (producer) {
+        s->has_kv_out = true;
+        s->kv_out = out;
+    }
+    if (keep != 1 || !producer || !done)
         return;
     if (e->n_deferred == e->cap_deferred) {
         int32_t cap = e->cap_deferred ? 2 * e->cap_deferred : 16;
@@ -351,8 +361,6 @@ void plume_kv_glue_on_finish(plume_engine *e, plume_seq *s)
     e->deferred[e->n_deferred++] = (plume_kv_deferred){s->id, s->bt, s->n_prompt, s->kv_xfer,
                                                        false};
     memset(&s->bt, 0, sizeof s->bt);
-    s->has_kv_out = true;
-    s->kv_out = out;
 }
 
 int32_t plume_kv_glue_pending(const plume_engine *e)
