@@ -249,7 +249,12 @@ int plume_kv_glue_before_step(plume_engine *e, plume_error *err)
             i--;
             continue;
         }
-        if (plume_bm_ensure(e->sched.bm, &s->bt, n) != 0)
+        /* keep a block per queued or running sequence free, so that loads
+         * parked here can never take the blocks the scheduler needs to
+         * make progress (a step that can schedule nothing is an error) */
+        int32_t reserve = e->sched.waiting.n + e->sched.running.n + 1;
+        if (plume_bm_n_free(e->sched.bm) - plume_bm_blocks_for(e->sched.bm, n) < reserve ||
+            plume_bm_ensure(e->sched.bm, &s->bt, n) != 0)
             break; /* no room yet: running requests free blocks as they finish */
         s->kv_n_remote = n;
         plume_error e2 = {0};
