@@ -86,6 +86,8 @@ static int fetch(plume_kv_connector *c, pd_job *j)
     j->map = map;
     j->bytes = want;
     j->seg_blocks = m.n_blocks;
+    j->seg_tokens = m.n_tokens;
+    j->seg_hash = m.tokens_hash;
     rc = 0;
     goto out;
 io:
@@ -222,6 +224,21 @@ int pd_consumer_load(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
             pd_job *j = c->jobs[i];
             if (j->req_id != r->req_id)
                 continue;
+            if (j->state == PD_STAGED &&
+                (r->n_prompt < j->seg_tokens ||
+                 pd_tokens_hash(r->prompt, j->seg_tokens) != j->seg_hash)) {
+                /* KV of another prompt must never be used: fail it */
+                j->state = PD_FAILED;
+                if (j->bytes)
+                    munmap(j->map, j->bytes);
+                c->st.live_segments--;
+                c->st.live_bytes -= (int64_t)j->bytes;
+                snprintf(j->msg, sizeof j->msg,
+                         "transfer %.64s holds the KV of another prompt than this request's; "
+                         "send the decode worker the same prompt (and chat template input) as "
+                         "the prefill worker",
+                         j->xp.transfer_id);
+            }
             if (j->state == PD_STAGED) {
                 plume_error e2 = {0};
                 if (copy_in(c, j, r, &e2)) {

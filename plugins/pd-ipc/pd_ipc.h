@@ -21,6 +21,7 @@ typedef struct pd_seg {
     int fd;
     size_t bytes;
     int32_t n_tokens, n_blocks;
+    uint64_t tokens_hash;
     double t_created;
 } pd_seg;
 
@@ -36,6 +37,8 @@ typedef struct pd_job {
     void *map;                 /* STAGED: the segment, mapped read-only */
     size_t bytes;
     int32_t seg_blocks;        /* blocks per layer in the segment */
+    int32_t seg_tokens;        /*   the prompt positions it holds */
+    uint64_t seg_hash;         /*   and the hash of their token ids */
     char msg[480];             /* FAILED: why */
 } pd_job;
 

@@ -102,6 +102,7 @@ static void serve_conn(plume_kv_connector *c, int s)
         r.n_tokens = seg.n_tokens;
         r.n_blocks = seg.n_blocks;
         r.bytes = seg.bytes;
+        r.tokens_hash = seg.tokens_hash;
         int rc = pd_send(s, &r, seg.fd);
         close(seg.fd);
         if (rc == 0) {
@@ -217,7 +218,8 @@ static int save_one(plume_kv_connector *c, const plume_kv_req_blocks *r, pd_seg 
         close(fd);
         return -1;
     }
-    *out = (pd_seg){{0}, fd, bytes, r->n_tokens, r->n_blocks, pd_now()};
+    int32_t nt = r->n_tokens < r->n_prompt ? r->n_tokens : r->n_prompt;
+    *out = (pd_seg){{0}, fd, bytes, nt, r->n_blocks, pd_tokens_hash(r->prompt, nt), pd_now()};
     snprintf(out->id, sizeof out->id, "%s-%lld", c->nonce, (long long)r->req_id);
     return 0;
 }

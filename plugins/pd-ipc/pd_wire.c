@@ -61,6 +61,17 @@ int pd_ident_check(const pd_ident *a, const pd_ident *b, char *msg, size_t cap)
     return 0;
 }
 
+uint64_t pd_tokens_hash(const int32_t *ids, int32_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)ids;
+    for (size_t i = 0; i < (size_t)n * sizeof *ids; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
 size_t pd_block_bytes(const pd_ident *id)
 {
     return (size_t)id->block_size * id->slot_stride;

@@ -34,6 +34,7 @@ typedef struct pd_msg {
     uint32_t magic, version, type;
     int32_t n_tokens, n_blocks;
     uint64_t bytes;
+    uint64_t tokens_hash;   /* PD_SEG: of the n_tokens prompt ids the KV was computed for */
     pd_ident ident;
     char id[PLUME_KV_XFER_ID_MAX];
     char text[400];
@@ -45,6 +46,9 @@ pd_ident pd_ident_of(const plume_kv_layout *kv);
 /* 0 when a and b may exchange KV; else writes what differs and what to do
  * to msg ("decode" describes a, "prefill" b). */
 int pd_ident_check(const pd_ident *decode, const pd_ident *prefill, char *msg, size_t cap);
+
+/* A hash of n token ids (FNV-1a): a segment says which prompt it holds. */
+uint64_t pd_tokens_hash(const int32_t *ids, int32_t n);
 
 /* Bytes of one block of one layer of K (or V). */
 size_t pd_block_bytes(const pd_ident *id);

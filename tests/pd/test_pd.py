@@ -199,6 +199,16 @@ def test_failed_transfer(d, colo, pre, dec):
     body["kv_transfer_params"]["remote_addr"] = os.path.join(d, "nobody.sock")
     st, r = dec.request("POST", "/v1/completions", body)
     check(st == 500 and "cannot reach the prefill worker" in r["error"]["message"], (st, r))
+    # KV computed for another prompt is refused, never used
+    st, r = pre.request("POST", "/v1/completions",
+                        {"prompt": "The first prompt, twenty tokens or so long enough",
+                         "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}})
+    check(st == 200, (st, r))
+    st, r2 = dec.request("POST", "/v1/completions",
+                         {"prompt": "Another prompt entirely, of about the same length",
+                          "max_tokens": 2, "kv_transfer_params": r["kv_transfer_params"]})
+    check(st == 500 and "holds the KV of another prompt" in r2["error"]["message"], (st, r2))
+    wait_clean(pre, "prefill after a refused transfer")
     # on_failure: recompute: computed here, the same ids
     rec = Worker(pipeline(d, "rec.yaml", "decode", on_failure="recompute"), 0)
     try:

@@ -85,14 +85,18 @@ typedef struct plume_kv_layout {
     uint64_t model_id;
 } plume_kv_layout;
 
-/* One request in a step's metadata: its transfer parameters and the
- * blocks that hold (save) or receive (load) positions 0 .. n_tokens-1. */
+/* One request in a step's metadata: its transfer parameters, the blocks
+ * that hold (save) or receive (load) positions 0 .. n_tokens-1, and its
+ * prompt (so that a connector can check that the KV it loads was computed
+ * for these very tokens). */
 typedef struct plume_kv_req_blocks {
     int64_t req_id;
     const plume_kv_transfer_params *xp;
     const int32_t *block_ids;
     int32_t n_blocks;       /* ceil(n_tokens / block_size) */
     int32_t n_tokens;
+    const int32_t *prompt;  /* the request's prompt token ids */
+    int32_t n_prompt;
 } plume_kv_req_blocks;
 
 /* What the scheduler half tells the worker half for one step. */

@@ -16,6 +16,7 @@ typedef struct plume_kv_deferred {
     int64_t req_id;
     plume_block_table bt;
     int32_t n_tokens;
+    int32_t *prompt;           /* a copy: the sequence may be released first */
     plume_kv_transfer_params xp;
     bool saved;                /* handed to the connector's save */
 } plume_kv_deferred;
@@ -94,6 +95,7 @@ void plume_kv_glue_free(plume_engine *e)
     for (int32_t i = 0; i < e->n_deferred; i++) {
         plume_bm_release(e->sched.bm, &e->deferred[i].bt);
         plume_block_table_free(&e->deferred[i].bt);
+        free(e->deferred[i].prompt);
     }
     free(e->deferred);
     e->deferred = NULL;
@@ -200,6 +202,7 @@ static void take_finished(plume_engine *e)
             if (e->deferred[j].req_id == f.sent[i]) {
                 plume_bm_release(e->sched.bm, &e->deferred[j].bt);
                 plume_block_table_free(&e->deferred[j].bt);
+                free(e->deferred[j].prompt);
                 e->deferred[j] = e->deferred[--e->n_deferred];
                 break;
             }
@@ -271,8 +274,9 @@ int plume_kv_glue_before_step(plume_engine *e, plume_error *err)
         plume_seq *s = e->remote.items[i];
         if (s->kv_n_remote > 0)
             e->kv_meta[nl++] = (plume_kv_req_blocks){
-                s->id, &s->kv_xfer, s->bt.ids,
-                plume_bm_blocks_for(e->sched.bm, s->kv_n_remote), s->kv_n_remote};
+                s->id,          &s->kv_xfer, s->bt.ids,
+                plume_bm_blocks_for(e->sched.bm, s->kv_n_remote), s->kv_n_remote,
+                s->tokens,      s->n_prompt};
     }
     if (nl > 0) {
         plume_kv_step_meta meta = {e->kv_meta, nl, NULL, 0};
@@ -299,7 +303,7 @@ int plume_kv_glue_after_step(plume_engine *e, bool idle, plume_error *err)
             d->saved = true;
             e->kv_meta[ns++] = (plume_kv_req_blocks){d->req_id, &d->xp, d->bt.ids,
                                                      plume_bm_blocks_for(e->sched.bm, d->n_tokens),
-                                                     d->n_tokens};
+                                                     d->n_tokens, d->prompt, d->n_tokens};
         }
         if (ns > 0) {
             plume_kv_step_meta meta = {NULL, 0, e->kv_meta, ns};
@@ -313,6 +317,7 @@ int plume_kv_glue_after_step(plume_engine *e, bool idle, plume_error *err)
                     if (e->deferred[i].saved) {
                         plume_bm_release(e->sched.bm, &e->deferred[i].bt);
                         plume_block_table_free(&e->deferred[i].bt);
+                        free(e->deferred[i].prompt);
                         e->deferred[i] = e->deferred[--e->n_deferred];
                     }
             }
@@ -348,23 +353,29 @@ void plume_kv_glue_on_finish(plume_engine *e, plume_seq *s)
     }
     if (keep != 1 || !producer || !done)
         return;
-    if (e->n_deferred == e->cap_deferred) {
+    int32_t *prompt = malloc(sizeof *prompt * (size_t)s->n_prompt);
+    if (prompt)
+        memcpy(prompt, s->tokens, sizeof *prompt * (size_t)s->n_prompt);
+    if (prompt && e->n_deferred == e->cap_deferred) {
         int32_t cap = e->cap_deferred ? 2 * e->cap_deferred : 16;
         plume_kv_deferred *d = realloc(e->deferred, sizeof *d * (size_t)cap);
-        if (!d) {
-            fprintf(stderr, "plume: out of memory keeping request %lld's KV for its decode "
-                            "worker; its blocks are freed and the decode worker's load fails\n",
-                    (long long)s->id);
-            e->kvc_vt.request_finished(e->kvc, s->id, &s->kv_xfer, false, &out);
-            return;
+        if (d) {
+            e->deferred = d;
+            e->cap_deferred = cap;
         }
-        e->deferred = d;
-        e->cap_deferred = cap;
+    }
+    if (!prompt || e->n_deferred == e->cap_deferred) {
+        fprintf(stderr, "plume: out of memory keeping request %lld's KV for its decode "
+                        "worker; its blocks are freed and the decode worker's load fails\n",
+                (long long)s->id);
+        e->kvc_vt.request_finished(e->kvc, s->id, &s->kv_xfer, false, &out);
+        free(prompt);
+        return;
     }
     /* the blocks move out of the sequence (which may be released at once):
      * they are freed when get_finished reports the send */
-    e->deferred[e->n_deferred++] = (plume_kv_deferred){s->id, s->bt, s->n_prompt, s->kv_xfer,
-                                                       false};
+    e->deferred[e->n_deferred++] = (plume_kv_deferred){s->id, s->bt, s->n_prompt, prompt,
+                                                       s->kv_xfer, false};
     memset(&s->bt, 0, sizeof s->bt);
 }
 
