@@ -69,12 +69,20 @@ static int fetch(plume_kv_connector *c, pd_job *j)
     }
     size_t want = (size_t)c->kv.pool->n_layer * 2 * (size_t)m.n_blocks * pd_block_bytes(&c->ident);
     int32_t need_blocks = (j->n_tokens + c->ident.block_size - 1) / c->ident.block_size;
-    if (m.type != PD_SEG || fd < 0 || m.bytes != want || m.n_tokens < j->n_tokens ||
-        m.n_blocks < need_blocks) {
+    if (m.type != PD_SEG || fd < 0 || m.bytes != want || m.n_tokens < 0 ||
+        (int64_t)m.n_blocks * c->ident.block_size < m.n_tokens) {
         snprintf(j->msg, sizeof j->msg,
                  "the prefill worker sent a malformed segment for transfer %s (%d tokens, "
-                 "%llu bytes; %d tokens wanted): are both workers the same plume version?",
-                 j->xp.transfer_id, m.n_tokens, (unsigned long long)m.bytes, j->n_tokens);
+                 "%llu bytes): are both workers the same plume version?",
+                 j->xp.transfer_id, m.n_tokens, (unsigned long long)m.bytes);
+        goto out;
+    }
+    if (m.n_tokens < j->n_tokens || m.n_blocks < need_blocks) {
+        snprintf(j->msg, sizeof j->msg,
+                 "transfer %s holds the KV of a %d-token prompt, shorter than this request's: "
+                 "the prefill worker computed another prompt; send the decode worker the same "
+                 "prompt (and chat template input) as the prefill worker",
+                 j->xp.transfer_id, m.n_tokens);
         goto out;
     }
     void *map = want ? mmap(NULL, want, PROT_READ, MAP_SHARED, fd, 0) : NULL;

@@ -13,8 +13,12 @@ and a decode worker (`plume serve` with the pd-ipc plugin) behind
   start-up check fail with a message that says so;
 - a failed transfer fails the request loudly by default, and is computed
   locally (same ids) with on_failure: recompute;
-- killing the decode worker mid-stream ends the client's stream with an
-  error event within the router's --timeout, the prefill worker serves on,
+- KV computed for another prompt (one token different, or shorter) is
+  refused, never used;
+- killing the decode worker mid-stream (while it waits for KV from a fake
+  prefill worker that never answers, so that the kill lands mid-stream every
+  time) ends the client's stream with an error event within the router's
+  --timeout, the prefill worker serves on,
   an unclaimed segment expires after timeout_s, and the restarted decode
   worker is used again;
 - a stopped (hung) prefill worker fails the request within --timeout, the
@@ -199,16 +203,20 @@ def test_failed_transfer(d, colo, pre, dec):
     body["kv_transfer_params"]["remote_addr"] = os.path.join(d, "nobody.sock")
     st, r = dec.request("POST", "/v1/completions", body)
     check(st == 500 and "cannot reach the prefill worker" in r["error"]["message"], (st, r))
-    # KV computed for another prompt is refused, never used
-    st, r = pre.request("POST", "/v1/completions",
-                        {"prompt": "The first prompt, twenty tokens or so long enough",
-                         "max_tokens": 1, "kv_transfer_params": {"do_remote_decode": True}})
-    check(st == 200, (st, r))
-    st, r2 = dec.request("POST", "/v1/completions",
-                         {"prompt": "Another prompt entirely, of about the same length",
-                          "max_tokens": 2, "kv_transfer_params": r["kv_transfer_params"]})
-    check(st == 500 and "holds the KV of another prompt" in r2["error"]["message"], (st, r2))
-    wait_clean(pre, "prefill after a refused transfer")
+    # KV computed for another prompt is refused, never used: one token
+    # different (the same length), or a shorter prompt
+    ids = list(range(10, 40))
+    for other, says in ((ids[:17] + [99] + ids[18:], "holds the KV of another prompt"),
+                        (ids + [7, 8, 9], "holds the KV of a 30-token prompt")):
+        st, r = pre.request("POST", "/v1/completions",
+                            {"prompt": ids, "max_tokens": 1,
+                             "kv_transfer_params": {"do_remote_decode": True}})
+        check(st == 200, (st, r))
+        st, r2 = dec.request("POST", "/v1/completions",
+                             {"prompt": other, "max_tokens": 2,
+                              "kv_transfer_params": r["kv_transfer_params"]})
+        check(st == 500 and says in r2["error"]["message"], (st, r2))
+    wait_clean(pre, "prefill after refused transfers")
     # on_failure: recompute: computed here, the same ids
     rec = Worker(pipeline(d, "rec.yaml", "decode", on_failure="recompute"), 0)
     try:
@@ -225,31 +233,67 @@ def test_failed_transfer(d, colo, pre, dec):
     wait_clean(dec, "decode after failed transfers")
 
 
-def stream_until_error(rt, kill):
-    """Streams a long completion, calls kill() after a few chunks; returns
-    (seconds from kill to the stream's end, the error message seen)."""
-    c = client(rt)
-    t_kill = None
-    err = None
-    n = 0
-    try:
-        for ch in c.completions.create(model="tiny.gguf", prompt="Tell a long story", max_tokens=3000,
-                                       temperature=0, stream=True,
-                                       extra_body={"ignore_eos": True}):
-            n += 1
-            if n == 5:
-                kill()
-                t_kill = time.time()
-    except openai.APIError as e:  # the client raises on an error event
-        err = str(e)
-    check(t_kill is not None, "the stream ended before the kill")
-    return time.time() - t_kill, err
+class FakePrefill:
+    """An HTTP server that answers every POST as a prefill worker would,
+    pointing the decode worker at a Unix socket that never answers: the
+    decode worker admits the request (the stream's headers go out) and
+    waits for KV, so that killing it lands mid-stream, deterministically."""
+
+    def __init__(self, d):
+        import http.server
+        import threading
+        self.hang = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.hang.bind(os.path.join(d, "hang.sock"))
+        self.hang.listen(8)  # never accepted: connects succeed, answers never come
+        params = {"do_remote_prefill": True, "transfer_id": "x",
+                  "remote_addr": os.path.join(d, "hang.sock")}
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.dumps({"choices": [{"text": "", "index": 0}],
+                                   "kv_transfer_params": params}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.base = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.hang.close()
 
 
 def test_decode_killed(d, pre_yaml, dec_yaml, pre, dec, rt):
-    dt, err = stream_until_error(rt, dec.kill)
-    check(err and "decode worker" in err and "failed while streaming" in err, err)
-    check(dt < TIMEOUT + 5, ("the stream took too long to fail", dt))
+    import http.client
+    import threading
+    fake = FakePrefill(d)
+    rt2 = Router(fake, dec, "--no-check")
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", rt2.port, timeout=60)
+        c.request("POST", "/v1/completions",
+                  json.dumps({"prompt": "Tell a long story", "max_tokens": 100,
+                              "stream": True}), {"Content-Type": "application/json"})
+        killer = threading.Timer(1.0, dec.kill)
+        t_kill = time.time() + 1.0
+        killer.start()
+        resp = c.getresponse()
+        body = resp.read().decode()
+        dt = time.time() - t_kill
+        killer.join()
+        check(resp.status == 200 and "failed while streaming" in body and "decode worker" in body
+              and body.rstrip().endswith("data: [DONE]"), (resp.status, body))
+        check(dt < TIMEOUT + 5, ("the stream took too long to fail", dt))
+    finally:
+        rt2.kill()
+        fake.close()
     # the prefill worker serves on
     st, r = pre.request("POST", "/v1/completions", {"prompt": "still there?", "max_tokens": 2})
     check(st == 200, (st, r))
