@@ -159,9 +159,12 @@ static void ipc_get_finished(plume_kv_connector *c, plume_kv_finished *out)
         }
         c->out_cap = need;
     }
-    memcpy(c->out_sent, c->sent, sizeof *c->sent * (size_t)c->n_sent);
-    memcpy(c->out_received, c->received, sizeof *c->received * (size_t)c->n_received);
-    memcpy(c->out_failed, c->failed, sizeof *c->failed * (size_t)c->n_failed);
+    if (c->n_sent) /* (the lists stay NULL until their first id) */
+        memcpy(c->out_sent, c->sent, sizeof *c->sent * (size_t)c->n_sent);
+    if (c->n_received)
+        memcpy(c->out_received, c->received, sizeof *c->received * (size_t)c->n_received);
+    if (c->n_failed)
+        memcpy(c->out_failed, c->failed, sizeof *c->failed * (size_t)c->n_failed);
     for (int32_t i = 0; i < c->n_failed; i++)
         c->out_failed_msg[i] = c->failed_msg[i]; /* ownership moves */
     *out = (plume_kv_finished){c->out_sent,     c->n_sent,
