@@ -57,7 +57,7 @@ cleanup; pids=""
 pids="$pids $!"
 "$plume" serve --pipeline "$out/dec.yaml" --port 8312 --threads 1 > "$out/dec.log" 2>&1 &
 pids="$pids $!"
-"$plume" router --prefill http://127.0.0.1:8311 --decode http://127.0.0.1:8312 --port 8313 \
+"$plume" router --prefill http://127.0.0.1:8311 --decode http://127.0.0.1:8312 --port 8313 --timeout 600 \
     > "$out/router.log" 2>&1 &
 pids="$pids $!"
 wait_up http://127.0.0.1:8313
