@@ -11,6 +11,7 @@ and a decode worker (`plume serve` with the pd-ipc plugin) behind
   match the requests;
 - workers that cannot exchange KV (another block_size) make the router's
   start-up check fail with a message that says so;
+- the router's --api-key is required from clients;
 - a failed transfer fails the request loudly by default, and is computed
   locally (same ids) with on_failure: recompute;
 - KV computed for another prompt (one token different, or shorter) is
@@ -191,6 +192,19 @@ def test_mismatch(d, pre):
         w.kill()
 
 
+def test_api_key(pre, dec):
+    """The router's --api-key: required from clients, sent on to the workers."""
+    rk = Router(pre, dec, "--api-key", "k3y")
+    try:
+        st, r = rk.request("POST", "/v1/completions", {"prompt": "Hello world", "max_tokens": 2})
+        check(st == 401 and "API key" in r["error"]["message"], (st, r))
+        st, r = rk.request("POST", "/v1/completions", {"prompt": "Hello world", "max_tokens": 2},
+                           {"Authorization": "Bearer k3y"})
+        check(st == 200 and r["usage"]["completion_tokens"] == 2, (st, r))
+    finally:
+        rk.kill()
+
+
 def test_failed_transfer(d, colo, pre, dec):
     # default (on_failure: fail): loud
     body = {"prompt": "Hello world again", "max_tokens": 4,
@@ -358,6 +372,7 @@ def main():
             rt = Router(pre, dec)
             test_identity(colo, pre, dec, rt)
             test_mismatch(d, pre)
+            test_api_key(pre, dec)
             test_failed_transfer(d, colo, pre, dec)
             dec = test_decode_killed(d, pre_yaml, dec_yaml, pre, dec, rt)
             pre = test_prefill_failures(d, pre_yaml, pre, dec, rt)

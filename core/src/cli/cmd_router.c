@@ -21,7 +21,8 @@
 
 static const char help[] =
     "usage: plume router --prefill URL [--prefill URL ...] --decode URL [--decode URL ...]\n"
-    "                    [--host 127.0.0.1] [--port 8000] [--timeout SECONDS] [--no-check]\n"
+    "                    [--host 127.0.0.1] [--port 8000] [--timeout SECONDS] [--api-key KEY]\n"
+    "                    [--no-check]\n"
     "\n"
     "The OpenAI-compatible front of a prefill/decode split (docs/disaggregation.md).\n"
     "Each POST /v1/completions or /v1/chat/completions goes to a prefill worker (plume\n"
@@ -40,6 +41,9 @@ static const char help[] =
     "                    also bounds a prefill call (default 60)\n"
     "  --startup-timeout S  how long the start-up check waits for workers to come up\n"
     "                    (default 120)\n"
+    "  --api-key KEY     clients must send 'Authorization: Bearer KEY' on /v1/*, and the\n"
+    "                    router sends it to the workers (start them with the same\n"
+    "                    --api-key); default: PLUME_API_KEY if set, else none\n"
     "  --no-check        skip the start-up check (one request through both workers)\n";
 
 #define MAX_WORKERS 64
@@ -60,11 +64,11 @@ static double now_s(void)
 
 /* One greedy request through the router itself.  0 when it worked; 1 when
  * a worker is not reachable yet (retry); -1 for any other answer (msg). */
-static int check_once(int port, char *msg, size_t cap)
+static int check_once(int port, const char *api_key, char *msg, size_t cap)
 {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", port);
-    up_opts o = {5, 60, 120};
+    up_opts o = {5, 60, 120, api_key};
     up_call *up = up_start(url,
                            "{\"prompt\":\"plume router start-up check: one request through "
                            "both workers\",\"max_tokens\":2,\"temperature\":0}",
@@ -99,6 +103,9 @@ int cmd_router(int argc, char **argv)
                      .decode = decode, .timeout_s = 60, .max_body = 4 << 20};
     double startup = 120;
     bool check = true;
+    o.api_key = getenv("PLUME_API_KEY");
+    if (o.api_key && !o.api_key[0])
+        o.api_key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
@@ -120,6 +127,10 @@ int cmd_router(int argc, char **argv)
             o.timeout_s = (double)cli_int("--timeout", v, 1, 86400);
         } else if (cli_opt(argc, argv, &i, "--startup-timeout", &v)) {
             startup = (double)cli_int("--startup-timeout", v, 0, 86400);
+        } else if (cli_opt(argc, argv, &i, "--api-key", &v)) {
+            if (!v[0])
+                return fprintf(stderr, "plume router: --api-key is empty\n"), 2;
+            o.api_key = v;
         } else if (cli_flag(argv, i, "--no-check")) {
             check = false;
         } else {
@@ -152,7 +163,7 @@ int cmd_router(int argc, char **argv)
     if (check) {
         double t0 = now_s();
         int rc;
-        while ((rc = check_once(port, msg, sizeof msg)) == 1 && now_s() - t0 < startup &&
+        while ((rc = check_once(port, o.api_key, msg, sizeof msg)) == 1 && now_s() - t0 < startup &&
                !g_stop)
             usleep(300000);
         if (rc != 0) {

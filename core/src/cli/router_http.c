@@ -171,7 +171,7 @@ static enum MHD_Result generate(router *rt, struct MHD_Connection *c, conn *cc, 
     json_object_set_new(pre, "kv_transfer_params", json_pack("{s:b}", "do_remote_decode", 1));
     char *pre_body = json_dumps(pre, JSON_COMPACT);
     json_decref(pre);
-    up_opts po = {5, rt->o.timeout_s, rt->o.timeout_s};
+    up_opts po = {5, rt->o.timeout_s, rt->o.timeout_s, rt->o.api_key};
     int wp = 0;
     up_call *up = pre_body ? call_any(rt->o.prefill, rt->o.n_prefill,
                                       atomic_fetch_add(&rt->rr_prefill, 1), path, pre_body, &po,
@@ -220,7 +220,7 @@ static enum MHD_Result generate(router *rt, struct MHD_Connection *c, conn *cc, 
     up_free(up);
     char *dec_body = json_dumps(req, JSON_COMPACT);
     json_decref(req);
-    up_opts dopt = {5, rt->o.timeout_s, 0};
+    up_opts dopt = {5, rt->o.timeout_s, 0, rt->o.api_key};
     int wd = 0;
     up = dec_body ? call_any(rt->o.decode, rt->o.n_decode, atomic_fetch_add(&rt->rr_decode, 1),
                              path, dec_body, &dopt, true, &wd)
@@ -282,7 +282,7 @@ static enum MHD_Result models(router *rt, struct MHD_Connection *c)
     for (int i = 0; i < rt->o.n_decode; i++) {
         char url[512];
         snprintf(url, sizeof url, "%s/v1/models", rt->o.decode[i]);
-        char *body = http_get(url, NULL, rt->o.timeout_s < 10 ? rt->o.timeout_s : 10, err,
+        char *body = http_get(url, rt->o.api_key, rt->o.timeout_s < 10 ? rt->o.timeout_s : 10, err,
                               sizeof err);
         if (body) {
             enum MHD_Result rc = send_text(c, 200, "application/json", body, strlen(body));
@@ -348,6 +348,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
     if (cc->too_big)
         return send_error(c, 413, "the body is larger than %zu bytes", rt->o.max_body);
+    if (rt->o.api_key && strncmp(url, "/v1/", 4) == 0) {
+        const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+        if (!h || strncmp(h, "Bearer ", 7) != 0 || strcmp(h + 7, rt->o.api_key) != 0)
+            return send_error(c, 401, "a valid API key is needed: send 'Authorization: Bearer "
+                                      "KEY' with the router's --api-key");
+    }
     if (post && (strcmp(url, "/v1/completions") == 0 || strcmp(url, "/v1/chat/completions") == 0))
         return generate(rt, c, cc, url);
     if (get && strcmp(url, "/health") == 0)

@@ -22,6 +22,8 @@ typedef struct router_opts {
     int n_decode;
     double timeout_s;                /* a worker's longest silence; a prefill's whole call */
     size_t max_body;
+    const char *api_key;             /* NULL: none; else clients must send it (as to plume
+                                        serve) and the router sends it to the workers */
 } router_opts;
 
 typedef struct router router;

@@ -13,7 +13,7 @@ struct up_call {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t th;
-    char *url, *body;
+    char *url, *body, *auth;
     up_opts o;
     atomic_bool cancel;
     /* under mu */
@@ -94,6 +94,8 @@ static void *run(void *arg)
     if (h) {
         hd = curl_slist_append(hd, "Content-Type: application/json");
         hd = curl_slist_append(hd, "Expect:");
+        if (c->auth)
+            hd = curl_slist_append(hd, c->auth);
         curl_easy_setopt(h, CURLOPT_URL, c->url);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
@@ -141,12 +143,21 @@ up_call *up_start(const char *url, const char *body, const up_opts *o)
     c->url = strdup(url);
     c->body = strdup(body);
     c->o = *o;
+    c->o.api_key = NULL; /* copied into auth: the caller's string need not outlive the call */
+    if (o->api_key) {
+        size_t n = strlen(o->api_key) + 32;
+        c->auth = malloc(n);
+        if (c->auth)
+            snprintf(c->auth, n, "Authorization: Bearer %s", o->api_key);
+    }
     atomic_init(&c->cancel, false);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    if (!c->url || !c->body || pthread_create(&c->th, NULL, run, c)) {
+    if (!c->url || !c->body || (o->api_key && !c->auth) ||
+        pthread_create(&c->th, NULL, run, c)) {
         free(c->url);
         free(c->body);
+        free(c->auth);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv);
         free(c);
@@ -218,6 +229,7 @@ void up_free(up_call *c)
     pthread_cond_destroy(&c->cv);
     free(c->url);
     free(c->body);
+    free(c->auth);
     free(c->buf);
     free(c);
 }

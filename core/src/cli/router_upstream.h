@@ -13,6 +13,7 @@ typedef struct up_opts {
     double connect_timeout_s;  /* to open the connection */
     double idle_timeout_s;     /* the longest silence from the worker */
     double total_timeout_s;    /* the whole call (0: unbounded, for long streams) */
+    const char *api_key;       /* sent as "Authorization: Bearer KEY" (NULL: none) */
 } up_opts;
 
 /* Starts POSTing body (JSON) to url.  NULL when out of memory or threads. */
