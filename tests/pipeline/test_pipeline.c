@@ -78,23 +78,19 @@ static void test_unknown_providers(void **state)
                  "none");
 }
 
-/* A kv_connector section is refused at its key whatever it holds: the
- * engine does not call a KV connector yet (docs/pipelines.md). */
-static void test_kv_connector_refused(void **state)
+/* A kv_connector section names a registered provider and a role (the
+ * pd-ipc plugin's own tests cover a working one: tests/pd). */
+static void test_kv_connector_checked(void **state)
 {
     (void)state;
-    static const char msg[] =
-        "kv_connector: KV connectors are not wired into the engine yet (prefill/decode "
-        "disaggregation, the pd-ipc plugin, comes with a later issue), so this section would "
-        "do nothing; remove it";
-    char want[sizeof msg + 32];
-    snprintf(want, sizeof want, "t.yaml:2:1: %s", msg);
-    expect_error("model: m.gguf\nkv_connector: { method: ipc, role: producer }\n", want);
-    expect_error("model: m.gguf\nkv_connector: { role: consumer }\n", want);
-    expect_error("model: m.gguf\nkv_connector: off\n", want);
-    snprintf(want, sizeof want, "t.yaml:4:1: %s", msg);
-    expect_error("model: m.gguf\nsampling: { temperature: 0 }\n\nkv_connector:\n  method: ipc\n",
-                 want);
+    expect_error("model: m.gguf\nkv_connector: off\n",
+                 "t.yaml:2:15: kv_connector must be a mapping { key: value, ... }, got a scalar");
+    expect_error("model: m.gguf\nkv_connector: { role: decode }\n",
+                 "t.yaml:2:1: kv_connector: needs a method (the kv-connector provider); "
+                 "registered: none");
+    expect_error("model: m.gguf\nkv_connector: { method: nope, role: decode }\n",
+                 "t.yaml:2:25: kv_connector.method: no kv-connector provider 'nope'; available: "
+                 "none (a plugin that provides it must be listed in plugins:)");
 }
 
 static void test_wrong_types(void **state)
@@ -363,7 +359,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_unknown_providers),
-        cmocka_unit_test(test_kv_connector_refused),
+        cmocka_unit_test(test_kv_connector_checked),
         cmocka_unit_test(test_wrong_types),
         cmocka_unit_test(test_out_of_range),
         cmocka_unit_test(test_structure),

@@ -14,6 +14,7 @@
 #include "plume/api.h"
 #include "plume/backend.h"
 #include "plume/error.h"
+#include "plume/kv_connector.h"
 #include "plume/model.h"
 #include "plume/sampler.h"
 
@@ -67,6 +68,17 @@ typedef struct plume_engine_params {
      * with plume_engine_set_spec_policy. */
     bool spec_adaptive;
     int32_t spec_disable_above_batch;
+    /* Prefill/decode disaggregation (pipeline `kv_connector`; plume/
+     * kv_connector.h, docs/disaggregation.md): the connector provider, its
+     * settings (passed to its create; they need only outlive the create
+     * call) and this worker's role.  Default NULL: no connector, and a
+     * request's kv_transfer is then refused.  kv_recompute_on_failure: a
+     * failed load computes the prompt locally (logged) instead of failing
+     * the request (the default, `on_failure: fail`). */
+    const plume_kv_connector_vtable *kv_connector;
+    const struct plume_settings *kv_connector_settings;
+    plume_kv_role kv_role;
+    bool kv_recompute_on_failure;
 } plume_engine_params;
 
 /* The defaults listed above. */
@@ -150,6 +162,12 @@ typedef struct plume_request_params {
      * the engine's k is an error while a proposer is set; without one,
      * every value from -1 up is accepted (there is nothing to draft). */
     int32_t num_speculative_tokens;
+    /* Prefill/decode transfer parameters (copied), or NULL.  On a prefill
+     * worker do_remote_decode keeps the prompt's KV for a decode worker
+     * (the result's kv_transfer says where); on a decode worker
+     * do_remote_prefill loads it from there.  Refused when the engine has
+     * no connector of the matching role. */
+    const plume_kv_transfer_params *kv_transfer;
 } plume_request_params;
 
 /* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */
@@ -202,6 +220,9 @@ typedef struct plume_request_result {
     int32_t n_drafted;           /* speculative tokens drafted for this request */
     int32_t n_accepted;          /* of those, accepted by verification */
     int32_t n_forwards;          /* target forwards that produced its tokens */
+    /* Prefill worker: what a decode worker needs to load this request's
+     * prompt KV (do_remote_prefill set), once it finished; else NULL. */
+    const plume_kv_transfer_params *kv_transfer;
 } plume_request_result;
 
 /* Turns speculative decoding on with proposer vt (settings are passed to
@@ -268,6 +289,10 @@ typedef struct plume_engine_load {
                                     prefix cache count as free) */
     int64_t prefix_queries;      /* prompt tokens looked up in the prefix cache, */
     int64_t prefix_hits;         /*   and those found there (since creation) */
+    /* KV connector (all 0 without one) */
+    int32_t kv_waiting_remote;   /* requests waiting for remote KV */
+    int32_t kv_blocks_deferred;  /* blocks of finished requests kept until their send is done */
+    plume_kv_connector_stats kv; /* the connector's own counts */
 } plume_engine_load;
 /* The prefix counts are taken when a request is admitted (where its prefix
  * is matched), as vLLM counts them: queries += its tokens, hits += those

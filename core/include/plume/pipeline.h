@@ -110,9 +110,9 @@ PLUME_API const plume_sampler_vtable *plume_pipeline_sampler(const plume_pipelin
 PLUME_API const plume_proposer_vtable *plume_pipeline_proposer(const plume_pipeline *p,
                                                                const plume_settings **s,
                                                                int32_t *num_speculative_tokens);
-/* NULL when the pipeline has no `kv_connector` section, which is always for
- * now: the engine does not use a KV connector yet, and a pipeline with the
- * section is refused when it is validated. */
+/* NULL when the pipeline has no `kv_connector` section; else the provider,
+ * its settings and the role (plume_pipeline_engine_params carries them to
+ * the engine). */
 PLUME_API const plume_kv_connector_vtable *plume_pipeline_kv_connector(const plume_pipeline *p,
                                                                        const plume_settings **s,
                                                                        plume_kv_role *role);

@@ -32,6 +32,7 @@ int cmd_quantize(int argc, char **argv);
 /* plume quantize ... --to gguf (cmd_quantize_gguf.c) */
 int cmd_quantize_gguf(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_router(int argc, char **argv);
 
 /* Option parsing: matches argv[*i] against `--name` or `--name=value`; on a
  * match stores the value (the next argument, or after '=') in *val, advances

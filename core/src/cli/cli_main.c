@@ -14,6 +14,8 @@ static const char usage[] =
     "  generate   generate text from a prompt (plume generate --model PATH --prompt TEXT)\n"
     "  serve      an OpenAI-compatible HTTP server on the model (plume serve --model PATH\n"
     "             [--host 127.0.0.1] [--port 8000]; docs/serving.md)\n"
+    "  router     the front of a prefill/decode split: plume router --prefill URL\n"
+    "             --decode URL (docs/disaggregation.md)\n"
     "  bench      benchmarks: roofline (the machine's limits and a model against\n"
     "             them), throughput (continuous batching), spec (speculative decoding)\n"
     "  info       describe a model: architecture, sizes, tensor types, tokenizer\n"
@@ -49,6 +51,8 @@ int plume_cli_main(int argc, char **argv)
         return cmd_generate(argc - 1, argv + 1);
     if (strcmp(cmd, "serve") == 0)
         return cmd_serve(argc - 1, argv + 1);
+    if (strcmp(cmd, "router") == 0)
+        return cmd_router(argc - 1, argv + 1);
     if (strcmp(cmd, "info") == 0)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "tokenize") == 0)

@@ -232,6 +232,7 @@ int cmd_serve(int argc, char **argv)
         goto done;
     }
     serve_loop_opts lo = {.engine = e, .max_queue = o.max_queue, .max_running = ep.max_num_seqs,
+                          .kv_connector = ep.kv_connector != NULL,
                           .metrics = metrics};
     if (serve_loop_start(&lo, &loop)) {
         plume_err(&err, PLUME_ERR_NOMEM, "cannot start the engine thread");

@@ -108,7 +108,8 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
                          err) ||
         plume_bm_create(n_blocks, p->block_size, p->prefix_caching, &e->sched.bm, err) ||
         plume_kv_cache_create(m, n_blocks, p->block_size, p->kv_dtype, &e->kv, err) ||
-        plume_runner_create(m, e->kv, p->max_batched_tokens, &e->runner, err)) {
+        plume_runner_create(m, e->kv, p->max_batched_tokens, &e->runner, err) ||
+        plume_kv_glue_create(e, err)) {
         plume_engine_free(e);
         return -1;
     }
@@ -126,6 +127,7 @@ void plume_engine_free(plume_engine *e)
             plume_seq_free(e->by_id[i]);
         }
     free(e->by_id);
+    plume_kv_glue_free(e); /* deferred blocks back, connector gone before the pool */
     plume_engine_free_spec(e);
     plume_sched_fini(&e->sched);
     plume_bm_free(e->sched.bm);
@@ -179,6 +181,8 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
                                "num_speculative_tokens must be -1 (the engine's k), 0 (no "
                                "speculation) or a positive cap, got %d",
                                p->num_speculative_tokens);
+    if (plume_kv_glue_check_request(e, p, err))
+        return -1;
     int64_t total = (int64_t)n + p->max_tokens;
     if (total > e->n_ctx)
         total = e->n_ctx;
@@ -199,10 +203,12 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
     if (plume_seq_create(e->n_ids, ids, (int32_t)n, (int32_t)total, &rp,
                          plume_model_tokenizer(e->m), nv, &s, err))
         return -1;
-    /* room for every live request in waiting (preemption pushes back there) */
-    if (plume_queue_reserve(&e->sched.waiting,
-                            e->sched.waiting.n + e->sched.running.n + 1) ||
-        plume_queue_push_back(&e->sched.waiting, s)) {
+    /* room for every live request in waiting (preemption pushes back there,
+     * and so does a finished load) and in the remote-KV queue */
+    int32_t live = e->sched.waiting.n + e->sched.running.n + e->remote.n + 1;
+    if (plume_queue_reserve(&e->sched.waiting, live) ||
+        (e->kvc && plume_queue_reserve(&e->remote, live)) ||
+        (!plume_kv_glue_park(e, s) && plume_queue_push_back(&e->sched.waiting, s))) {
         plume_seq_free(s);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
     }
@@ -233,7 +239,7 @@ int64_t plume_engine_add_text(plume_engine *e, const char *text, const plume_req
 
 bool plume_engine_has_work(const plume_engine *e)
 {
-    return e->sched.waiting.n > 0 || e->sched.running.n > 0;
+    return e->sched.waiting.n > 0 || e->sched.running.n > 0 || plume_kv_glue_pending(e) > 0;
 }
 
 double plume_engine_now(void)
@@ -329,12 +335,19 @@ static int run(plume_engine *e, int32_t n, plume_error *err)
 
 int plume_engine_step(plume_engine *e, plume_error *err)
 {
+    /* the KV connector's load point (kv_glue.c): remote KV that arrived
+     * goes into its blocks and its requests join the waiting queue */
+    if (plume_kv_glue_before_step(e, err))
+        return -1;
     int32_t n = schedule(e, err);
     if (n < 0 || (n > 0 && run(e, n, err)))
         return -1;
     if (n > 0)
         plume_engine_postprocess(e, n);
-    return e->sched.waiting.n + e->sched.running.n;
+    /* its save point: finished prefills' KV leaves their (deferred) blocks */
+    if (plume_kv_glue_after_step(e, n == 0, err))
+        return -1;
+    return e->sched.waiting.n + e->sched.running.n + plume_kv_glue_pending(e);
 }
 
 int plume_engine_abort(plume_engine *e, int64_t id)
@@ -365,6 +378,7 @@ int plume_engine_result(const plume_engine *e, int64_t id, plume_request_result 
         .n_drafted = s->n_drafted,
         .n_accepted = s->n_accepted,
         .n_forwards = s->n_forwards,
+        .kv_transfer = s->has_kv_out ? &s->kv_out : NULL,
     };
     return 0;
 }
@@ -383,7 +397,7 @@ plume_engine_stats plume_engine_get_stats(const plume_engine *e) { return e->sta
 plume_engine_load plume_engine_get_load(const plume_engine *e)
 {
     plume_block_stats bs = plume_bm_stats(e->sched.bm);
-    return (plume_engine_load){
+    plume_engine_load l = {
         .running = e->sched.running.n,
         .waiting = e->sched.waiting.n,
         .kv_blocks_total = bs.n_blocks,
@@ -392,4 +406,6 @@ plume_engine_load plume_engine_get_load(const plume_engine *e)
         .prefix_queries = e->sched.prefix_query_tokens,
         .prefix_hits = e->sched.prefix_hit_tokens,
     };
+    plume_kv_glue_load(e, &l);
+    return l;
 }

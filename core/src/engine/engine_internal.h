@@ -54,7 +54,45 @@ struct plume_engine {
     /* default sampler provider (NULL: the built-in) */
     const plume_sampler_vtable *sampler_vt;
     const plume_settings *sampler_settings;
+    /* KV connector (kv_glue.c; NULL kvc: none) */
+    plume_kv_connector *kvc;
+    plume_kv_connector_vtable kvc_vt;     /* the provider's vtable in this build's layout */
+    plume_seq_queue remote;               /* PLUME_SEQ_WAITING_REMOTE_KV, oldest first */
+    struct plume_kv_deferred *deferred;   /* finished requests' blocks kept for their send */
+    int32_t n_deferred, cap_deferred;
+    plume_kv_req_blocks *kv_meta;         /* step metadata scratch */
+    int32_t kv_meta_cap;
 };
+
+/* kv_glue.c: the engine's side of a KV connector (plume/kv_connector.h).
+ * Every function does nothing when the engine has no connector. */
+
+/* Creates the connector of e->p (if any) and registers the KV pool. */
+int plume_kv_glue_create(plume_engine *e, plume_error *err);
+/* Frees the deferred blocks and destroys the connector (before the pool). */
+void plume_kv_glue_free(plume_engine *e);
+/* Checks a request's kv_transfer against this worker's role. */
+int plume_kv_glue_check_request(const plume_engine *e, const plume_request_params *p,
+                                plume_error *err);
+/* A new sequence that loads its prompt KV goes into e->remote (state
+ * WAITING_REMOTE_KV) instead of waiting; returns whether it did. */
+bool plume_kv_glue_park(plume_engine *e, plume_seq *s);
+/* Before scheduling: allocates blocks for parked sequences and starts
+ * their fetch, copies in the KV that arrived (start_load), moves loaded
+ * sequences to waiting and fails (or recomputes) failed loads. */
+int plume_kv_glue_before_step(plume_engine *e, plume_error *err);
+/* After the forward: saves what finished requests left to send and frees
+ * the blocks of sends that are done.  idle: the step ran nothing (waits a
+ * little for a transfer instead of spinning). */
+int plume_kv_glue_after_step(plume_engine *e, bool idle, plume_error *err);
+/* From plume_engine_finish_drop, before the blocks are released: tells the
+ * connector, takes the sequence out of e->remote, and keeps its blocks
+ * (moved out of s->bt) when the connector delays freeing them. */
+void plume_kv_glue_on_finish(plume_engine *e, plume_seq *s);
+/* Sequences parked plus deferred sends: work the engine still has. */
+int32_t plume_kv_glue_pending(const plume_engine *e);
+/* The connector's part of plume_engine_get_load. */
+void plume_kv_glue_load(const plume_engine *e, plume_engine_load *out);
 
 /* postprocess.c */
 

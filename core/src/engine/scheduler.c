@@ -203,6 +203,8 @@ static int build_views(plume_scheduler *s, bool no_waiting, int32_t *n_waiting, 
          * always computed (it yields the logits) */
         int32_t hit = (int32_t)plume_bm_peek_prefix(s->bm, q->tokens, q->n_tokens,
                                                     (q->n_tokens - 1) / bs);
+        if (q->bt.n > 0) /* it holds blocks already: KV loaded from a prefill worker */
+            hit = q->n_computed;
         s->view[s->running.n + i] = view_of(q, hit);
         s->view_seq[s->running.n + i] = q;
     }
@@ -311,7 +313,8 @@ static bool take_waiting(plume_scheduler *s, plume_seq *seq, int32_t n, plume_sc
     if (s->running.n >= s->max_num_seqs)
         return false;
     const int32_t bs = plume_bm_block_size(s->bm);
-    if (seq->bt.n == 0) {
+    bool matched_now = seq->bt.n == 0;
+    if (matched_now) {
         /* keep at least the last position to compute: it yields the logits */
         int64_t cached = plume_bm_match_prefix(s->bm, &seq->bt, seq->tokens, seq->n_tokens,
                                                (seq->n_tokens - 1) / bs);
@@ -321,15 +324,19 @@ static bool take_waiting(plume_scheduler *s, plume_seq *seq, int32_t n, plume_sc
     if (n > left)
         n = left;
     if (plume_bm_ensure(s->bm, &seq->bt, (int64_t)seq->n_computed + n) != 0) {
-        plume_bm_release(s->bm, &seq->bt); /* give shared prefix refs back */
-        seq->n_computed = 0;
+        if (matched_now) { /* give shared prefix refs back; blocks it came with (KV
+                              loaded from a prefill worker, kv_glue.c) stay */
+            plume_bm_release(s->bm, &seq->bt);
+            seq->n_computed = 0;
+        }
         return false;
     }
-    if (s->prefix_caching) { /* every admission, as vLLM counts */
+    if (s->prefix_caching && matched_now) { /* every admission, as vLLM counts (remote
+                                               KV is no prefix-cache hit) */
         s->prefix_query_tokens += seq->n_tokens;
         s->prefix_hit_tokens += seq->n_computed;
     }
-    if (seq->n_preemptions == 0) {
+    if (seq->n_preemptions == 0 && matched_now) {
         seq->n_cached_prompt = seq->n_computed;
         s->cached_prompt_tokens += seq->n_computed;
     }

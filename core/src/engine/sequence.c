@@ -17,6 +17,11 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
     s->id = id;
     s->status = PLUME_SEQ_WAITING;
     s->params = *p;
+    if (p->kv_transfer) { /* a copy: the caller's struct need not outlive the call */
+        s->has_kv_xfer = true;
+        s->kv_xfer = *p->kv_transfer;
+    }
+    s->params.kv_transfer = NULL;
     s->spec_rate = 1.0f; /* a new sequence drafts the full k */
     s->params.stop = NULL;
     s->n_prompt = s->n_tokens = n;

@@ -12,6 +12,8 @@
 
 typedef enum plume_seq_status {
     PLUME_SEQ_WAITING,
+    PLUME_SEQ_WAITING_REMOTE_KV, /* decode worker: its prompt KV is being loaded from a
+                                    prefill worker (kv_glue.c); in neither queue */
     PLUME_SEQ_RUNNING,
     PLUME_SEQ_FINISHED,
 } plume_seq_status;
@@ -46,6 +48,13 @@ typedef struct plume_seq {
     int32_t n_drafted, n_accepted; /* speculative decoding */
     float spec_rate;          /* moving average of accepted / drafted (adaptive k) */
     int32_t n_forwards;            /* forwards that produced tokens for it */
+    /* prefill/decode disaggregation (kv_glue.c) */
+    bool has_kv_xfer;              /* params.kv_transfer was given: kv_xfer holds its copy */
+    plume_kv_transfer_params kv_xfer;
+    bool has_kv_out;               /* prefill worker: kv_out says where the KV went */
+    plume_kv_transfer_params kv_out;
+    int32_t kv_n_remote;           /* decode worker: prompt positions being loaded (0: none
+                                      asked yet) */
 } plume_seq;
 
 /* Creates a waiting sequence holding a copy of the prompt and stop strings,

@@ -387,21 +387,39 @@ static int do_speculative(plume_pipeline *p, plume_error *err)
     return validate_slot(p, s, "speculative", vt->validate, err);
 }
 
-/* A kv_connector section is refused, whatever it says: the engine does not
- * call a KV connector yet, and a section that validated and then did
- * nothing would promise a prefill/decode split that never happens.  When
- * the engine takes a connector, validate the section here the way
- * do_speculative does (method, role: producer | consumer, the provider's
- * validate) and fill p->kv_connector and p->role. */
+/* kv_connector: { method: NAME, role: prefill|decode, on_failure:
+ * fail|recompute, ... } -- the engine's keys; the rest goes to the
+ * provider (plume/kv_connector.h, docs/disaggregation.md). */
+static const char *const kvc_hidden[] = {"method", "role", "on_failure"};
+
 static int do_kv_connector(plume_pipeline *p, plume_error *err)
 {
-    const ynode *key = NULL;
-    if (!ytree_get(p->root, "kv_connector", &key))
+    pipe_slot *s = &p->kv_connector;
+    if (!ytree_get(p->root, "kv_connector", NULL))
         return 0;
-    return fail_at(p, key, err,
-                   "kv_connector: KV connectors are not wired into the engine yet (prefill/decode "
-                   "disaggregation, the pd-ipc plugin, comes with a later issue), so this section "
-                   "would do nothing; remove it");
+    static const char *const roles[] = {"prefill", "decode", "producer", "consumer"};
+    static const char *const fails[] = {"fail", "recompute"};
+    size_t role = 0, fail = 0;
+    if (section(p, "kv_connector", kvc_hidden, N(kvc_hidden), &s->full, &s->prov, &s->written,
+                err) ||
+        pick(p, s, PLUME_KIND_KV_CONNECTOR, "kv_connector", NULL, err))
+        return -1;
+    if (!plume_settings_has(s->full, "role"))
+        return plume_settings_error(s->full, NULL, err,
+                                    "needs role: prefill (this worker computes prompts and sends "
+                                    "their KV) or decode (it loads them and decodes)");
+    if (plume_settings_choice(s->full, "role", roles, N(roles), 0, &role, err) ||
+        plume_settings_choice(s->full, "on_failure", fails, N(fails), 0, &fail, err))
+        return -1;
+    p->role = role % 2 == 0 ? PLUME_KV_PRODUCER : PLUME_KV_CONSUMER;
+    const plume_kv_connector_vtable *vt = s->vt;
+    if (validate_slot(p, s, "kv_connector", vt->validate, err))
+        return -1;
+    p->ep.kv_connector = vt;
+    p->ep.kv_connector_settings = s->prov;
+    p->ep.kv_role = p->role;
+    p->ep.kv_recompute_on_failure = fail == 1;
+    return 0;
 }
 
 /* The model given in code instead of the file's `model:`. */

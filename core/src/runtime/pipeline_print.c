@@ -122,8 +122,8 @@ void plume_pipeline_print(const plume_pipeline *p, void *stream)
         line(f, 0, "speculative", "off", "no speculative section");
     }
     if (p->kv_connector.present) {
-        static const char *const own[] = {"role"};
-        slot_section(f, "kv_connector", &p->kv_connector, "method", own, 1);
+        static const char *const own[] = {"role", "on_failure"};
+        slot_section(f, "kv_connector", &p->kv_connector, "method", own, 2);
     } else {
         line(f, 0, "kv_connector", "off", "no kv_connector section");
     }

@@ -74,12 +74,16 @@ static const kind_info kinds[PLUME_KIND_COUNT] = {
         "version 2's create takes the host (plume_proposer_host) and each plume_propose_seq "
         "carries the request's sampling parameters"},
     [PLUME_KIND_KV_CONNECTOR] = {"kv-connector", sizeof(plume_kv_connector_vtable),
-        END(plume_kv_connector_vtable, wait), PLUME_KV_CONNECTOR_INTERFACE_VERSION,
+        END(plume_kv_connector_vtable, request_finished), PLUME_KV_CONNECTOR_INTERFACE_VERSION,
         {OFF(plume_kv_connector_vtable, create), OFF(plume_kv_connector_vtable, destroy),
+         OFF(plume_kv_connector_vtable, register_kv), OFF(plume_kv_connector_vtable, start_load),
+         OFF(plume_kv_connector_vtable, save), OFF(plume_kv_connector_vtable, get_finished),
          OFF(plume_kv_connector_vtable, n_remote_tokens),
-         OFF(plume_kv_connector_vtable, request_finished),
-         OFF(plume_kv_connector_vtable, load_layer)},
-        {"create", "destroy", "n_remote_tokens", "request_finished", "load_layer"}},
+         OFF(plume_kv_connector_vtable, update_after_alloc),
+         OFF(plume_kv_connector_vtable, request_finished)},
+        {"create", "destroy", "register_kv", "start_load", "save", "get_finished",
+         "n_remote_tokens", "update_after_alloc", "request_finished"}, 2,
+        "version 2 has a scheduler half and a worker half over the backend's KV pool"},
 };
 
 /* Every vtable starts with these three fields. */

@@ -2,6 +2,7 @@
 #include "serve/engine_loop.h"
 
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,7 @@ struct serve_loop {
     plume_engine *engine;
     int max_queue, max_running;
     serve_metrics *metrics;
+    bool kv_connector;
     pthread_t thread;
     /* engine thread only */
     serve_req **running;
@@ -44,6 +46,10 @@ serve_req *serve_req_new(int32_t *prompt, size_t n_prompt, const plume_request_p
     r->n_stop = n_stop;
     r->rp.stop = (const char *const *)stop;
     r->rp.n_stop = n_stop;
+    if (rp->kv_transfer) {
+        r->kv_in = *rp->kv_transfer;
+        r->rp.kv_transfer = &r->kv_in;
+    }
     r->t_arrival = now_s();
     atomic_init(&r->aborted, false);
     r->engine_id = -1;
@@ -235,6 +241,10 @@ static void reap(serve_loop *l)
         snprintf(msg, sizeof msg, "%s",
                  have && res.error ? res.error : "the engine failed the request");
         serve_metrics_request_done(l->metrics, r->end_reason, np, no, nc);
+        if (have && res.kv_transfer) { /* read by the HTTP side once finished (under mu) */
+            r->kv_out = *res.kv_transfer;
+            r->has_kv_out = true;
+        }
         plume_engine_release(l->engine, r->engine_id);
         free(r->slot);
         r->slot = NULL;
@@ -259,6 +269,10 @@ static void snapshot(serve_loop *l, int n_queued)
     g.have_prefix = true;
     g.prefix_queries = ld.prefix_queries;
     g.prefix_hits = ld.prefix_hits;
+    g.have_kv_connector = l->kv_connector;
+    g.kv_waiting_remote = ld.kv_waiting_remote;
+    g.kv_blocks_deferred = ld.kv_blocks_deferred;
+    g.kvc = ld.kv;
     serve_metrics_set_engine(l->metrics, &g);
 }
 
@@ -267,8 +281,24 @@ static void *engine_main(void *arg)
     serve_loop *l = arg;
     for (;;) {
         pthread_mutex_lock(&l->mu);
-        while (!l->head && l->n_running == 0 && !l->stopping)
-            pthread_cond_wait(&l->cv, &l->mu);
+        while (!l->head && l->n_running == 0 && !l->stopping) {
+            if (!l->kv_connector) {
+                pthread_cond_wait(&l->cv, &l->mu);
+                continue;
+            }
+            /* a KV connector's transfers go on while the engine is idle
+             * (a decode worker claims a segment, one expires): wake up now
+             * and then so that /metrics shows them */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 250000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+                break;
+        }
         if (l->stopping && !l->head && l->n_running == 0) {
             l->exited = true;
             pthread_mutex_unlock(&l->mu);
@@ -331,6 +361,7 @@ int serve_loop_start(const serve_loop_opts *o, serve_loop **out)
     l->engine = o->engine;
     l->max_queue = o->max_queue;
     l->max_running = o->max_running > 0 ? o->max_running : 1;
+    l->kv_connector = o->kv_connector;
     l->metrics = o->metrics;
     l->running = calloc((size_t)l->max_running, sizeof *l->running);
     if (!l->running) {

@@ -37,6 +37,7 @@ typedef struct serve_req {
     char **stop;
     size_t n_stop;
     double t_arrival;
+    plume_kv_transfer_params kv_in;  /* rp.kv_transfer points here when given */
     atomic_bool aborted;             /* set by the HTTP side when the client left */
     /* produced by the engine thread, under mu */
     bool admitted, failed, finished;
@@ -46,6 +47,8 @@ typedef struct serve_req {
     char *text;
     size_t text_len, text_cap;
     plume_finish_reason finish;
+    bool has_kv_out;                 /* prefill worker: where the prompt's KV waits */
+    plume_kv_transfer_params kv_out;
     int64_t usage_prompt, usage_completion, usage_cached;
     /* engine thread only */
     struct serve_req *next;          /* FIFO link */
@@ -71,6 +74,7 @@ typedef struct serve_loop_opts {
     int max_queue;                   /* requests waiting for admission, at most */
     int max_running;                 /* requests handed to the engine at once */
     serve_metrics *metrics;
+    bool kv_connector;               /* the engine has one: /metrics shows its counts */
 } serve_loop_opts;
 
 int serve_loop_start(const serve_loop_opts *o, serve_loop **out);

@@ -194,6 +194,28 @@ char *serve_metrics_render(serve_metrics *m, const char *model_name)
         metric(&b, "plume:kv_cache_blocks_total", "gauge", "KV-cache blocks in all.");
         sb_printf(&b, "plume:kv_cache_blocks_total %d\n", g->kv_blocks_total);
     }
+    if (g->have_kv_connector) { /* docs/disaggregation.md */
+        metric(&b, "plume:kv_transfer_waiting_requests", "gauge",
+               "Requests waiting for their prompt KV from a prefill worker.");
+        sb_printf(&b, "plume:kv_transfer_waiting_requests %d\n", g->kv_waiting_remote);
+        metric(&b, "plume:kv_transfer_deferred_blocks", "gauge",
+               "KV blocks of finished requests kept until their KV is sent.");
+        sb_printf(&b, "plume:kv_transfer_deferred_blocks %d\n", g->kv_blocks_deferred);
+        metric(&b, "plume:kv_transfer_live_segments", "gauge",
+               "Transfer buffers (shared-memory segments) alive now.");
+        sb_printf(&b, "plume:kv_transfer_live_segments %lld\n",
+                  (long long)g->kvc.live_segments);
+        metric(&b, "plume:kv_transfer_live_bytes", "gauge", "Bytes of those buffers.");
+        sb_printf(&b, "plume:kv_transfer_live_bytes %lld\n", (long long)g->kvc.live_bytes);
+        metric(&b, "plume:kv_transfers_total", "counter", "KV transfers by outcome.");
+        sb_printf(&b, "plume:kv_transfers_total{result=\"sent\"} %lld\n", (long long)g->kvc.sent);
+        sb_printf(&b, "plume:kv_transfers_total{result=\"received\"} %lld\n",
+                  (long long)g->kvc.received);
+        sb_printf(&b, "plume:kv_transfers_total{result=\"failed\"} %lld\n",
+                  (long long)g->kvc.failed);
+        sb_printf(&b, "plume:kv_transfers_total{result=\"expired\"} %lld\n",
+                  (long long)g->kvc.expired);
+    }
     metric(&b, "plume:prefix_cache_queries_total", "counter",
            "Prompt tokens looked up in the prefix cache.");
     sb_printf(&b, "plume:prefix_cache_queries_total %lld\n",

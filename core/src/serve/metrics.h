@@ -19,6 +19,9 @@ typedef struct serve_engine_gauges {
     bool have_prefix;
     int64_t prefix_queries, prefix_hits;
     int64_t spec_drafted, spec_accepted;
+    bool have_kv_connector;          /* prefill/decode disaggregation */
+    int32_t kv_waiting_remote, kv_blocks_deferred;
+    plume_kv_connector_stats kvc;
 } serve_engine_gauges;
 
 serve_metrics *serve_metrics_new(void);

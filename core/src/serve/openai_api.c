@@ -446,6 +446,12 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
         g->rp.num_speculative_tokens = (int32_t)x;
     if ((rc = get_bool(o, "stream", &g->stream, msg, cap)))
         goto out;
+    json_t *kx = field(o, "kv_transfer_params");
+    if (kx) {
+        if ((rc = serve_api_parse_kv_transfer(kx, &g->kv_xfer, msg, cap)))
+            goto out;
+        g->rp.kv_transfer = &g->kv_xfer;
+    }
     if ((rc = get_bool(o, "return_token_ids", &g->return_token_ids, msg, cap)))
         goto out;
     json_t *so = field(o, "stream_options");
@@ -619,10 +625,48 @@ json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g,
                             "created", (json_int_t)created, "model", env->model_name, "choices", choice,
                             "usage", usage_json(r->usage_prompt, r->usage_completion,
                                                 r->usage_cached));
+    if (r->has_kv_out) /* a prefill worker: what the decode worker needs */
+        json_object_set_new(out, "kv_transfer_params", serve_api_kv_transfer_json(&r->kv_out));
     pthread_mutex_unlock(&r->mu);
     if (g->return_token_ids)
         json_object_set_new(out, "prompt_token_ids", ids_json(g->prompt, g->n_prompt));
     return out;
+}
+
+static int kv_string(json_t *o, const char *k, char *out, size_t n, char *msg, size_t cap)
+{
+    json_t *v = field(o, k);
+    if (!v)
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) >= n ||
+        memchr(json_string_value(v), '\0', json_string_length(v)))
+        return fail(msg, cap, 400, "'kv_transfer_params.%s' must be a string of at most %zu bytes",
+                    k, n - 1);
+    memcpy(out, json_string_value(v), json_string_length(v) + 1);
+    return 0;
+}
+
+int serve_api_parse_kv_transfer(json_t *v, plume_kv_transfer_params *out, char *msg, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(v))
+        return fail(msg, cap, 400,
+                    "'kv_transfer_params' must be an object (do_remote_decode, "
+                    "do_remote_prefill, transfer_id, remote_addr)");
+    int rc;
+    if ((rc = get_bool(v, "do_remote_decode", &out->do_remote_decode, msg, cap)) ||
+        (rc = get_bool(v, "do_remote_prefill", &out->do_remote_prefill, msg, cap)) ||
+        (rc = kv_string(v, "transfer_id", out->transfer_id, sizeof out->transfer_id, msg, cap)) ||
+        (rc = kv_string(v, "remote_addr", out->remote_addr, sizeof out->remote_addr, msg, cap)))
+        return rc;
+    return 0;
+}
+
+json_t *serve_api_kv_transfer_json(const plume_kv_transfer_params *x)
+{
+    return json_pack("{s:b,s:b,s:s,s:s}", "do_remote_decode", x->do_remote_decode,
+                     "do_remote_prefill", x->do_remote_prefill, "transfer_id", x->transfer_id,
+                     "remote_addr", x->remote_addr);
 }
 
 json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, const char *id,

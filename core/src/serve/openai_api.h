@@ -33,7 +33,9 @@ typedef struct serve_gen_request {
     int32_t logprobs;                /* -1 none, else alternatives per token */
     int32_t *prompt;
     size_t n_prompt;
-    plume_request_params rp;         /* stop strings in stop[], not yet linked */
+    plume_request_params rp;         /* stop strings in stop[], not yet linked; kv_transfer
+                                        points at kv_xfer below when given */
+    plume_kv_transfer_params kv_xfer;
     char **stop;
     size_t n_stop;
 } serve_gen_request;
@@ -55,6 +57,13 @@ json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g,
 json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, const char *id,
                         int64_t created, const serve_token *tok, const char *text,
                         bool role_chunk, const char *finish, const int64_t *usage);
+
+/* A kv_transfer_params object (docs/disaggregation.md) into out; unknown
+ * keys are ignored (a proxy may add its own).  0, or the HTTP status with
+ * msg. */
+int serve_api_parse_kv_transfer(json_t *v, plume_kv_transfer_params *out, char *msg, size_t cap);
+/* The JSON object of x. */
+json_t *serve_api_kv_transfer_json(const plume_kv_transfer_params *x);
 
 /* {"error": {"message", "type", "code"}} for status. */
 json_t *serve_api_error(int status, const char *msg);
