@@ -241,6 +241,17 @@ def test_tiny(tiny_gguf, tmp):
     r = run("quantize", q, out, "--to", "gguf", "--type", "Q4_K_M", ok=False)
     check(r.returncode == 1 and "already quantized" in r.stderr and not os.path.exists(out),
           "quantized input: %s" % r.stderr.strip())
+    bad = os.path.join(tmp, "nan.gguf")
+    with open(a["gguf"], "rb") as f, open(bad, "wb") as g:
+        g.write(f.read())
+    br = gguf.GGUFReader(bad, "r+")
+    t = [t for t in br.tensors if t.name == "blk.1.ffn_up.weight"][0]
+    t.data.reshape(-1)[300] = np.nan
+    br.data.flush()
+    del br, t
+    r = run("quantize", bad, out, "--to", "gguf", "--type", "Q4_K_M", ok=False)
+    check(r.returncode == 1 and "NaN" in r.stderr and "blk.1.ffn_up.weight" in r.stderr and
+          not os.path.exists(out), "a NaN weight: %s" % r.stderr.strip())
     r = run("quantize", a["gguf"], q, "--to", "gguf", "--type", "Q4_0", ok=False)
     check(r.returncode == 2 and "--force" in r.stderr, "existing output: %s" % r.stderr.strip())
 
