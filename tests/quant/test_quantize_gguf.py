@@ -10,9 +10,10 @@ tiny:    two tiny random models written here by make_tiny_model.py: a llama
          - each tensor's type is the one llama-quantize's rules give
            (transcribed below from llama.cpp src/llama-quant.cpp, independently
            of core/src/quant/gguf_mix.c);
-         - gguf-py reads the file; the llama one quantized from its HF
-           directory has the same tensor bytes and tokenizer arrays as from
-           its GGUF (so the HF path's q/k permutation and tokenizer are right);
+         - gguf-py reads the file; quantized from the HF directory (three
+           presets) it has the same tensor bytes and tokenizer arrays as
+           from the GGUF (so the HF path's names, llama's q/k permutation,
+           qwen2's biases and the tokenizer are right);
          - plume runs it: with float activations its logits equal those of
            the numpy oracle on gguf-py's dequantization of the file (1e-3
            relative: f32 vs f64 arithmetic), so plume computes the bytes as
@@ -230,7 +231,7 @@ def test_tiny(tiny_gguf, tmp):
     test_model(tmp, a, "llama", 4, 2, False, True)
     b = make_model(tmp, "qwen96", "qwen2", True, n_embd=96, n_ff=192, n_head=3, n_head_kv=1,
                    head_dim=32, n_layer=2)
-    test_model(tmp, b, "qwen2", 2, 3, True, False)
+    test_model(tmp, b, "qwen2", 2, 3, True, True)
     # errors
     out = os.path.join(tmp, "x.gguf")
     r = run("quantize", a["gguf"], out, "--to", "gguf", "--type", "Q9_K", ok=False)
