@@ -10,9 +10,10 @@ tiny:    two tiny random models written here by make_tiny_model.py: a llama
          - each tensor's type is the one llama-quantize's rules give
            (transcribed below from llama.cpp src/llama-quant.cpp, independently
            of core/src/quant/gguf_mix.c);
-         - gguf-py reads the file; the llama one quantized from its HF
-           directory has the same tensor bytes and tokenizer arrays as from
-           its GGUF (so the HF path's q/k permutation and tokenizer are right);
+         - gguf-py reads the file; quantized from the HF directory (three
+           presets) it has the same tensor bytes and tokenizer arrays as
+           from the GGUF (so the HF path's names, llama's q/k permutation,
+           qwen2's biases and the tokenizer are right);
          - plume runs it: with float activations its logits equal those of
            the numpy oracle on gguf-py's dequantization of the file (1e-3
            relative: f32 vs f64 arithmetic), so plume computes the bytes as
@@ -230,7 +231,7 @@ def test_tiny(tiny_gguf, tmp):
     test_model(tmp, a, "llama", 4, 2, False, True)
     b = make_model(tmp, "qwen96", "qwen2", True, n_embd=96, n_ff=192, n_head=3, n_head_kv=1,
                    head_dim=32, n_layer=2)
-    test_model(tmp, b, "qwen2", 2, 3, True, False)
+    test_model(tmp, b, "qwen2", 2, 3, True, True)
     # errors
     out = os.path.join(tmp, "x.gguf")
     r = run("quantize", a["gguf"], out, "--to", "gguf", "--type", "Q9_K", ok=False)
@@ -241,6 +242,17 @@ def test_tiny(tiny_gguf, tmp):
     r = run("quantize", q, out, "--to", "gguf", "--type", "Q4_K_M", ok=False)
     check(r.returncode == 1 and "already quantized" in r.stderr and not os.path.exists(out),
           "quantized input: %s" % r.stderr.strip())
+    bad = os.path.join(tmp, "nan.gguf")
+    with open(a["gguf"], "rb") as f, open(bad, "wb") as g:
+        g.write(f.read())
+    br = gguf.GGUFReader(bad, "r+")
+    t = [t for t in br.tensors if t.name == "blk.1.ffn_up.weight"][0]
+    t.data.reshape(-1)[300] = np.nan
+    br.data.flush()
+    del br, t
+    r = run("quantize", bad, out, "--to", "gguf", "--type", "Q4_K_M", ok=False)
+    check(r.returncode == 1 and "NaN" in r.stderr and "blk.1.ffn_up.weight" in r.stderr and
+          not os.path.exists(out), "a NaN weight: %s" % r.stderr.strip())
     r = run("quantize", a["gguf"], q, "--to", "gguf", "--type", "Q4_0", ok=False)
     check(r.returncode == 2 and "--force" in r.stderr, "existing output: %s" % r.stderr.strip())
 

@@ -3,6 +3,7 @@
  * written from config.json / tokenizer.json); per tensor: float rows ->
  * preset type (gguf_mix.h) -> reference quantizer (gguf_quant.h) -> the
  * GGUF writer, one tensor in memory at a time, rows split across threads. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +297,7 @@ typedef struct qwork {
     uint8_t *y;
     int64_t r0, r1, ne0;
     size_t src_rb, dst_rb;
+    int64_t bad_row; /* first row holding a NaN or infinity, -1 if none */
 } qwork;
 
 static void *quant_range(void *arg)
@@ -318,6 +320,11 @@ static void *quant_range(void *arg)
                                  (size_t)hf_row(r, j->perm_head_dim) * q->src_rb;
             plume_dequantize((plume_dtype)j->src->type, src, x, q->ne0);
         }
+        for (int64_t e = 0; e < q->ne0; e++)
+            if (!isfinite(x[e])) {
+                q->bad_row = r;
+                return NULL;
+            }
         gguf_quantize_rows(j->c.type, x, q->y + (size_t)r * q->dst_rb, 1, q->ne0);
     }
     return NULL;
@@ -337,7 +344,7 @@ static int quantize_job(const job *j, float *x, uint8_t *y, int n_threads, plume
     for (int i = 0; i < nt; i++)
         w[i] = (qwork){j, x, y, rows * i / nt, rows * (i + 1) / nt, ne0,
                        plume_dtype_row_bytes(j->src->type, ne0),
-                       plume_dtype_row_bytes(j->c.type, ne0)};
+                       plume_dtype_row_bytes(j->c.type, ne0), -1};
     for (int i = 1; i < nt; i++)
         started[i] = pthread_create(&th[i], NULL, quant_range, &w[i]) == 0;
     fail = quant_range(&w[0]) != NULL;
@@ -349,7 +356,15 @@ static int quantize_job(const job *j, float *x, uint8_t *y, int n_threads, plume
             rv = quant_range(&w[i]); /* no thread: this one does the range */
         fail = fail || rv != NULL;
     }
-    return fail ? plume_err(err, PLUME_ERR_NOMEM, "out of memory quantizing %s", j->name) : 0;
+    if (fail)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory quantizing %s", j->name);
+    for (int i = 0; i < nt; i++)
+        if (w[i].bad_row >= 0)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "tensor %s has a NaN or infinite weight in row %lld; the model is "
+                             "damaged (check the source file)",
+                             j->name, (long long)w[i].bad_row);
+    return 0;
 }
 
 static bool float_type(uint32_t t) { return t == GQ_F32 || t == GQ_F16 || t == 30 /* BF16 */; }
@@ -397,8 +412,8 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
         } else if (!float_type(j->src->type)) {
             plume_err(err, PLUME_ERR_UNSUPPORTED,
                       "%s: tensor %s is already quantized (%s); quantize from the float model "
-                      "(F32/F16/BF16), e.g. `plume convert MODEL.gguf --to hf DIR` gives one "
-                      "only with the quantization error already in it",
+                      "(an F32/F16/BF16 GGUF or HF directory): re-quantizing adds a second "
+                      "rounding error to the first",
                       in, j->name, plume_dtype_name(j->src->type));
             goto done;
         }
