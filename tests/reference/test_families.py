@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""plume vs an independent float64 numpy forward (family_oracle.py) on tiny
+random models of each family and RoPE variant (make_family_model.py):
+Qwen3 (untied, head_dim != hidden/heads; tied), Llama 3.2-style llama3
+RoPE, linear, dynamic (NTK), YaRN (on Qwen3), Mistral and Qwen2 with
+sliding windows, Gemma 3 (two config spellings).
+
+For every variant, in HF form and (where llama.cpp has one) GGUF form:
+  * prefill: the logits of every position of an N-token sequence in one
+    chunk, within TOL of the oracle (max |diff| printed);
+  * decode: the same sequence one token per forward, bit-identical to the
+    prefill (and so within TOL);
+  * chunks of 5 batched with another sequence (placed first in the batch),
+    bit-identical to the run alone.
+N is 80: past original_max_position_embeddings (32) of llama3/yarn and
+past max_position_embeddings (64) of the dynamic model, so the scalings
+are exercised where they matter.  f32 weights, f32 activations
+(PLUME_CPU_ACTIVATIONS=f32).
+
+Sliding windows: plume's attention op does not take a window yet
+(SLIDING_WINDOW_RUNS False): the window models are compared up to their
+window (16 positions, where windowed and full attention agree) and a
+position past the window must be refused with a message naming the
+window, never computed with full attention.
+
+Refusals by name: Qwen3-MoE, multimodal Gemma 3, longrope, attention
+soft-capping.
+
+llama-cpp-python is not installed in .venv (and cannot be built offline
+here), so no second engine runs these GGUFs: the GGUF half checks plume's
+reading of llama.cpp's names and keys against the same oracle.
+
+Exit 0 pass, 1 fail, 77 skip (binaries or packages missing).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import _venv  # noqa: E402
+
+_venv.ensure()
+
+try:
+    import numpy as np
+    import gguf  # noqa: F401
+    import safetensors  # noqa: F401
+    import tokenizers  # noqa: F401
+except ImportError as e:
+    print("SKIP: missing Python package: %s" % e)
+    sys.exit(77)
+
+import family_oracle  # noqa: E402
+import make_family_model  # noqa: E402
+
+BUILD_ROOT = os.environ.get("PLUME_BUILD_ROOT",
+                            os.path.normpath(os.path.join(HERE, "..", "..", "build")))
+TOOL = os.path.join(BUILD_ROOT, "tests", "reference", "family_logits")
+PLUME = os.path.join(BUILD_ROOT, "core", "src", "cli", "plume")
+
+# f32 engine vs float64 oracle: the tiny models' logits reach ~25; measured
+# max |diff| <= ~2e-5 (printed per run).  1e-3 is far below any bug seen
+# while writing this (a wrong rope band or a missing +1 moves logits by >0.1).
+TOL = 1e-3
+N = 80
+SLIDING_WINDOW_RUNS = False
+
+FAILS = []
+
+
+def check(ok, what):
+    print("%s  %s" % ("ok  " if ok else "FAIL", what), flush=True)
+    if not ok:
+        FAILS.append(what)
+    return ok
+
+
+def plume_logits(model, ids, chunk, batch, tmp, nv):
+    out = os.path.join(tmp, "lg.f32")
+    env = dict(os.environ, PLUME_CPU_ACTIVATIONS="f32")
+    p = subprocess.run([TOOL, model, out, str(chunk), str(batch), ",".join(map(str, ids))],
+                       capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(ids), nv), ""
+
+
+def window_of(cfg):
+    mt = cfg["model_type"]
+    if mt == "gemma3_text" or mt == "mistral" or cfg.get("use_sliding_window"):
+        return cfg.get("sliding_window")
+    return None
+
+
+def run_variant(variant, tmp):
+    d = os.path.join(tmp, variant)
+    fx = make_family_model.make(d, variant)
+    cfg = fx["config"]
+    orc = family_oracle.load_hf(fx["hf"])
+    nv = cfg["vocab_size"]
+    rng = np.random.default_rng(11)
+    ids = [int(t) for t in rng.integers(0, nv - 3, N)]
+    win = window_of(cfg)
+    n = N if (win is None or SLIDING_WINDOW_RUNS) else win
+    ref = orc.logits(ids[:n])
+    spread = float(ref.max() - ref.min())
+    forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
+    for form, path in forms:
+        tag = "%s %s" % (variant, form)
+        pre, msg = plume_logits(path, ids[:n], n, 0, tmp, nv)
+        if not check(pre is not None, "%s: prefill of %d runs (%s)" % (tag, n, msg)):
+            continue
+        diff = float(np.abs(pre - ref).max())
+        check(diff < TOL, "%s: prefill logits of all %d positions vs the oracle: max |diff| "
+              "%.2e (tol %g, logit spread %.1f)" % (tag, n, diff, TOL, spread))
+        dec, msg = plume_logits(path, ids[:n], 1, 0, tmp, nv)
+        check(dec is not None and np.array_equal(dec, pre),
+              "%s: decode (one token per forward) bit-identical to the prefill %s" % (tag, msg))
+        if dec is not None:
+            check(float(np.abs(dec - ref).max()) < TOL, "%s: decode logits vs the oracle: max "
+                  "|diff| %.2e" % (tag, float(np.abs(dec - ref).max())))
+        bat, msg = plume_logits(path, ids[:n], 5, 1, tmp, nv)
+        check(bat is not None and np.array_equal(bat, pre),
+              "%s: chunks of 5 batched with another sequence bit-identical to alone %s"
+              % (tag, msg))
+        if win is not None and not SLIDING_WINDOW_RUNS:
+            past, msg = plume_logits(path, ids[:win + 1], win + 1, 0, tmp, nv)
+            check(past is None and "sliding attention window" in msg,
+                  "%s: position %d (past the %d-token window) refused: %s"
+                  % (tag, win, win, msg[:160]))
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def refusals(tmp):
+    fx = make_family_model.make(os.path.join(tmp, "refuse"), "qwen3-tied")
+    hf = fx["hf"]
+    with open(os.path.join(hf, "config.json")) as f:
+        base = json.load(f)
+    cases = [
+        ("Qwen3-MoE", dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"]),
+         "mixture-of-experts"),
+        ("multimodal Gemma 3", dict(model_type="gemma3",
+                                    architectures=["Gemma3ForConditionalGeneration"]),
+         "multimodal"),
+        ("longrope", dict(rope_scaling=dict(rope_type="longrope", factor=2.0,
+                                            short_factor=[1.0] * 8, long_factor=[1.0] * 8)),
+         "longrope"),
+        ("su", dict(rope_scaling=dict(type="su", factor=2.0)), "'su'"),
+        ("attention soft-capping", dict(model_type="gemma3_text",
+                                        architectures=["Gemma3ForCausalLM"],
+                                        hidden_act="gelu_pytorch_tanh",
+                                        attn_logit_softcapping=50.0), "attn_logit_softcapping"),
+    ]
+    for what, over, needle in cases:
+        c = dict(base)
+        c.update(over)
+        with open(os.path.join(hf, "config.json"), "w") as f:
+            json.dump(c, f)
+        p = subprocess.run([PLUME, "info", hf], capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0 and needle in p.stderr,
+              "%s refused by name: %s" % (what, p.stderr.strip()[:200]))
+
+
+def main():
+    for b in (TOOL, PLUME):
+        if not os.access(b, os.X_OK):
+            print("SKIP: %s not built" % b)
+            return 77
+    only = sys.argv[1:] or list(make_family_model.VARIANTS)
+    with tempfile.TemporaryDirectory(prefix="plume-families-") as tmp:
+        for v in only:
+            run_variant(v, tmp)
+        if not sys.argv[1:]:
+            refusals(tmp)
+    if FAILS:
+        print("%d check(s) failed" % len(FAILS))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
