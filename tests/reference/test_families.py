@@ -17,11 +17,9 @@ past max_position_embeddings (64) of the dynamic model, so the scalings
 are exercised where they matter.  f32 weights, f32 activations
 (PLUME_CPU_ACTIVATIONS=f32).
 
-Sliding windows: plume's attention op does not take a window yet
-(SLIDING_WINDOW_RUNS False): the window models are compared up to their
-window (16 positions, where windowed and full attention agree) and a
-position past the window must be refused with a message naming the
-window, never computed with full attention.
+Sliding windows are 16 tokens, so 80 positions run well past them (with
+full attention instead, the oracle's logits move by 33 (Mistral), 15 (Qwen2)
+and 6 (Gemma 3)).
 
 Refusals by name: Qwen3-MoE, multimodal Gemma 3, longrope, attention
 soft-capping.
@@ -69,7 +67,6 @@ PLUME = os.path.join(BUILD_ROOT, "core", "src", "cli", "plume")
 # while writing this (a wrong rope band or a missing +1 moves logits by >0.1).
 TOL = 1e-3
 N = 80
-SLIDING_WINDOW_RUNS = False
 
 FAILS = []
 
@@ -91,13 +88,6 @@ def plume_logits(model, ids, chunk, batch, tmp, nv):
     return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(ids), nv), ""
 
 
-def window_of(cfg):
-    mt = cfg["model_type"]
-    if mt == "gemma3_text" or mt == "mistral" or cfg.get("use_sliding_window"):
-        return cfg.get("sliding_window")
-    return None
-
-
 def run_variant(variant, tmp):
     d = os.path.join(tmp, variant)
     fx = make_family_model.make(d, variant)
@@ -106,8 +96,7 @@ def run_variant(variant, tmp):
     nv = cfg["vocab_size"]
     rng = np.random.default_rng(11)
     ids = [int(t) for t in rng.integers(0, nv - 3, N)]
-    win = window_of(cfg)
-    n = N if (win is None or SLIDING_WINDOW_RUNS) else win
+    n = N
     ref = orc.logits(ids[:n])
     spread = float(ref.max() - ref.min())
     forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
@@ -129,11 +118,6 @@ def run_variant(variant, tmp):
         check(bat is not None and np.array_equal(bat, pre),
               "%s: chunks of 5 batched with another sequence bit-identical to alone %s"
               % (tag, msg))
-        if win is not None and not SLIDING_WINDOW_RUNS:
-            past, msg = plume_logits(path, ids[:win + 1], win + 1, 0, tmp, nv)
-            check(past is None and "sliding attention window" in msg,
-                  "%s: position %d (past the %d-token window) refused: %s"
-                  % (tag, win, win, msg[:160]))
     shutil.rmtree(d, ignore_errors=True)
 
 

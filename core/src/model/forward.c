@@ -21,7 +21,6 @@ struct plume_runner {
     plume_backend *b;
     plume_kv_cache *kv;
     int32_t max_tokens;
-    int32_t min_window;      /* the smallest sliding window of any layer, 0: none */
     plume_buf *a[A_COUNT];
     plume_buf *out;          /* logits rows, out_cap of them */
     int32_t out_cap;
@@ -93,11 +92,6 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
     r->b = m->b;
     r->kv = kv;
     r->max_tokens = max_tokens;
-    for (int l = 0; l < c->n_layer; l++) {
-        int32_t w = m->layers[l].window;
-        if (w > 0 && (r->min_window == 0 || w < r->min_window))
-            r->min_window = w;
-    }
     const size_t T = (size_t)max_tokens, E = (size_t)c->n_embd,
                  Q = (size_t)c->n_head * (size_t)c->head_dim,
                  KV = (size_t)c->n_head_kv * (size_t)c->head_dim, F = (size_t)c->n_ff;
@@ -161,12 +155,6 @@ static int plan(plume_runner *r, const plume_batch_seq *seqs, int32_t n_seqs, pl
                                       (q->pos0 + q->n + bs - 1) / bs};
         for (int32_t i = 0; i < q->n; i++) {
             int32_t tok = q->tokens[i], pos = q->pos0 + i;
-            if (r->min_window > 0 && pos >= r->min_window)
-                return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                                 "position %d is past the model's %d-token sliding attention "
-                                 "window, which plume does not implement yet; keep prompt plus "
-                                 "generation within %d tokens (e.g. --ctx-size %d)",
-                                 pos, r->min_window, r->min_window, r->min_window);
             if (tok < 0 || tok >= nv)
                 return plume_err(err, PLUME_ERR_INVALID,
                                  "token id %d at index %d is outside the vocabulary [0, %d)", tok,
@@ -273,9 +261,8 @@ int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook
     TRY(B->rope(b, st, a[A_Q], c->n_head, c->head_dim, Ly->rope_freq, adjacent, err));
     TRY(B->rope(b, st, a[A_K], c->n_head_kv, c->head_dim, Ly->rope_freq, adjacent, err));
     TRY(B->kv_store(b, st, &r->kv->pool, kv_layer, a[A_K], a[A_V], err));
-    if (Ly->q_mult != 1.0f) /* the op's softmax scale is 1/sqrt(head_dim): any other on q */
-        TRY(B->scale(b, a[A_Q], Ly->q_mult, (size_t)n * c->n_head * c->head_dim, err));
-    TRY(B->attention(b, st, &r->kv->pool, kv_layer, a[A_Q], c->n_head, a[A_ATTN], err));
+    const plume_attn_params ap = {c->n_head, Ly->attn_scale, Ly->window};
+    TRY(B->attention(b, st, &r->kv->pool, kv_layer, a[A_Q], &ap, a[A_ATTN], err));
     HOOK(PLUME_LIN_O, a[A_ATTN]);
     TRY(lin(r, &Ly->o, a[A_ATTN], n, a[A_XN], err));
     if (Ly->post_attn_norm)

@@ -332,10 +332,13 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
         L->window = plume_config_layer_window(c, l);
         float mult = L->window > 0 ? m->rope_local_attn_mult : m->rope_attn_mult;
         L->rope_freq = L->window > 0 ? m->rope_local_freq : m->rope_freq;
-        /* the softmax scale over transformers' 1/sqrt(head_dim): exactly 1
-         * unless the config sets a scale (Gemma) or yarn scales attention */
-        L->q_mult = (c->attn_scale > 0 ? (float)(c->attn_scale * sqrt((double)c->head_dim)) : 1.0f) *
-                    mult;
+        /* the softmax scale: 0 (the op's 1/sqrt(head_dim)) unless the
+         * config sets one (Gemma) or yarn scales attention (mult) */
+        L->attn_scale = c->attn_scale == 0.0f && mult == 1.0f
+                            ? 0.0f
+                            : (float)((c->attn_scale > 0 ? (double)c->attn_scale
+                                                         : 1.0 / sqrt((double)c->head_dim)) *
+                                      mult);
         for (int i = 0; i < L_COUNT; i++) {
             snprintf(p[i], sizeof p[i], m->gguf ? linear_names[i].gguf : linear_names[i].hf, l);
             if (get_linear(m, reg, p[i], dims[i][0], dims[i][1], lins[i], err))
@@ -480,10 +483,7 @@ static int check_backend(const plume_model *m, plume_error *err)
     const char *op = NULL;
     if (c->ffn_act == PLUME_FFN_GELU_TANH && !PLUME_BACKEND_HAS_OP(m->bvt, geglu))
         op = "geglu";
-    bool scaled = c->embed_scale != 0.0f || c->attn_scale != 0.0f ||
-                  c->rope.type == PLUME_ROPE_SCALING_YARN ||
-                  c->rope_local.type == PLUME_ROPE_SCALING_YARN;
-    if (scaled && !PLUME_BACKEND_HAS_OP(m->bvt, scale))
+    if (c->embed_scale != 0.0f && !PLUME_BACKEND_HAS_OP(m->bvt, scale))
         op = "scale";
     if (op)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,

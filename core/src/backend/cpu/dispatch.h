@@ -83,22 +83,24 @@ typedef struct plume_kernels {
      * IEEE f16 (kv_f16 = 1) values: position p's key starts stride values
      * after k for each slot, at slot block_table[p / block_size] *
      * block_size + p % block_size (v likewise); writes the normalized
-     * o[nq][hd].  Online softmax over slices of keys that may span blocks
+     * o[nq][hd].  window > 0: only positions max(0, n_pos - window) ..
+     * n_pos-1 (a sliding window); slices keep their absolute boundaries.  Online softmax over slices of keys that may span blocks
      * (f16 rows converted once per slice for the whole group); a query's
      * result does not depend on nq, nor on anything but its row. */
     void (*attn_paged)(const float *q, int nq, const void *k, const void *v, int64_t stride,
                        int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
-                       float scale, float *o);
+                       float scale, int window, float *o);
     /* attn_paged for nr consecutive query rows of one sequence: row r
      * (0 <= r < nr) has its nq queries at q + r*q_stride, attends to
-     * positions 0 .. n_pos0+r-1 and writes o + r*o_stride.  Each slice of
+     * positions 0 .. n_pos0+r-1 (window > 0: the last window of them) and
+     * writes o + r*o_stride.  Each slice of
      * keys is gathered (f16: converted) once for the whole tile.  Every
      * row's result is bit-identical to attn_paged's for that row alone: it
      * does not depend on nr, on where the tile starts, nor on other rows. */
     void (*attn_paged_tile)(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_f16,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
-                            float scale, float *o, int64_t o_stride);
+                            float scale, int window, float *o, int64_t o_stride);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple

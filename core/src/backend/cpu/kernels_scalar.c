@@ -243,34 +243,55 @@ static void attn_step(const float *q, int nq, const float *k, const float *v, in
  * of this many floats each, then attn_step. */
 #define ATTN_BUF 4096
 
+/* The first position a query that sees n_pos keys attends to: with a
+ * sliding window (window > 0) only the last window keys, else all. */
+static int attn_lo(int n_pos, int window)
+{
+    return window > 0 && n_pos > window ? n_pos - window : 0;
+}
+
+/* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16) into
+ * kb / vb (hd floats per key). */
+static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16,
+                        const int32_t *block_table, int block_size, int p0, int ns, int hd,
+                        float *kb, float *vb)
+{
+    for (int i = 0; i < ns; i++) {
+        const int p = p0 + i;
+        const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                            (size_t)(p % block_size)) * (size_t)stride;
+        for (int d = 0; d < hd; d++) {
+            if (kv_f16) {
+                kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
+                vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
+            } else {
+                kb[i * hd + d] = ((const float *)k)[off + d];
+                vb[i * hd + d] = ((const float *)v)[off + d];
+            }
+        }
+    }
+}
+
+/* Slices start at absolute positions that are multiples of slice; a query
+ * folds, of each slice, only the keys in its own range lo .. n_pos-1, so
+ * its result is the same whichever other rows share the gathered slice. */
 static void attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
                        int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
-                       float scale, float *o)
+                       float scale, int window, float *o)
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
     const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
+    const int lo = attn_lo(n_pos, window);
     for (int qi = 0; qi < nq; qi++) {
         const float *qq = q + (size_t)qi * hd;
         float *oq = o + (size_t)qi * hd;
         float m = -INFINITY, l = 0.0f;
         memset(oq, 0, sizeof(float) * (size_t)hd);
-        for (int p0 = 0; p0 < n_pos; p0 += slice) {
-            const int ns = n_pos - p0 < slice ? n_pos - p0 : slice;
-            for (int i = 0; i < ns; i++) {
-                const int p = p0 + i;
-                const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                    (size_t)(p % block_size)) * (size_t)stride;
-                for (int d = 0; d < hd; d++) {
-                    if (kv_f16) {
-                        kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
-                        vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
-                    } else {
-                        kb[i * hd + d] = ((const float *)k)[off + d];
-                        vb[i * hd + d] = ((const float *)v)[off + d];
-                    }
-                }
-            }
-            attn_step(qq, 1, kb, vb, hd, ns, hd, scale, &m, &l, oq);
+        for (int p0 = lo / slice * slice; p0 < n_pos; p0 += slice) {
+            const int a = p0 > lo ? p0 : lo;
+            const int e = n_pos - p0 < slice ? n_pos : p0 + slice;
+            attn_gather(k, v, stride, kv_f16, block_table, block_size, a, e - a, hd, kb, vb);
+            attn_step(qq, 1, kb, vb, hd, e - a, hd, scale, &m, &l, oq);
         }
         const float inv = 1.0f / l;
         for (int d = 0; d < hd; d++)
@@ -285,7 +306,7 @@ static void attn_paged(const float *q, int nq, const void *k, const void *v, int
 static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_f16,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
-                            float scale, float *o, int64_t o_stride)
+                            float scale, int window, float *o, int64_t o_stride)
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
     const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
@@ -305,30 +326,20 @@ static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, co
                 }
             }
             const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
-            for (int p0 = 0; p0 < n_max; p0 += slice) {
-                const int ns = n_max - p0 < slice ? n_max - p0 : slice;
-                for (int i = 0; i < ns; i++) {
-                    const int p = p0 + i;
-                    const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                        (size_t)(p % block_size)) * (size_t)stride;
-                    for (int d = 0; d < hd; d++) {
-                        if (kv_f16) {
-                            kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
-                            vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
-                        } else {
-                            kb[i * hd + d] = ((const float *)k)[off + d];
-                            vb[i * hd + d] = ((const float *)v)[off + d];
-                        }
-                    }
-                }
+            const int lo0 = attn_lo(n_pos0 + r0, window); /* the first row's first key */
+            for (int p0 = lo0 / slice * slice; p0 < n_max; p0 += slice) {
+                const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
+                const int e = n_max - p0 < slice ? n_max : p0 + slice;
+                attn_gather(k, v, stride, kv_f16, block_table, block_size, g, e - g, hd, kb, vb);
                 for (int r = 0; r < nrs; r++) {
-                    const int n_pos = n_pos0 + r0 + r;
-                    if (n_pos <= p0)
+                    const int n_pos = n_pos0 + r0 + r, lo = attn_lo(n_pos, window);
+                    const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
+                    if (er <= a)
                         continue;
-                    const int nsr = n_pos - p0 < ns ? n_pos - p0 : ns;
                     for (int qi = 0; qi < nqs; qi++)
-                        attn_step(q + (size_t)(r0 + r) * q_stride + (size_t)(q0 + qi) * hd, 1, kb,
-                                  vb, hd, nsr, hd, scale, m + r * nqs + qi, l + r * nqs + qi,
+                        attn_step(q + (size_t)(r0 + r) * q_stride + (size_t)(q0 + qi) * hd, 1,
+                                  kb + (size_t)(a - g) * hd, vb + (size_t)(a - g) * hd, hd, er - a,
+                                  hd, scale, m + r * nqs + qi, l + r * nqs + qi,
                                   o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd);
                 }
             }
