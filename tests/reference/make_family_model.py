@@ -181,14 +181,15 @@ def gguf_tensors(c, w):
     return out
 
 
-def write_gguf(path, c, tensors, tok):
+def write_gguf(path, c, tensors, tok, wtype="f32"):
+    """wtype f16: matrices in F16 (vectors stay F32), as for a benchmark."""
     import gguf
     mt = c["model_type"]
     arch = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}[mt]
     tokens, types, merges = tok
     g = gguf.GGUFWriter(path, arch)
     g.add_name("plume-family-%s" % mt)
-    g.add_file_type(int(gguf.LlamaFileType.ALL_F32))
+    g.add_file_type(int(gguf.LlamaFileType.ALL_F32 if wtype == "f32" else gguf.LlamaFileType.MOSTLY_F16))
     g.add_vocab_size(len(tokens))
     g.add_context_length(c["max_position_embeddings"])
     g.add_embedding_length(c["hidden_size"])
@@ -224,7 +225,7 @@ def write_gguf(path, c, tensors, tok):
     g.add_add_bos_token(False)
     g.add_chat_template(mtm.CHATML_TEMPLATE)
     for name, a in tensors.items():
-        g.add_tensor(name, a.astype(np.float32))
+        g.add_tensor(name, a.astype(np.float16 if wtype == "f16" and a.ndim == 2 else np.float32))
     g.write_header_to_file()
     g.write_kv_data_to_file()
     g.write_tensors_to_file()

@@ -426,6 +426,33 @@ static void test_chat_templates(void **state)
     free(s);
     plume_tokenizer_free(t);
 
+    /* Qwen3: the expected texts follow Qwen3's template (tokenizer_config.json
+     * of Qwen/Qwen3-*, no tools) step by step: reasoning is dropped from
+     * assistant turns up to the last user query, kept in a <think> block
+     * after it (when present, and always for the last message) */
+    t = byte_level_tok("{%- set ns = namespace(multi_step_tool=true, last_query_index="
+                       "messages|length - 1) %}<|im_start|>{%- if '</think>' in content %}");
+    assert_string_equal(plume_chat_template_name(t), "qwen3");
+    plume_chat_msg q3[] = {{"system", "Be brief."}, {"user", "Hi"},
+                           {"assistant", "<think>\nplan\n</think>\n\nHey."}, {"user", "Again"}};
+    s = apply(t, q3, 4, true);
+    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
+                           "\n<|im_start|>assistant\nHey.<|im_end|>\n<|im_start|>user\nAgain"
+                           "<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    plume_chat_msg agent[] = {{"user", "Q"}, {"assistant", "plain"}, {"tool", "42"},
+                              {"assistant", "\n\n<think>r1\n</think>\n\ncall"}, {"tool", "7"},
+                              {"tool", "8"}, {"assistant", "end"}};
+    s = apply(t, agent, 7, false);
+    assert_string_equal(s, "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nplain<|im_end|>\n"
+                           "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\nr1\n</think>\n\ncall<|im_end|>\n"
+                           "<|im_start|>user\n<tool_response>\n7\n</tool_response>\n"
+                           "<tool_response>\n8\n</tool_response><|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\n\n</think>\n\nend<|im_end|>\n");
+    free(s);
+    plume_tokenizer_free(t);
+
     t = byte_level_tok(NULL);
     assert_null(plume_chat_template_name(t));
     s = apply(t, user, 1, true);
