@@ -190,7 +190,7 @@ def write_gguf(path, c, tensors, tok, wtype="f32"):
     g = gguf.GGUFWriter(path, arch)
     g.add_name("plume-family-%s" % mt)
     g.add_file_type(int(gguf.LlamaFileType.ALL_F32 if wtype == "f32" else gguf.LlamaFileType.MOSTLY_F16))
-    g.add_vocab_size(len(tokens))
+    g.add_vocab_size(c["vocab_size"])
     g.add_context_length(c["max_position_embeddings"])
     g.add_embedding_length(c["hidden_size"])
     g.add_block_count(c["num_hidden_layers"])
