@@ -453,6 +453,28 @@ static void test_chat_templates(void **state)
     free(s);
     plume_tokenizer_free(t);
 
+    /* Llama 3.1: the template's system turn with its fixed date (the
+     * expected text follows meta-llama/Llama-3.1-8B-Instruct's template) */
+    t = byte_level_tok("{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = "
+                       "\"26 Jul 2024\" %}{%- endif %}{{- \"<|start_header_id|>system"
+                       "<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023"
+                       "\\n\" }}");
+    assert_string_equal(plume_chat_template_name(t), "llama3.1");
+    s = apply(t, conv, 4, true);
+    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                           "December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    s = apply(t, user, 1, false);
+    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                           "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>");
+    free(s);
+    plume_tokenizer_free(t);
+
     t = byte_level_tok(NULL);
     assert_null(plume_chat_template_name(t));
     s = apply(t, user, 1, true);

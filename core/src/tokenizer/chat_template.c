@@ -2,6 +2,7 @@
  * llm_chat_detect_template does) and rendered by hand; no Jinja engine. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tokenizer/tok_internal.h"
 
@@ -42,7 +43,9 @@ static const char *detect_family(const char *tmpl)
     if (has(tmpl, "<start_of_turn>"))
         return "gemma";
     if (has(tmpl, "<|start_header_id|>") && has(tmpl, "<|end_header_id|>"))
-        return "llama3";
+        return has(tmpl, "Cutting Knowledge Date") ? (has(tmpl, "strftime_now") ? "llama3.2"
+                                                                                : "llama3.1")
+                                                   : "llama3";
     return NULL;
 }
 
@@ -362,8 +365,33 @@ static void render_mistral(const char *fam, const plume_chat_msg *m, size_t n, s
     }
 }
 
-static void render_llama3(const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
+/* Llama 3 headers.  The 3.1+ templates ("llama3.1", "llama3.2") always open
+ * with a system turn: "Cutting Knowledge Date: December 2023", "Today
+ * Date: " + date_string, then the first message's text when it is a system
+ * message (trimmed).  date_string: 3.1's fixed "26 Jul 2024"; 3.2's
+ * strftime_now("%d %b %Y"), today's local date as transformers renders it.
+ * Tools are not rendered. */
+static void render_llama3(const char *fam, const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
 {
+    if (strcmp(fam, "llama3") != 0) {
+        char date[32] = "26 Jul 2024";
+        if (strcmp(fam, "llama3.2") == 0) {
+            time_t now = time(NULL);
+            struct tm tm;
+            if (localtime_r(&now, &tm))
+                strftime(date, sizeof date, "%d %b %Y", &tm);
+        }
+        sb_put(b, "<|start_header_id|>system<|end_header_id|>\n\n"
+                  "Cutting Knowledge Date: December 2023\nToday Date: ");
+        sb_put(b, date);
+        sb_put(b, "\n\n");
+        if (n && is_role(&m[0], "system")) {
+            sb_put_trim(b, m[0].content);
+            m++;
+            n--;
+        }
+        sb_put(b, "<|eot_id|>");
+    }
     for (size_t i = 0; i < n; i++) {
         sb_put(b, "<|start_header_id|>");
         sb_put(b, m[i].role);
@@ -438,8 +466,8 @@ int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_
         render_llama2(fam, msgs, n, &b);
     else if (strncmp(fam, "mistral", 7) == 0)
         render_mistral(fam, msgs, n, &b);
-    else if (strcmp(fam, "llama3") == 0)
-        render_llama3(msgs, n, add_generation_prompt, &b);
+    else if (strncmp(fam, "llama3", 6) == 0)
+        render_llama3(fam, msgs, n, add_generation_prompt, &b);
     else if (strcmp(fam, "gemma") == 0)
         render_gemma(msgs, n, add_generation_prompt, &b);
     else if (strcmp(fam, "zephyr") == 0 || strcmp(fam, "phi3") == 0)
