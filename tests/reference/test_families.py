@@ -11,7 +11,10 @@ For every variant, in HF form and (where llama.cpp has one) GGUF form:
   * decode: the same sequence one token per forward, bit-identical to the
     prefill (and so within TOL);
   * chunks of 5 batched with another sequence (placed first in the batch),
-    bit-identical to the run alone.
+    bit-identical to the run alone;
+  * `plume generate` (the engine, prefix caching and all): the last prompt
+    logits bit-identical to the prefill's, and its 8-token greedy
+    continuation equal to the oracle's.
 N is 80: past original_max_position_embeddings (32) of llama3/yarn and
 past max_position_embeddings (64) of the dynamic model, so the scalings
 are exercised where they matter.  f32 weights, f32 activations
@@ -67,6 +70,7 @@ PLUME = os.path.join(BUILD_ROOT, "core", "src", "cli", "plume")
 # while writing this (a wrong rope band or a missing +1 moves logits by >0.1).
 TOL = 1e-3
 N = 80
+GEN = 8
 
 FAILS = []
 
@@ -88,6 +92,29 @@ def plume_logits(model, ids, chunk, batch, tmp, nv):
     return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(ids), nv), ""
 
 
+def engine_run(model, ids, n, tmp):
+    """(last prompt logits as f32, generated ids, error) of plume generate."""
+    lf = os.path.join(tmp, "eng.f32")
+    env = dict(os.environ, PLUME_CPU_ACTIVATIONS="f32")
+    p = subprocess.run([PLUME, "generate", "--model", model, "--prompt-ids",
+                        ",".join(map(str, ids)), "--max-tokens", str(n), "--temperature", "0",
+                        "--ignore-eos", "--json", "--logits-out", lf, "--threads", "2"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        return None, None, p.stderr.strip()[-300:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    return np.fromfile(lf, dtype="<f4"), res["token_ids"], ""
+
+
+def oracle_greedy(orc, ids, n):
+    seq, out = list(ids), []
+    for _ in range(n):
+        t = int(np.argmax(orc.logits(seq)[-1]))
+        out.append(t)
+        seq.append(t)
+    return out
+
+
 def run_variant(variant, tmp):
     d = os.path.join(tmp, variant)
     fx = make_family_model.make(d, variant)
@@ -99,6 +126,7 @@ def run_variant(variant, tmp):
     n = N
     ref = orc.logits(ids[:n])
     spread = float(ref.max() - ref.min())
+    want_gen = None
     forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
     for form, path in forms:
         tag = "%s %s" % (variant, form)
@@ -114,6 +142,14 @@ def run_variant(variant, tmp):
         if dec is not None:
             check(float(np.abs(dec - ref).max()) < TOL, "%s: decode logits vs the oracle: max "
                   "|diff| %.2e" % (tag, float(np.abs(dec - ref).max())))
+        eng, gen, msg = engine_run(path, ids[:n], GEN, tmp)
+        check(eng is not None and np.array_equal(eng, pre[-1].astype(np.float32)),
+              "%s: plume generate (the engine) gives the prefill's last logits bit for bit %s"
+              % (tag, msg))
+        if want_gen is None:
+            want_gen = oracle_greedy(orc, ids[:n], GEN)
+        check(gen == want_gen, "%s: %d-token greedy continuation equals the oracle's: %s"
+              % (tag, GEN, gen))
         bat, msg = plume_logits(path, ids[:n], 5, 1, tmp, nv)
         check(bat is not None and np.array_equal(bat, pre),
               "%s: chunks of 5 batched with another sequence bit-identical to alone %s"

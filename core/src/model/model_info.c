@@ -1,4 +1,5 @@
 /* Accessors and the human-readable description behind `plume info`. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,7 +7,22 @@
 
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }
 int32_t plume_model_n_vocab(const plume_model *m) { return m->cfg.n_vocab; }
-int32_t plume_model_n_ctx_train(const plume_model *m) { return m->cfg.n_ctx_train; }
+/* The context the model is meant to run at: max_position_embeddings,
+ * stretched where the scaling says that field is the original length:
+ * dynamic x factor (transformers scales past max_position_embeddings),
+ * yarn at least original context x factor.  Linear and llama3 configs
+ * (Gemma 3, Llama 3.1) already give the long length there. */
+static int32_t effective_ctx(const plume_model_config *c)
+{
+    double n = c->n_ctx_train;
+    if (c->rope.type == PLUME_ROPE_SCALING_DYNAMIC)
+        n *= c->rope.factor;
+    else if (c->rope.type == PLUME_ROPE_SCALING_YARN && (double)c->rope.orig_ctx * c->rope.factor > n)
+        n = (double)c->rope.orig_ctx * c->rope.factor;
+    return n > INT32_MAX ? INT32_MAX : n < 1 ? c->n_ctx_train : (int32_t)n;
+}
+
+int32_t plume_model_n_ctx_train(const plume_model *m) { return effective_ctx(&m->cfg); }
 const char *plume_model_arch(const plume_model *m) { return m->cfg.arch_name; }
 int64_t plume_model_n_params(const plume_model *m) { return m->n_params; }
 int64_t plume_model_weight_bytes(const plume_model *m) { return m->weight_bytes; }
@@ -101,7 +117,10 @@ void plume_model_describe(const plume_model *m, void *stream)
     fprintf(f, "heads:          %d (kv %d, head dim %d)\n", c->n_head, c->n_head_kv, c->head_dim);
     fprintf(f, "mlp size:       %d\n", c->n_ff);
     fprintf(f, "vocabulary:     %d\n", c->n_vocab);
-    fprintf(f, "context:        %d (trained)\n", c->n_ctx_train);
+    fprintf(f, "context:        %d (trained)", c->n_ctx_train);
+    if (effective_ctx(c) != c->n_ctx_train)
+        fprintf(f, ", %d with its rope scaling", effective_ctx(c));
+    fputc('\n', f);
     fprintf(f, "rope:           theta %g, %s pairs, scaling ", c->rope_theta,
             c->rope_style == PLUME_ROPE_ADJACENT ? "adjacent" : "rotate-half");
     describe_rope(m, &c->rope, f);
