@@ -24,8 +24,9 @@ Sliding windows are 16 tokens, so 80 positions run well past them (with
 full attention instead, the oracle's logits move by 33 (Mistral), 15 (Qwen2)
 and 6 (Gemma 3)).
 
-Refusals by name: Qwen3-MoE, multimodal Gemma 3, longrope, attention
-soft-capping.
+Refusals by name: Qwen3-MoE, multimodal Gemma 3, longrope, su, attention
+soft-capping; malformed GGUF family metadata (rope_freqs.weight of the wrong
+length or not positive, a yarn factor below 1, longrope) gives one error line.
 
 llama-cpp-python is not installed in .venv (and cannot be built offline
 here), so no second engine runs these GGUFs: the GGUF half checks plume's
@@ -187,6 +188,47 @@ def refusals(tmp):
               "%s refused by name: %s" % (what, p.stderr.strip()[:200]))
 
 
+def hostile_gguf(tmp):
+    """Malformed family metadata in a GGUF: one error line naming what is
+    wrong, never a crash or a silent default."""
+    import make_tiny_model as mtm
+    tok = mtm.build_tokenizer()
+    d = os.path.join(tmp, "hostile")
+    os.makedirs(d, exist_ok=True)
+    base = make_family_model.config_of("llama3", len(tok[0]), 297, 299)
+    w = make_family_model.random_weights(base, 2)
+    cases = []
+    t = make_family_model.gguf_tensors(base, w)
+    t["rope_freqs.weight"] = t["rope_freqs.weight"][:5]
+    cases.append(("rope_freqs.weight of 5 factors", base, t, "rope_freqs.weight"))
+    t = make_family_model.gguf_tensors(base, w)
+    t["rope_freqs.weight"] = t["rope_freqs.weight"] * 0
+    cases.append(("rope_freqs.weight of zeros", base, t, "not a positive number"))
+    c = dict(base, rope_scaling=dict(rope_type="yarn", factor=0.25,
+                                     original_max_position_embeddings=32))
+    cases.append(("yarn factor 0.25", c, make_family_model.gguf_tensors(c, w), "factor >= 1"))
+    c = dict(base, rope_scaling=dict(type="longrope", factor=2.0))
+    cases.append(("GGUF longrope", c, make_family_model.gguf_tensors(c, w), "longrope"))
+    for what, c, tensors, needle in cases:
+        path = os.path.join(d, "m.gguf")
+        if (c.get("rope_scaling") or {}).get("type") == "longrope":
+            import gguf
+            orig = gguf.GGUFWriter.add_rope_scaling_type
+            gguf.GGUFWriter.add_rope_scaling_type = lambda self, v: self.add_string(
+                "llama.rope.scaling.type", "longrope")
+            c = dict(c, rope_scaling=dict(type="linear", factor=2.0))
+            try:
+                make_family_model.write_gguf(path, c, tensors, tok)
+            finally:
+                gguf.GGUFWriter.add_rope_scaling_type = orig
+        else:
+            make_family_model.write_gguf(path, c, tensors, tok)
+        p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
+        err = p.stderr.strip()
+        check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
+              "hostile GGUF, %s: one error line: %s" % (what, err[:200]))
+
+
 def main():
     for b in (TOOL, PLUME):
         if not os.access(b, os.X_OK):
@@ -198,6 +240,7 @@ def main():
             run_variant(v, tmp)
         if not sys.argv[1:]:
             refusals(tmp)
+            hostile_gguf(tmp)
     if FAILS:
         print("%d check(s) failed" % len(FAILS))
         return 1

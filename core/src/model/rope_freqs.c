@@ -122,7 +122,7 @@ int plume_rope_cfg_validate(const plume_rope_cfg *r, const char *what, plume_err
         return 0;
     if (!(r->factor >= 1.0f) || !isfinite(r->factor))
         return plume_err(err, PLUME_ERR_RANGE,
-                         "%s: rope scaling %s needs a factor >= 1, got %g; fix the config", what,
+                         "%s: rope scaling %s needs a factor >= 1, got %g; fix the model's config or metadata", what,
                          plume_rope_scaling_name(r->type), (double)r->factor);
     if ((r->type == PLUME_ROPE_SCALING_YARN || r->type == PLUME_ROPE_SCALING_LLAMA3) &&
         r->orig_ctx <= 0)
