@@ -1,4 +1,5 @@
 /* Accessors and the human-readable description behind `plume info`. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -17,8 +18,8 @@ static int32_t effective_ctx(const plume_model_config *c)
     double n = c->n_ctx_train;
     if (c->rope.type == PLUME_ROPE_SCALING_DYNAMIC)
         n *= c->rope.factor;
-    else if (c->rope.type == PLUME_ROPE_SCALING_YARN && (double)c->rope.orig_ctx * c->rope.factor > n)
-        n = (double)c->rope.orig_ctx * c->rope.factor;
+    else if (c->rope.type == PLUME_ROPE_SCALING_YARN)
+        n = fmax(n, (double)c->rope.orig_ctx * c->rope.factor);
     return n > INT32_MAX ? INT32_MAX : n < 1 ? c->n_ctx_train : (int32_t)n;
 }
 

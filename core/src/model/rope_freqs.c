@@ -61,7 +61,8 @@ void plume_rope_inv_freq(const plume_rope_cfg *r, int32_t head_dim, int32_t n_ct
     }
     double low = 0, high = 0;
     if (r->type == PLUME_ROPE_SCALING_YARN) {
-        double bf = r->beta_fast > 0 ? r->beta_fast : 32.0, bs = r->beta_slow > 0 ? r->beta_slow : 1.0;
+        double bf = r->beta_fast > 0 ? r->beta_fast : 32.0;
+        double bs = r->beta_slow > 0 ? r->beta_slow : 1.0;
         low = yarn_corr_dim(bf, d, base, r->orig_ctx);
         high = yarn_corr_dim(bs, d, base, r->orig_ctx);
         if (r->truncate) {
@@ -122,8 +123,9 @@ int plume_rope_cfg_validate(const plume_rope_cfg *r, const char *what, plume_err
         return 0;
     if (!(r->factor >= 1.0f) || !isfinite(r->factor))
         return plume_err(err, PLUME_ERR_RANGE,
-                         "%s: rope scaling %s needs a factor >= 1, got %g; fix the model's config or metadata", what,
-                         plume_rope_scaling_name(r->type), (double)r->factor);
+                         "%s: rope scaling %s needs a factor >= 1, got %g; fix the model's "
+                         "config or metadata",
+                         what, plume_rope_scaling_name(r->type), (double)r->factor);
     if ((r->type == PLUME_ROPE_SCALING_YARN || r->type == PLUME_ROPE_SCALING_LLAMA3) &&
         r->orig_ctx <= 0)
         return plume_err(err, PLUME_ERR_RANGE,

@@ -476,8 +476,8 @@ int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_
         free(b.s);
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "the model's chat template is not one plume recognises (supported "
-                         "families: chatml, qwen3, llama2, mistral, llama3, gemma, zephyr, phi3); pass "
-                         "a prompt that is already formatted instead");
+                         "families: chatml, qwen3, llama2, mistral, llama3, gemma, zephyr, "
+                         "phi3); pass a prompt that is already formatted instead");
     }
     if (b.failed) {
         free(b.s);
