@@ -269,17 +269,21 @@ static void test_unsupported_arch_exact(void **state)
     plume_error err;
     char path[1024], want[1200];
     assert_int_equal(parse(d, text, &cfg, &err, path), -1);
-    snprintf(want, sizeof want, "%s: unsupported architecture gpt2 (supported: llama, mistral, qwen2)",
+    snprintf(want, sizeof want,
+             "%s: unsupported architecture gpt2 (supported: llama, mistral, qwen2, qwen3, "
+             "gemma3_text)",
              path);
     assert_int_equal(err.code, PLUME_ERR_UNSUPPORTED);
     assert_string_equal(err.msg, want);
     free(text);
 
     text = edit(qwen2_json, "\"model_type\": \"qwen2\",", "");
-    char *text2 = edit(text, "Qwen2ForCausalLM", "Qwen3ForCausalLM");
+    char *text2 = edit(text, "Qwen2ForCausalLM", "Qwen3MoeForCausalLM");
     assert_int_equal(parse(d, text2, &cfg, &err, path), -1);
     snprintf(want, sizeof want,
-             "%s: unsupported architecture Qwen3ForCausalLM (supported: llama, mistral, qwen2)", path);
+             "%s: architecture Qwen3MoeForCausalLM: Qwen3-MoE: mixture-of-experts layers are not "
+             "supported (dense Qwen3 is)",
+             path);
     assert_string_equal(err.msg, want);
     free(text);
     free(text2);
@@ -315,20 +319,45 @@ static void test_missing_and_bad_fields(void **state)
                       PLUME_ERR_FORMAT, "field 'rms_norm_eps' must be a number");
     expect_edit_fails(d, s, "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": 1",
                       PLUME_ERR_FORMAT, "field 'tie_word_embeddings' must be true or false");
+    /* RoPE scalings: incomplete ones and unknown types are refused by name */
     expect_edit_fails(d, s, "\"rope_scaling\": null",
                       "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}",
-                      PLUME_ERR_UNSUPPORTED, "rope_scaling llama3 is not supported yet");
+                      PLUME_ERR_RANGE, "llama3 needs 0 < low_freq_factor < high_freq_factor");
     expect_edit_fails(d, s, "\"rope_scaling\": null",
-                      "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 1.0}",
-                      PLUME_ERR_UNSUPPORTED, "rope_scaling linear is not supported yet");
-    expect_edit_fails(d, s, "\"rope_scaling\": null", "\"rope_scaling\": {\"factor\": 2}",
-                      PLUME_ERR_UNSUPPORTED, "rope_scaling {\"factor\":2} is not supported yet");
+                      "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 0.5}",
+                      PLUME_ERR_RANGE, "rope scaling linear needs a factor >= 1");
     expect_edit_fails(d, s, "\"rope_scaling\": null",
-                      "\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 5.0}",
-                      PLUME_ERR_UNSUPPORTED, "rope_parameters yarn is not supported yet");
-    expect_edit_fails(d, qwen2_json, "\"use_sliding_window\": false",
-                      "\"use_sliding_window\": true", PLUME_ERR_UNSUPPORTED,
-                      "use_sliding_window true is not supported yet");
+                      "\"rope_scaling\": {\"type\": \"longrope\", \"factor\": 2}",
+                      PLUME_ERR_UNSUPPORTED, "rope_type 'longrope' is not supported");
+    expect_edit_fails(d, s, "\"rope_scaling\": null",
+                      "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"rope_theta\": 5.0,"
+                      " \"factor\": 2, \"partial_rotary_factor\": 0.5}",
+                      PLUME_ERR_UNSUPPORTED, "partial_rotary_factor != 1");
+    {   /* transformers-5 rope_parameters with a scaling; rope_scaling spelling */
+        char *y = edit(s, "\"rope_scaling\": null",
+                       "\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 5.0, "
+                       "\"factor\": 4, \"original_max_position_embeddings\": 2048}");
+        plume_model_config yc = parse_ok(d, y);
+        assert_int_equal(yc.rope.type, PLUME_ROPE_SCALING_YARN);
+        assert_true(yc.rope.theta == 5.0f && yc.rope.factor == 4.0f && yc.rope.orig_ctx == 2048);
+        assert_true(yc.rope.beta_fast == 32.0f && yc.rope.beta_slow == 1.0f && yc.rope.truncate);
+        free(y);
+        char *l3 = edit(s, "\"rope_scaling\": null",
+                        "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                        "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                        "\"original_max_position_embeddings\": 8192}");
+        plume_model_config lc = parse_ok(d, l3);
+        assert_int_equal(lc.rope.type, PLUME_ROPE_SCALING_LLAMA3);
+        assert_true(lc.rope.theta == 100000.0f && lc.rope.orig_ctx == 8192);
+        free(l3);
+    }
+    {   /* Qwen2's window: layers >= max_window_layers */
+        char *w = edit(qwen2_json, "\"use_sliding_window\": false", "\"use_sliding_window\": true");
+        plume_model_config wc = parse_ok(d, w);
+        assert_true(wc.sliding_window > 0);
+        assert_int_equal(plume_config_layer_window(&wc, 0), 0);
+        free(w);
+    }
     expect_edit_fails(d, s, "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"",
                       PLUME_ERR_UNSUPPORTED, "hidden_act gelu is not supported");
     expect_edit_fails(d, s, "\"attention_bias\": false", "\"mlp_bias\": true",
@@ -447,6 +476,7 @@ static void test_validate(void **state)
         .arch = PLUME_ARCH_LLAMA, .arch_name = "llama", .n_vocab = 100, .n_embd = 64,
         .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 16, .n_ff = 128,
         .n_ctx_train = 256, .rms_eps = 1e-5f, .rope_theta = 10000.0f,
+        .rope = {.theta = 10000.0f}, .rope_local = {.theta = 10000.0f},
         .rope_style = PLUME_ROPE_ADJACENT,
     };
     plume_error err;

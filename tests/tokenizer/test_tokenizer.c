@@ -426,6 +426,55 @@ static void test_chat_templates(void **state)
     free(s);
     plume_tokenizer_free(t);
 
+    /* Qwen3: the expected texts follow Qwen3's template (tokenizer_config.json
+     * of Qwen/Qwen3-*, no tools) step by step: reasoning is dropped from
+     * assistant turns up to the last user query, kept in a <think> block
+     * after it (when present, and always for the last message) */
+    t = byte_level_tok("{%- set ns = namespace(multi_step_tool=true, last_query_index="
+                       "messages|length - 1) %}<|im_start|>{%- if '</think>' in content %}");
+    assert_string_equal(plume_chat_template_name(t), "qwen3");
+    plume_chat_msg q3[] = {{"system", "Be brief."}, {"user", "Hi"},
+                           {"assistant", "<think>\nplan\n</think>\n\nHey."}, {"user", "Again"}};
+    s = apply(t, q3, 4, true);
+    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
+                           "\n<|im_start|>assistant\nHey.<|im_end|>\n<|im_start|>user\nAgain"
+                           "<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    plume_chat_msg agent[] = {{"user", "Q"}, {"assistant", "plain"}, {"tool", "42"},
+                              {"assistant", "\n\n<think>r1\n</think>\n\ncall"}, {"tool", "7"},
+                              {"tool", "8"}, {"assistant", "end"}};
+    s = apply(t, agent, 7, false);
+    assert_string_equal(s, "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nplain<|im_end|>\n"
+                           "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\nr1\n</think>\n\ncall<|im_end|>\n"
+                           "<|im_start|>user\n<tool_response>\n7\n</tool_response>\n"
+                           "<tool_response>\n8\n</tool_response><|im_end|>\n"
+                           "<|im_start|>assistant\n<think>\n\n</think>\n\nend<|im_end|>\n");
+    free(s);
+    plume_tokenizer_free(t);
+
+    /* Llama 3.1: the template's system turn with its fixed date (the
+     * expected text follows meta-llama/Llama-3.1-8B-Instruct's template) */
+    t = byte_level_tok("{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = "
+                       "\"26 Jul 2024\" %}{%- endif %}{{- \"<|start_header_id|>system"
+                       "<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023"
+                       "\\n\" }}");
+    assert_string_equal(plume_chat_template_name(t), "llama3.1");
+    s = apply(t, conv, 4, true);
+    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                           "December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
+                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    free(s);
+    s = apply(t, user, 1, false);
+    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+                           "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                           "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>");
+    free(s);
+    plume_tokenizer_free(t);
+
     t = byte_level_tok(NULL);
     assert_null(plume_chat_template_name(t));
     s = apply(t, user, 1, true);

@@ -260,7 +260,27 @@ typedef struct plume_backend_vtable {
      * the host (the cpu backend). */
     int (*microbench)(plume_backend *b, plume_microbench what, int reps, double *out,
                       plume_error *err);
+
+    /* ---- optional ops, for some model families.  A backend lacks an op
+     * when its slot is NULL or lies past its vtable's struct_size (built
+     * before the op existed); the loader then refuses a model that needs
+     * it, naming the op.  Like the ops above: element-wise, so every value
+     * depends only on its own inputs. ---- */
+
+    /* x[i] *= s for i < n (Gemma's embedding scale). */
+    int (*scale)(plume_backend *b, plume_buf *x, float s, size_t n, plume_error *err);
+    /* gate[i] = gelu_tanh(gate[i]) * up[i] for i < n (in place in gate), with
+     * gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's
+     * gelu(approximate="tanh") (Gemma's MLP). */
+    int (*geglu)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
+                 plume_error *err);
 } plume_backend_vtable;
+
+/* True when vtable vt has the optional op `field` (set, and inside the
+ * provider's struct_size). */
+#define PLUME_BACKEND_HAS_OP(vt, field)                                                           \
+    ((vt)->struct_size >= offsetof(plume_backend_vtable, field) + sizeof((vt)->field) &&          \
+     (vt)->field != NULL)
 
 #ifdef __cplusplus
 }

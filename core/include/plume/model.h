@@ -78,6 +78,9 @@ PLUME_API void plume_model_free(plume_model *m);
 
 PLUME_API const plume_tokenizer *plume_model_tokenizer(const plume_model *m);
 PLUME_API int32_t plume_model_n_vocab(const plume_model *m);
+/* The context the model runs at: max_position_embeddings (GGUF
+ * context_length), x factor for dynamic RoPE scaling, at least original
+ * context x factor for yarn. */
 PLUME_API int32_t plume_model_n_ctx_train(const plume_model *m);
 /* "llama", "qwen2". */
 PLUME_API const char *plume_model_arch(const plume_model *m);

@@ -213,6 +213,16 @@ static int describe(const gguf_file *f, plume_convert_dtype dtype, conv_model *c
     cm->gguf = f;
     if (plume_config_from_gguf(f, &cm->cfg, err) || plume_config_validate(&cm->cfg, err))
         return -1;
+    /* the writer knows llama and qwen2 only: anything more would be dropped */
+    const plume_model_config *cc = &cm->cfg;
+    if ((cc->arch != PLUME_ARCH_LLAMA && cc->arch != PLUME_ARCH_QWEN2) ||
+        cc->rope.type != PLUME_ROPE_SCALING_NONE || cc->sliding_window > 0 ||
+        gguf_find_tensor(f, "rope_freqs.weight"))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: plume convert writes llama and qwen2 checkpoints without RoPE "
+                         "scaling or sliding windows; this %s model has more (run it from the "
+                         "GGUF directly)",
+                         gguf_path(f), cc->arch_name);
     cm->tied = gguf_find_tensor(f, "output.weight") == NULL;
     cm->attn_bias = gguf_find_tensor(f, "blk.0.attn_q.bias") != NULL;
     cm->torch_dtype = dtype == PLUME_CONVERT_F32 ? "float32" : "float16";

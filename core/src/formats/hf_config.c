@@ -1,6 +1,8 @@
 /* HF config.json -> plume_model_config, and consistency checks on a config.
  * Supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM, run as
- * llama) and qwen2 (Qwen2ForCausalLM: llama with q/k/v bias). */
+ * llama), qwen2 (Qwen2ForCausalLM: llama with q/k/v bias), qwen3
+ * (Qwen3ForCausalLM: q/k norms) and gemma3_text (Gemma3ForCausalLM); RoPE
+ * scalings default/linear/dynamic/yarn/llama3; sliding windows. */
 #include "model/config.h"
 
 #include <jansson.h>
@@ -21,6 +23,22 @@ static const hf_arch hf_archs[] = {
     {"llama", "LlamaForCausalLM", PLUME_ARCH_LLAMA, false},
     {"mistral", "MistralForCausalLM", PLUME_ARCH_LLAMA, false},
     {"qwen2", "Qwen2ForCausalLM", PLUME_ARCH_QWEN2, true},
+    {"qwen3", "Qwen3ForCausalLM", PLUME_ARCH_QWEN3, false},
+    {"gemma3_text", "Gemma3ForCausalLM", PLUME_ARCH_GEMMA3, false},
+};
+
+/* Families refused by name, with the reason. */
+static const struct {
+    const char *name;
+    const char *why;
+} hf_refused[] = {
+    {"qwen3_moe", "Qwen3-MoE: mixture-of-experts layers are not supported (dense Qwen3 is)"},
+    {"Qwen3MoeForCausalLM",
+     "Qwen3-MoE: mixture-of-experts layers are not supported (dense Qwen3 is)"},
+    {"gemma3", "the multimodal Gemma 3 (Gemma3ForConditionalGeneration) is not supported; the "
+               "text-only Gemma3ForCausalLM (model_type gemma3_text) is"},
+    {"Gemma3ForConditionalGeneration",
+     "the multimodal Gemma 3 is not supported; the text-only Gemma3ForCausalLM (gemma3_text) is"},
 };
 
 /* A field that is absent or JSON null counts as missing. */
@@ -47,6 +65,10 @@ static int hf_pick_arch(const char *path, json_t *root, const hf_arch **out, plu
         return plume_err(err, PLUME_ERR_FORMAT,
                          "%s: missing required field 'model_type' (or 'architectures')", path);
     }
+    for (size_t i = 0; i < sizeof hf_refused / sizeof hf_refused[0]; i++)
+        if (strcmp(name, hf_refused[i].name) == 0)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: architecture %s: %s", path, name,
+                             hf_refused[i].why);
     for (size_t i = 0; i < sizeof hf_archs / sizeof hf_archs[0]; i++) {
         if (strcmp(name, by_type ? hf_archs[i].model_type : hf_archs[i].architecture) == 0) {
             *out = &hf_archs[i];
@@ -54,7 +76,9 @@ static int hf_pick_arch(const char *path, json_t *root, const hf_arch **out, plu
         }
     }
     return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                     "%s: unsupported architecture %s (supported: llama, mistral, qwen2)", path, name);
+                     "%s: unsupported architecture %s (supported: llama, mistral, qwen2, qwen3, "
+                     "gemma3_text)",
+                     path, name);
 }
 
 /* Reads a non-negative integer field that fits int32.  A missing field is
@@ -106,73 +130,249 @@ static int hf_bool(const char *path, json_t *root, const char *key, bool def, bo
     return 0;
 }
 
-/* Rejects a rope_scaling (or transformers-5 rope_parameters) object whose
- * rope_type / type is anything but "default". */
-static int hf_check_rope(const char *path, json_t *root, const char *key, plume_error *err)
+/* Reads the RoPE of one rope_parameters / rope_scaling object (NULL: none)
+ * into r, exactly as transformers' standardize_rope_params fills its
+ * defaults.  theta: the rope_theta to use when the object has none. */
+static int hf_rope_obj(const char *path, json_t *root, json_t *rs, const char *what, double theta,
+                       int32_t n_ctx, plume_rope_cfg *r, plume_error *err)
 {
-    json_t *rs = hf_get(root, key);
-    if (rs) {
-        json_t *t = json_object_get(rs, "rope_type");
-        if (!json_is_string(t))
-            t = json_object_get(rs, "type");
-        const char *type = json_is_string(t) ? json_string_value(t) : NULL;
-        if (!type || strcmp(type, "default") != 0) {
-            char *dump = type ? NULL : json_dumps(rs, JSON_COMPACT);
-            plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: %s %s is not supported yet", path, key,
-                      type ? type : dump ? dump : "(unreadable)");
-            free(dump);
+    memset(r, 0, sizeof *r);
+    r->truncate = true;
+    if (rs && !json_is_object(rs))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: %s must be an object", path, what);
+    if (hf_float(path, rs && hf_get(rs, "rope_theta") ? rs : root, "rope_theta", theta, &r->theta,
+                 err))
+        return -1;
+    if (!rs)
+        return 0;
+    json_t *t = hf_get(rs, "rope_type");
+    if (!t)
+        t = hf_get(rs, "type");
+    if (t && !json_is_string(t))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: %s.rope_type must be a string", path, what);
+    const char *type = t ? json_string_value(t) : "default";
+    static const struct {
+        const char *name;
+        plume_rope_scaling type;
+    } types[] = {
+        {"default", PLUME_ROPE_SCALING_NONE},   {"linear", PLUME_ROPE_SCALING_LINEAR},
+        {"dynamic", PLUME_ROPE_SCALING_DYNAMIC}, {"yarn", PLUME_ROPE_SCALING_YARN},
+        {"llama3", PLUME_ROPE_SCALING_LLAMA3},
+    };
+    size_t i = 0;
+    while (i < sizeof types / sizeof types[0] && strcmp(types[i].name, type) != 0)
+        i++;
+    if (i == sizeof types / sizeof types[0])
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: %s rope_type '%.64s' is not supported (supported: default, "
+                         "linear, dynamic, yarn, llama3; longrope and su are not)",
+                         path, what, type);
+    r->type = types[i].type;
+    json_t *prf = hf_get(rs, "partial_rotary_factor");
+    if (prf && (!json_is_number(prf) || json_number_value(prf) != 1.0))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: %s partial_rotary_factor != 1 (partial rotary embeddings) is not "
+                         "supported",
+                         path, what);
+    if (r->type == PLUME_ROPE_SCALING_NONE)
+        return 0;
+    /* original_max_position_embeddings: the object's, else the top level's
+     * (Phi-3 style), else max_position_embeddings */
+    int32_t orig;
+    if (hf_int(path, root, "original_max_position_embeddings", n_ctx, &orig, err) ||
+        hf_int(path, rs, "original_max_position_embeddings", orig, &r->orig_ctx, err))
+        return -1;
+    if (r->type == PLUME_ROPE_SCALING_YARN && !hf_get(rs, "factor"))
+        r->factor = (float)((double)n_ctx / (r->orig_ctx > 0 ? r->orig_ctx : 1)); /* its default */
+    else if (hf_float(path, rs, "factor", -1.0, &r->factor, err))
+        return -1;
+    if (hf_float(path, rs, "low_freq_factor", 0.0, &r->low_freq_factor, err) ||
+        hf_float(path, rs, "high_freq_factor", 0.0, &r->high_freq_factor, err) ||
+        hf_float(path, rs, "beta_fast", 32.0, &r->beta_fast, err) ||
+        hf_float(path, rs, "beta_slow", 1.0, &r->beta_slow, err) ||
+        hf_float(path, rs, "attention_factor", 0.0, &r->attn_factor, err) ||
+        hf_float(path, rs, "mscale", 0.0, &r->mscale, err) ||
+        hf_float(path, rs, "mscale_all_dim", 0.0, &r->mscale_all_dim, err))
+        return -1;
+    json_t *tr = hf_get(rs, "truncate");
+    if (tr && !json_is_boolean(tr))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: %s.truncate must be true or false", path,
+                         what);
+    r->truncate = !tr || json_is_true(tr);
+    if (r->beta_fast == 0)
+        r->beta_fast = 32; /* transformers: `get("beta_fast") or 32` */
+    if (r->beta_slow == 0)
+        r->beta_slow = 1;
+    if (plume_rope_cfg_validate(r, what, err))
+        return plume_err_prefix(err, "%s", path);
+    return 0;
+}
+
+/* Fills cfg->rope (and rope_local) from transformers-5 rope_parameters or
+ * the older rope_scaling + rope_theta.  Gemma 3: full_attention /
+ * sliding_attention sub-objects (or, in older configs, rope_scaling for
+ * the global layers and rope_local_base_freq for the local ones). */
+static int hf_rope(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
+{
+    const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
+    json_t *rp = hf_get(root, "rope_parameters"), *rs = hf_get(root, "rope_scaling");
+    if (rp && !json_is_object(rp))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: rope_parameters must be an object", path);
+    double theta = gemma ? 1000000.0 : 10000.0;
+    if (gemma && rp && (hf_get(rp, "full_attention") || hf_get(rp, "sliding_attention"))) {
+        float local_theta = 0;
+        if (hf_float(path, root, "rope_local_base_freq", 10000.0, &local_theta, err) ||
+            hf_rope_obj(path, root, hf_get(rp, "full_attention"),
+                        "rope_parameters.full_attention", theta, cfg->n_ctx_train, &cfg->rope,
+                        err) ||
+            hf_rope_obj(path, root, hf_get(rp, "sliding_attention"),
+                        "rope_parameters.sliding_attention", local_theta, cfg->n_ctx_train,
+                        &cfg->rope_local, err))
             return -1;
+    } else {
+        /* rope_scaling wins over rope_parameters, as in convert_rope_params_to_dict */
+        json_t *obj = rs ? rs : rp;
+        if (hf_rope_obj(path, root, obj, rs ? "rope_scaling" : "rope_parameters", theta,
+                        cfg->n_ctx_train, &cfg->rope, err))
+            return -1;
+        if (!hf_get(root, "rope_theta") && rs && rp && hf_get(rp, "rope_theta") &&
+            hf_float(path, rp, "rope_theta", theta, &cfg->rope.theta, err))
+            return -1;
+        cfg->rope_local = cfg->rope;
+        if (gemma) {
+            memset(&cfg->rope_local, 0, sizeof cfg->rope_local);
+            if (hf_float(path, root, "rope_local_base_freq", 10000.0, &cfg->rope_local.theta, err))
+                return -1;
         }
     }
+    cfg->rope_theta = cfg->rope.theta;
+    return 0;
+}
+
+/* Marks the sliding-window layers: config.json's layer_types when present,
+ * else each family's rule (transformers' config classes): Mistral all
+ * layers when sliding_window is set; Qwen2/Qwen3 layers >= max_window_layers
+ * when use_sliding_window; Gemma 3 all but every sliding_window_pattern-th. */
+static int hf_windows(const char *path, json_t *root, const char *model_type,
+                      plume_model_config *cfg, plume_error *err)
+{
+    const bool qwen = cfg->arch == PLUME_ARCH_QWEN2 || cfg->arch == PLUME_ARCH_QWEN3;
+    const bool mistral = strcmp(model_type, "mistral") == 0;
+    const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
+    if (!qwen && !mistral && !gemma)
+        return 0; /* Llama has no sliding window (its config ignores the field) */
+    bool use = true;
+    if (qwen && hf_bool(path, root, "use_sliding_window", false, &use, err))
+        return -1;
+    if (!use)
+        return 0;
+    if (hf_int(path, root, "sliding_window", gemma ? 4096 : 0, &cfg->sliding_window, err))
+        return -1;
+    if (cfg->sliding_window == 0)
+        return 0;
+    if (cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: sliding-window models with more than %d layers are not supported",
+                         path, PLUME_MAX_LAYERS);
+    json_t *lt = hf_get(root, "layer_types");
+    if (lt) {
+        if (!json_is_array(lt) || (int64_t)json_array_size(lt) != cfg->n_layer)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: layer_types must be a list of num_hidden_layers (%d) strings",
+                             path, cfg->n_layer);
+        for (int l = 0; l < cfg->n_layer; l++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)l));
+            if (t && strcmp(t, "sliding_attention") == 0)
+                cfg->swa_layer[l] = 1;
+            else if (!t || strcmp(t, "full_attention") != 0)
+                return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                                 "%s: layer_types[%d] is '%.64s'; only full_attention and "
+                                 "sliding_attention are supported",
+                                 path, l, t ? t : "(not a string)");
+        }
+        return 0;
+    }
+    int32_t from = 0, period = 0;
+    if (qwen && hf_int(path, root, "max_window_layers", 28, &from, err))
+        return -1;
+    if (gemma && hf_int(path, root, "sliding_window_pattern", 6, &period, err))
+        return -1;
+    for (int l = 0; l < cfg->n_layer; l++)
+        cfg->swa_layer[l] = gemma ? (period == 0 || (l + 1) % period != 0) : l >= from;
     return 0;
 }
 
 /* Rejects settings that would change the computation in ways plume does not
- * implement: RoPE scaling, a non-SiLU activation, llama's mlp_bias and
- * Qwen2's sliding-window attention.  (quantization_config is read by
- * hf_quant_config.c.) */
-static int hf_check_unsupported(const char *path, json_t *root, plume_error *err)
+ * implement: a wrong activation, llama's mlp_bias, Gemma's attention
+ * soft-capping and bidirectional attention.  (quantization_config is read
+ * by hf_quant_config.c.) */
+static int hf_check_unsupported(const char *path, json_t *root, plume_arch arch, plume_error *err)
 {
-    json_t *rp = hf_get(root, "rope_parameters");
-    if (rp && (!json_is_object(rp) || json_object_get(rp, "rope_type")))
-        if (hf_check_rope(path, root, "rope_parameters", err))
-            return -1;
-    if (hf_check_rope(path, root, "rope_scaling", err))
-        return -1;
-    json_t *act = hf_get(root, "hidden_act");
-    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "silu") != 0))
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: hidden_act %s is not supported (only silu)", path,
-                         json_is_string(act) ? json_string_value(act) : "(not a string)");
+    const bool gemma = arch == PLUME_ARCH_GEMMA3;
+    const char *act_key =
+        gemma && hf_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act";
+    json_t *act = hf_get(root, act_key);
+    const char *a = json_is_string(act) ? json_string_value(act) : NULL;
+    bool ok = !act || (a && (gemma ? strcmp(a, "gelu_pytorch_tanh") == 0 ||
+                                         strcmp(a, "gelu_tanh") == 0
+                                   : strcmp(a, "silu") == 0));
+    if (!ok)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: %s %.64s is not supported (only %s)",
+                         path, act_key, a ? a : "(not a string)",
+                         gemma ? "gelu_pytorch_tanh" : "silu");
     json_t *mlp_bias = hf_get(root, "mlp_bias");
     if (json_is_true(mlp_bias))
         return plume_err(err, PLUME_ERR_UNSUPPORTED, "%s: mlp_bias true is not supported yet", path);
-    if (json_is_true(hf_get(root, "use_sliding_window")))
+    json_t *asc = hf_get(root, "attn_logit_softcapping");
+    if (asc && !(json_is_number(asc) && json_number_value(asc) == 0))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: use_sliding_window true is not supported yet", path);
+                         "%s: attn_logit_softcapping (attention soft-capping, Gemma 2 style) is "
+                         "not supported",
+                         path);
+    if (json_is_true(hf_get(root, "use_bidirectional_attention")))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: use_bidirectional_attention true (an embedding model) is not "
+                         "supported",
+                         path);
     return 0;
 }
 
-/* The object holding rope_theta: the top level, or transformers 5's
- * rope_parameters when only that has it. */
-static json_t *hf_rope_source(json_t *root)
+/* Gemma 3's own settings: (1 + w) norms, post norms, q/k norms, GELU,
+ * embeddings x sqrt(hidden), query_pre_attn_scalar, final soft-capping. */
+static int hf_gemma(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
 {
-    json_t *rp = hf_get(root, "rope_parameters");
-    if (!hf_get(root, "rope_theta") && json_is_object(rp) && hf_get(rp, "rope_theta"))
-        return rp;
-    return root;
+    float qpas = 0, cap = 0;
+    if (hf_float(path, root, "query_pre_attn_scalar", 256.0, &qpas, err) ||
+        hf_float(path, root, "final_logit_softcapping", 0.0, &cap, err))
+        return -1;
+    if (!(qpas > 0) || !isfinite(qpas) || cap < 0 || !isfinite(cap))
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "%s: query_pre_attn_scalar must be positive and "
+                         "final_logit_softcapping non-negative",
+                         path);
+    cfg->qk_norm = true;
+    cfg->norm_plus_one = true;
+    cfg->post_norms = true;
+    cfg->ffn_act = PLUME_FFN_GELU_TANH;
+    /* HF casts the scale to the embedding dtype; model_load.c rounds it
+     * once it knows that dtype */
+    cfg->embed_scale = (float)sqrt((double)cfg->n_embd);
+    cfg->attn_scale = (float)(1.0 / sqrt((double)qpas));
+    cfg->final_softcap = cap;
+    return 0;
 }
 
 /* Fills cfg from a parsed config object; every error names path. */
 static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
 {
     const hf_arch *arch = NULL;
-    if (hf_pick_arch(path, root, &arch, err) || hf_check_unsupported(path, root, err))
+    if (hf_pick_arch(path, root, &arch, err) || hf_check_unsupported(path, root, arch->arch, err))
         return -1;
     memset(cfg, 0, sizeof *cfg);
     cfg->arch = arch->arch;
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", arch->model_type);
     cfg->rope_style = PLUME_ROPE_HALF;
+    const bool gemma = arch->arch == PLUME_ARCH_GEMMA3;
     if (hf_int(path, root, "vocab_size", -1, &cfg->n_vocab, err) ||
         hf_int(path, root, "hidden_size", -1, &cfg->n_embd, err) ||
         hf_int(path, root, "num_hidden_layers", -1, &cfg->n_layer, err) ||
@@ -184,14 +384,22 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
     if (cfg->n_head == 0)
         return plume_err(err, PLUME_ERR_FORMAT, "%s: field 'num_attention_heads' must be positive",
                          path);
-    if (hf_int(path, root, "head_dim", cfg->n_embd / cfg->n_head, &cfg->head_dim, err) ||
+    /* head_dim defaults of transformers' config classes */
+    int64_t hd_default = arch->arch == PLUME_ARCH_QWEN3 ? 128
+                         : gemma                       ? 256
+                                                       : cfg->n_embd / cfg->n_head;
+    if (hf_int(path, root, "head_dim", hd_default, &cfg->head_dim, err) ||
         hf_float(path, root, "rms_norm_eps", 1e-6, &cfg->rms_eps, err) ||
-        hf_float(path, hf_rope_source(root), "rope_theta", 10000.0, &cfg->rope_theta, err) ||
-        hf_bool(path, root, "tie_word_embeddings", false, &cfg->tied_embeddings, err))
+        hf_bool(path, root, "tie_word_embeddings", gemma, &cfg->tied_embeddings, err) ||
+        hf_rope(path, root, cfg, err) || hf_windows(path, root, arch->model_type, cfg, err))
         return -1;
     if (arch->arch == PLUME_ARCH_QWEN2)
         cfg->qkv_bias = true; /* Qwen2 always has q/k/v bias; no config field */
     else if (hf_bool(path, root, "attention_bias", arch->qkv_bias, &cfg->qkv_bias, err))
+        return -1;
+    if (arch->arch == PLUME_ARCH_QWEN3)
+        cfg->qk_norm = true;
+    if (gemma && hf_gemma(path, root, cfg, err))
         return -1;
     return 0;
 }
@@ -233,7 +441,7 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
 {
     if (!cfg)
         return plume_err(err, PLUME_ERR_INVALID, "plume_config_validate: NULL config");
-    if (cfg->arch != PLUME_ARCH_LLAMA && cfg->arch != PLUME_ARCH_QWEN2)
+    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_GEMMA3)
         return plume_err(err, PLUME_ERR_RANGE, "arch %d is not a known architecture", (int)cfg->arch);
     if (hf_positive(cfg->n_vocab, "n_vocab", "vocab_size", err) ||
         hf_positive(cfg->n_embd, "n_embd", "hidden_size", err) ||
@@ -261,6 +469,16 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
     if (!(cfg->rope_theta > 0.0f) || !isfinite(cfg->rope_theta))
         return plume_err(err, PLUME_ERR_RANGE, "rope_theta must be positive, got %g",
                          (double)cfg->rope_theta);
+    if (plume_rope_cfg_validate(&cfg->rope, "rope", err) ||
+        plume_rope_cfg_validate(&cfg->rope_local, "local rope", err))
+        return -1;
+    if (cfg->sliding_window < 0)
+        return plume_err(err, PLUME_ERR_RANGE, "sliding_window must be >= 0, got %d",
+                         cfg->sliding_window);
+    if (cfg->sliding_window > 0 && cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "sliding-window models with more than %d layers are not supported",
+                         PLUME_MAX_LAYERS);
     if (cfg->rope_style != PLUME_ROPE_ADJACENT && cfg->rope_style != PLUME_ROPE_HALF)
         return plume_err(err, PLUME_ERR_RANGE, "rope_style %d is not known", (int)cfg->rope_style);
     return 0;

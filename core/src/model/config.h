@@ -18,7 +18,41 @@ typedef enum plume_rope_style {
 typedef enum plume_arch {
     PLUME_ARCH_LLAMA = 0, /* Llama 2/3, SmolLM, Mistral */
     PLUME_ARCH_QWEN2 = 1, /* Llama + q/k/v bias */
+    PLUME_ARCH_QWEN3 = 2, /* Llama + per-head RMSNorm of q and k before RoPE */
+    PLUME_ARCH_GEMMA3 = 3, /* Gemma 3 text: see plume_model_config's gemma fields */
 } plume_arch;
+
+/* RoPE frequency scalings, each exactly as transformers'
+ * modeling_rope_utils.py computes inv_freq (docs/models.md). */
+typedef enum plume_rope_scaling {
+    PLUME_ROPE_SCALING_NONE = 0,
+    PLUME_ROPE_SCALING_LINEAR,  /* inv_freq / factor */
+    PLUME_ROPE_SCALING_DYNAMIC, /* NTK base, fixed at factor x max_position (see rope_freqs.c) */
+    PLUME_ROPE_SCALING_YARN,    /* ramped inter/extrapolation + attention factor */
+    PLUME_ROPE_SCALING_LLAMA3,  /* Llama 3.1 low/high frequency bands */
+} plume_rope_scaling;
+
+/* One RoPE: base and scaling.  Fields a type does not use stay 0. */
+typedef struct plume_rope_cfg {
+    plume_rope_scaling type;
+    float theta;
+    float factor;
+    int32_t orig_ctx;                 /* original_max_position_embeddings (yarn, llama3) */
+    float low_freq_factor, high_freq_factor; /* llama3 */
+    float beta_fast, beta_slow;       /* yarn (defaults 32, 1) */
+    float attn_factor;                /* yarn: the factor on cos/sin; 0 = derived from factor */
+    float mscale, mscale_all_dim;     /* yarn, DeepSeek style; 0 = unset */
+    bool truncate;                    /* yarn: floor/ceil the correction range (default true) */
+} plume_rope_cfg;
+
+typedef enum plume_ffn_act {
+    PLUME_FFN_SILU = 0,      /* silu(gate) * up */
+    PLUME_FFN_GELU_TANH = 1, /* gelu_pytorch_tanh(gate) * up (Gemma) */
+} plume_ffn_act;
+
+/* Sliding-window layers above this count are refused (the per-layer table
+ * is a fixed array). */
+#define PLUME_MAX_LAYERS 1024
 
 typedef struct plume_model_config {
     plume_arch arch;
@@ -36,7 +70,44 @@ typedef struct plume_model_config {
     plume_rope_style rope_style;
     bool qkv_bias;
     bool tied_embeddings; /* no separate output head */
+    /* RoPE of full-attention layers (rope.theta == rope_theta), and of
+     * sliding-window layers (Gemma 3's local base; else equal to rope) */
+    plume_rope_cfg rope;
+    plume_rope_cfg rope_local;
+    /* sliding window: layers l with swa_layer[l] attend to the last
+     * sliding_window positions (row p: p-window+1 .. p); 0 = none */
+    int32_t sliding_window;
+    uint8_t swa_layer[PLUME_MAX_LAYERS];
+    /* Qwen3, Gemma 3: RMSNorm over each head of q and k before RoPE */
+    bool qk_norm;
+    /* Gemma 3 */
+    bool norm_plus_one;   /* RMSNorm weights are stored as w - 1 (HF): add 1 at load */
+    bool post_norms;      /* RMSNorm of the attention and MLP outputs before the residual add */
+    plume_ffn_act ffn_act;
+    float embed_scale;    /* 0: none; else embeddings x this */
+    float attn_scale;     /* 0: 1/sqrt(head_dim); else the softmax scale */
+    float final_softcap;  /* 0: none; else logits = cap * tanh(logits / cap) */
 } plume_model_config;
+
+/* The RoPE of layer l (rope_local for a sliding-window layer). */
+const plume_rope_cfg *plume_config_layer_rope(const plume_model_config *cfg, int l);
+
+/* The window of layer l: cfg->sliding_window when the layer slides, else 0. */
+int32_t plume_config_layer_window(const plume_model_config *cfg, int l);
+
+/* Fills inv_freq[0 .. head_dim/2) for rope r, and *attn_mult, the factor
+ * the attention logits get from it (yarn: attention_factor^2, else 1).
+ * Exactly transformers' _compute_*_parameters (float32 arithmetic there;
+ * here double, rounded once).  n_ctx_train: max_position_embeddings. */
+void plume_rope_inv_freq(const plume_rope_cfg *r, int32_t head_dim, int32_t n_ctx_train,
+                         float *inv_freq, float *attn_mult);
+
+/* "none", "linear", "dynamic", "yarn", "llama3". */
+const char *plume_rope_scaling_name(plume_rope_scaling t);
+
+/* Checks one RoPE's fields (factor >= 1 where used, orig_ctx, betas);
+ * what names the field's source in errors. */
+int plume_rope_cfg_validate(const plume_rope_cfg *r, const char *what, plume_error *err);
 
 /* Parses an HF config.json (architectures / model_type, hidden_size, ...).
  * Unknown architectures are "unsupported architecture X". */

@@ -1,4 +1,5 @@
 /* Model hyperparameters from GGUF metadata (formats.md §3.3). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +60,132 @@ static int opt_f32(const gguf_file *f, const char *arch, const char *suffix, flo
     return 0;
 }
 
+/* The RoPE scaling of llama.cpp's keys <arch>.rope.scaling.*: none,
+ * linear (factor) and yarn (factor, original_context_length,
+ * yarn_beta_fast/slow, attn_factor; llama.cpp's rope_yarn is transformers'
+ * yarn with truncation and attention factor attn_factor x (1 + 0.1 ln
+ * factor)).  Llama 3.1's scaling is not a key but the tensor
+ * rope_freqs.weight, which model_load.c applies.  Gemma 3's local layers
+ * use rope.freq_base_swa (llama.cpp's default 10000), unscaled. */
+static int gguf_rope(const gguf_file *f, const char *arch, plume_model_config *cfg,
+                     plume_error *err)
+{
+    plume_rope_cfg *r = &cfg->rope;
+    memset(r, 0, sizeof *r);
+    r->theta = cfg->rope_theta;
+    r->truncate = true;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    gguf_str st;
+    const gguf_value *sv = gguf_get(f, key);
+    if (sv && !gguf_get_str(f, key, &st))
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: metadata '%s' (%s) must be a string; fix the metadata",
+                         gguf_path(f), key, gguf_type_name(sv->type));
+    bool none = !sv || (st.len == 4 && memcmp(st.ptr, "none", 4) == 0);
+    if (!none && st.len == 6 && memcmp(st.ptr, "linear", 6) == 0)
+        r->type = PLUME_ROPE_SCALING_LINEAR;
+    else if (!none && st.len == 4 && memcmp(st.ptr, "yarn", 4) == 0)
+        r->type = PLUME_ROPE_SCALING_YARN;
+    else if (!none)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: rope scaling '%.*s%s' (%s) is not supported (supported: none, "
+                         "linear, yarn, and Llama 3.1's rope_freqs.weight)",
+                         gguf_path(f), (int)(st.len > 64 ? 64 : st.len), st.ptr,
+                         st.len > 64 ? "..." : "", key);
+    if (r->type != PLUME_ROPE_SCALING_NONE) {
+        float attn, log_mul;
+        if (opt_f32(f, arch, "rope.scaling.factor", 0.0f, &r->factor, err) ||
+            opt_u32(f, arch, "rope.scaling.original_context_length", cfg->n_ctx_train,
+                    &r->orig_ctx, err) ||
+            opt_f32(f, arch, "rope.scaling.yarn_beta_fast", 32.0f, &r->beta_fast, err) ||
+            opt_f32(f, arch, "rope.scaling.yarn_beta_slow", 1.0f, &r->beta_slow, err) ||
+            opt_f32(f, arch, "rope.scaling.attn_factor", 1.0f, &attn, err) ||
+            opt_f32(f, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul, err))
+            return -1;
+        if (log_mul != 0.0f)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: %s.rope.scaling.yarn_log_multiplier (DeepSeek-style yarn "
+                             "mscale) is not supported",
+                             gguf_path(f), arch);
+        if (r->type == PLUME_ROPE_SCALING_YARN)
+            r->attn_factor =
+                attn * (r->factor > 1.0f ? 1.0f + 0.1f * logf(r->factor) : 1.0f);
+    }
+    cfg->rope_local = *r;
+    if (cfg->arch == PLUME_ARCH_GEMMA3) {
+        memset(&cfg->rope_local, 0, sizeof cfg->rope_local);
+        if (opt_f32(f, arch, "rope.freq_base_swa", 10000.0f, &cfg->rope_local.theta, err))
+            return -1;
+    }
+    return plume_rope_cfg_validate(r, gguf_path(f), err);
+}
+
+/* Sliding windows from <arch>.attention.sliding_window: every layer for
+ * llama-arch (Mistral v0.1) files; Gemma 3 all but every
+ * attention.sliding_window_pattern-th layer (llama.cpp's default 6).
+ * Qwen2 GGUFs carry no window (llama.cpp runs them with full attention). */
+static int gguf_windows(const gguf_file *f, const char *arch, plume_model_config *cfg,
+                        plume_error *err)
+{
+    bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
+    if (opt_u32(f, arch, "attention.sliding_window", gemma ? 4096 : 0, &cfg->sliding_window, err))
+        return -1;
+    if (cfg->sliding_window == 0)
+        return 0;
+    if (cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: sliding-window models with more than %d layers are not supported",
+                         gguf_path(f), PLUME_MAX_LAYERS);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
+    const gguf_value *pv = gguf_get(f, key);
+    gguf_type et;
+    uint64_t n;
+    const gguf_value *items;
+    if (pv && gguf_get_arr(f, key, &et, &n, &items)) {
+        if (et != GGUF_TYPE_BOOL || n != (uint64_t)cfg->n_layer)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: metadata '%s' must be %d booleans (true: a sliding layer)",
+                             gguf_path(f), key, cfg->n_layer);
+        for (int l = 0; l < cfg->n_layer; l++)
+            cfg->swa_layer[l] = items[l].b;
+        return 0;
+    }
+    int32_t period = 0;
+    if (gemma && opt_u32(f, arch, "attention.sliding_window_pattern", 6, &period, err))
+        return -1;
+    for (int l = 0; l < cfg->n_layer; l++)
+        cfg->swa_layer[l] = !gemma || period == 0 || (l + 1) % period != 0;
+    return 0;
+}
+
+/* Gemma 3 as llama.cpp runs it: embeddings x sqrtf(n_embd) in f32, softmax
+ * scale 1/sqrt(head_dim) (1/sqrt(n_embd/n_head) for the 62-layer 27B, whose
+ * query_pre_attn_scalar is that), optional final_logit_softcapping;
+ * attention soft-capping refused. */
+static int gguf_gemma(const gguf_file *f, const char *arch, plume_model_config *cfg,
+                      plume_error *err)
+{
+    float cap, attn_cap;
+    if (opt_f32(f, arch, "final_logit_softcapping", 0.0f, &cap, err) ||
+        opt_f32(f, arch, "attn_logit_softcapping", 0.0f, &attn_cap, err))
+        return -1;
+    if (attn_cap != 0.0f)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: %s.attn_logit_softcapping (attention soft-capping) is not supported",
+                         gguf_path(f), arch);
+    if (!(cap >= 0.0f) || !isfinite(cap))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: %s.final_logit_softcapping must be >= 0",
+                         gguf_path(f), arch);
+    cfg->final_softcap = cap;
+    cfg->embed_scale = sqrtf((float)cfg->n_embd);
+    double qpas = cfg->n_layer == 62 && cfg->n_head > 0 ? (double)(cfg->n_embd / cfg->n_head)
+                                                        : (double)cfg->head_dim;
+    cfg->attn_scale = qpas > 0 ? (float)(1.0 / sqrt(qpas)) : 0.0f;
+    return 0;
+}
+
 int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -76,9 +203,27 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
         cfg->arch = PLUME_ARCH_QWEN2;
         cfg->rope_style = PLUME_ROPE_HALF; /* llama.cpp runs qwen2 with NEOX rope, no permutation */
         cfg->qkv_bias = true;
+    } else if (strcmp(arch, "qwen3") == 0) {
+        cfg->arch = PLUME_ARCH_QWEN3;
+        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted (as qwen2) */
+        cfg->qk_norm = true;
+    } else if (strcmp(arch, "gemma3") == 0) {
+        cfg->arch = PLUME_ARCH_GEMMA3;
+        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
+        cfg->qk_norm = true;
+        cfg->post_norms = true;
+        cfg->ffn_act = PLUME_FFN_GELU_TANH;
+        /* convert_hf_to_gguf.py already added 1 to every Gemma norm weight */
+        cfg->norm_plus_one = false;
+    } else if (strcmp(arch, "qwen3moe") == 0) {
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: architecture 'qwen3moe' (Qwen3-MoE): mixture-of-experts layers are "
+                         "not supported (dense qwen3 is)",
+                         gguf_path(f));
     } else {
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: unsupported architecture '%s' (supported: llama, qwen2)",
+                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
+                         "gemma3)",
                          gguf_path(f), arch);
     }
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", arch);
@@ -102,24 +247,10 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                          "%s: partial rotary embeddings (rope.dimension_count %d != head dim %d) "
                          "are not supported",
                          gguf_path(f), rope_dims, cfg->head_dim);
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    gguf_str st;
-    const gguf_value *sv = gguf_get(f, key);
-    if (sv && !gguf_get_str(f, key, &st))
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "%s: metadata '%s' (%s) must be a string; fix the metadata",
-                         gguf_path(f), key, gguf_type_name(sv->type));
-    if (sv && !(st.len == 4 && memcmp(st.ptr, "none", 4) == 0))
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: rope scaling '%.*s%s' (%s) is not supported yet", gguf_path(f),
-                         (int)(st.len > 64 ? 64 : st.len), st.ptr, st.len > 64 ? "..." : "",
-                         key);
-    if (gguf_find_tensor(f, "rope_freqs.weight"))
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: per-frequency rope factors (rope_freqs.weight, Llama 3.1 rope "
-                         "scaling) are not supported yet",
-                         gguf_path(f));
+    if (gguf_rope(f, arch, cfg, err) || gguf_windows(f, arch, cfg, err))
+        return -1;
+    if (cfg->arch == PLUME_ARCH_GEMMA3 && gguf_gemma(f, arch, cfg, err))
+        return -1;
     if (cfg->n_vocab == 0) {
         gguf_type et;
         uint64_t n;

@@ -5,6 +5,7 @@
  * runs on the cpu backend, a device backend or backend-ref.  Linear layers
  * run as one matrix product over all positions of the batch; attention
  * reads each sequence's K/V through its block table. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,7 +222,10 @@ int plume_runner_begin(plume_runner *r, const plume_batch_seq *seqs, int32_t n_s
     if (r->bvt->step_begin && r->bvt->step_begin(r->b, &r->st, err))
         return plume_err_prefix(err, "backend %s", r->bvt->name);
     r->in_step = true;
-    if (r->bvt->embed(r->b, &r->st, r->m->tok_embd, r->a[A_X], r->m->cfg.n_embd, err)) {
+    const int32_t E = r->m->cfg.n_embd;
+    if (r->bvt->embed(r->b, &r->st, r->m->tok_embd, r->a[A_X], E, err) ||
+        (r->m->embed_scale != 0.0f &&
+         r->bvt->scale(r->b, r->a[A_X], r->m->embed_scale, (size_t)r->st.n_rows * E, err))) {
         plume_runner_end(r, NULL, NULL);
         return -1;
     }
@@ -248,13 +252,21 @@ int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook
         plume_buf *const y[3] = {a[A_Q], a[A_K], a[A_V]};
         TRY(lin_group(r, qkv, 3, a[A_XN], n, y, err));
     }
-    TRY(B->rope(b, st, a[A_Q], c->n_head, c->head_dim, r->m->rope_freq, adjacent, err));
-    TRY(B->rope(b, st, a[A_K], c->n_head_kv, c->head_dim, r->m->rope_freq, adjacent, err));
+    if (Ly->q_norm) { /* per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3) */
+        TRY(B->rmsnorm(b, a[A_Q], a[A_Q], Ly->q_norm, n * c->n_head, c->head_dim, c->rms_eps,
+                       err));
+        TRY(B->rmsnorm(b, a[A_K], a[A_K], Ly->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps,
+                       err));
+    }
+    TRY(B->rope(b, st, a[A_Q], c->n_head, c->head_dim, Ly->rope_freq, adjacent, err));
+    TRY(B->rope(b, st, a[A_K], c->n_head_kv, c->head_dim, Ly->rope_freq, adjacent, err));
     TRY(B->kv_store(b, st, &r->kv->pool, kv_layer, a[A_K], a[A_V], err));
-    const plume_attn_params ap = {c->n_head, 0, 0};
+    const plume_attn_params ap = {c->n_head, Ly->attn_scale, Ly->window};
     TRY(B->attention(b, st, &r->kv->pool, kv_layer, a[A_Q], &ap, a[A_ATTN], err));
     HOOK(PLUME_LIN_O, a[A_ATTN]);
     TRY(lin(r, &Ly->o, a[A_ATTN], n, a[A_XN], err));
+    if (Ly->post_attn_norm)
+        TRY(B->rmsnorm(b, a[A_XN], a[A_XN], Ly->post_attn_norm, n, E, c->rms_eps, err));
     TRY(B->add(b, a[A_X], a[A_XN], (size_t)n * E, err));
 
     TRY(B->rmsnorm(b, a[A_XN], a[A_X], Ly->ffn_norm, n, E, c->rms_eps, err));
@@ -264,9 +276,14 @@ int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook
         plume_buf *const y[2] = {a[A_GATE], a[A_UP]};
         TRY(lin_group(r, gu, 2, a[A_XN], n, y, err));
     }
-    TRY(B->swiglu(b, a[A_GATE], a[A_UP], (size_t)n * F, err));
+    if (c->ffn_act == PLUME_FFN_GELU_TANH)
+        TRY(B->geglu(b, a[A_GATE], a[A_UP], (size_t)n * F, err));
+    else
+        TRY(B->swiglu(b, a[A_GATE], a[A_UP], (size_t)n * F, err));
     HOOK(PLUME_LIN_DOWN, a[A_GATE]);
     TRY(lin(r, &Ly->down, a[A_GATE], n, a[A_XN], err));
+    if (Ly->post_ffn_norm)
+        TRY(B->rmsnorm(b, a[A_XN], a[A_XN], Ly->post_ffn_norm, n, E, c->rms_eps, err));
     TRY(B->add(b, a[A_X], a[A_XN], (size_t)n * E, err));
 #undef HOOK
     return 0;
@@ -289,7 +306,12 @@ static int logits_rows(plume_runner *r, float *logits, plume_error *err)
     TRY(B->rmsnorm(r->b, r->a[A_XN], r->a[A_XN], r->m->out_norm, L, E, r->m->cfg.rms_eps, err));
     TRY(lin(r, &r->m->output, r->a[A_XN], L, r->out, err));
     TRY(B->synchronize && B->synchronize(r->b, err));
-    return B->download(r->b, logits, r->out, 0, sizeof(float) * (size_t)L * V, err);
+    TRY(B->download(r->b, logits, r->out, 0, sizeof(float) * (size_t)L * V, err));
+    const float cap = r->m->cfg.final_softcap;
+    if (cap > 0.0f) /* Gemma's final soft-capping, as transformers computes it in f32 */
+        for (size_t i = 0; i < (size_t)L * V; i++)
+            logits[i] = tanhf(logits[i] / cap) * cap;
+    return 0;
 }
 
 int plume_runner_end(plume_runner *r, float *logits, plume_error *err)

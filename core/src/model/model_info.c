@@ -1,4 +1,6 @@
 /* Accessors and the human-readable description behind `plume info`. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,7 +8,22 @@
 
 const plume_tokenizer *plume_model_tokenizer(const plume_model *m) { return m->tok; }
 int32_t plume_model_n_vocab(const plume_model *m) { return m->cfg.n_vocab; }
-int32_t plume_model_n_ctx_train(const plume_model *m) { return m->cfg.n_ctx_train; }
+/* The context the model is meant to run at: max_position_embeddings,
+ * stretched where the scaling says that field is the original length:
+ * dynamic x factor (transformers scales past max_position_embeddings),
+ * yarn at least original context x factor.  Linear and llama3 configs
+ * (Gemma 3, Llama 3.1) already give the long length there. */
+static int32_t effective_ctx(const plume_model_config *c)
+{
+    double n = c->n_ctx_train;
+    if (c->rope.type == PLUME_ROPE_SCALING_DYNAMIC)
+        n *= c->rope.factor;
+    else if (c->rope.type == PLUME_ROPE_SCALING_YARN)
+        n = fmax(n, (double)c->rope.orig_ctx * c->rope.factor);
+    return n > INT32_MAX ? INT32_MAX : n < 1 ? c->n_ctx_train : (int32_t)n;
+}
+
+int32_t plume_model_n_ctx_train(const plume_model *m) { return effective_ctx(&m->cfg); }
 const char *plume_model_arch(const plume_model *m) { return m->cfg.arch_name; }
 int64_t plume_model_n_params(const plume_model *m) { return m->n_params; }
 int64_t plume_model_weight_bytes(const plume_model *m) { return m->weight_bytes; }
@@ -40,6 +57,37 @@ static void describe_types(const plume_model *m, FILE *f)
                 (double)seen[j].bytes / (1 << 20));
 }
 
+/* "none", or the scaling and its parameters, then a newline. */
+static void describe_rope(const plume_model *m, const plume_rope_cfg *r, FILE *f)
+{
+    if (r == &m->cfg.rope && m->rope_freq_factors) {
+        fprintf(f, "llama3 (rope_freqs.weight per-dimension factors)\n");
+        return;
+    }
+    fprintf(f, "%s", plume_rope_scaling_name(r->type));
+    switch (r->type) {
+    case PLUME_ROPE_SCALING_NONE:
+        break;
+    case PLUME_ROPE_SCALING_LINEAR:
+        fprintf(f, " (factor %g)", r->factor);
+        break;
+    case PLUME_ROPE_SCALING_DYNAMIC:
+        fprintf(f, " (NTK, factor %g, base fixed for %g x %d positions)", r->factor, r->factor,
+                m->cfg.n_ctx_train);
+        break;
+    case PLUME_ROPE_SCALING_YARN:
+        fprintf(f, " (factor %g, original context %d, beta fast %g slow %g, attention x%g)",
+                r->factor, r->orig_ctx, r->beta_fast, r->beta_slow,
+                (double)(r == &m->cfg.rope ? m->rope_attn_mult : m->rope_local_attn_mult));
+        break;
+    case PLUME_ROPE_SCALING_LLAMA3:
+        fprintf(f, " (factor %g, low %g high %g, original context %d)", r->factor,
+                r->low_freq_factor, r->high_freq_factor, r->orig_ctx);
+        break;
+    }
+    fputc('\n', f);
+}
+
 void plume_model_describe(const plume_model *m, void *stream)
 {
     FILE *f = stream;
@@ -53,7 +101,15 @@ void plume_model_describe(const plume_model *m, void *stream)
                     name.ptr, name.len > 200 ? "..." : "");
         fprintf(f, "gguf version:   %u\n", gguf_version(m->gguf));
     }
+    static const char *const families[] = {
+        [PLUME_ARCH_LLAMA] = "llama (Llama 2/3, SmolLM, Mistral)",
+        [PLUME_ARCH_QWEN2] = "qwen2 (q/k/v bias)",
+        [PLUME_ARCH_QWEN3] = "qwen3 (q/k norms)",
+        [PLUME_ARCH_GEMMA3] = "gemma3 (Gemma 3 text: (1+w) norms, post norms, q/k norms, GELU, "
+                              "scaled embeddings)",
+    };
     fprintf(f, "architecture:   %s\n", c->arch_name);
+    fprintf(f, "family:         %s\n", families[c->arch]);
     fprintf(f, "backend:        %s\n", m->bvt->name);
     fprintf(f, "parameters:     %.1f M (%.1f MiB of weights)\n", (double)m->n_params / 1e6,
             (double)m->weight_bytes / (1 << 20));
@@ -62,9 +118,32 @@ void plume_model_describe(const plume_model *m, void *stream)
     fprintf(f, "heads:          %d (kv %d, head dim %d)\n", c->n_head, c->n_head_kv, c->head_dim);
     fprintf(f, "mlp size:       %d\n", c->n_ff);
     fprintf(f, "vocabulary:     %d\n", c->n_vocab);
-    fprintf(f, "context:        %d (trained)\n", c->n_ctx_train);
-    fprintf(f, "rope:           theta %g, %s pairs\n", c->rope_theta,
+    fprintf(f, "context:        %d (trained)", c->n_ctx_train);
+    if (effective_ctx(c) != c->n_ctx_train)
+        fprintf(f, ", %d with its rope scaling", effective_ctx(c));
+    fputc('\n', f);
+    fprintf(f, "rope:           theta %g, %s pairs, scaling ", c->rope_theta,
             c->rope_style == PLUME_ROPE_ADJACENT ? "adjacent" : "rotate-half");
+    describe_rope(m, &c->rope, f);
+    if (c->sliding_window > 0) {
+        int n_swa = 0;
+        for (int l = 0; l < c->n_layer; l++)
+            n_swa += plume_config_layer_window(c, l) > 0;
+        fprintf(f, "sliding window: %d tokens on %d of %d layers", c->sliding_window, n_swa,
+                c->n_layer);
+        if (c->rope_local.theta != c->rope.theta || c->rope_local.type != c->rope.type) {
+            fprintf(f, "; their rope: theta %g, scaling ", c->rope_local.theta);
+            describe_rope(m, &c->rope_local, f);
+        } else {
+            fputc('\n', f);
+        }
+    } else {
+        fprintf(f, "sliding window: none\n");
+    }
+    if (c->attn_scale > 0)
+        fprintf(f, "attention scale: %g\n", c->attn_scale);
+    if (c->final_softcap > 0)
+        fprintf(f, "logit softcap:  %g\n", c->final_softcap);
     fprintf(f, "rms norm eps:   %g\n", c->rms_eps);
     fprintf(f, "output head:    %s\n", c->tied_embeddings ? "tied to embeddings" : "separate");
     fprintf(f, "q/k/v bias:     %s\n", c->qkv_bias ? "yes" : "no");

@@ -21,6 +21,11 @@ typedef struct plume_lin {
 typedef struct plume_layer {
     plume_lin q, k, v, o, gate, up, down;
     plume_bweight *attn_norm, *ffn_norm; /* n_embd */
+    plume_bweight *q_norm, *k_norm;      /* head_dim (Qwen3, Gemma 3), else NULL */
+    plume_bweight *post_attn_norm, *post_ffn_norm; /* n_embd (Gemma 3), else NULL */
+    const plume_bweight *rope_freq;      /* the model's global or local inv_freq */
+    float attn_scale;                    /* softmax scale; 0: 1/sqrt(head_dim) */
+    int32_t window;                      /* sliding window (0: full attention) */
 } plume_layer;
 
 /* Every weight is a handle of the model's backend (backend.h), so the
@@ -44,9 +49,18 @@ struct plume_model {
     plume_lin output;                 /* the head (the embedding matrix when tied) */
     plume_bweight *out_norm;          /* n_embd */
     plume_layer *layers;
-    float *rope_inv_freq;             /* head_dim/2, host */
+    float *rope_inv_freq;             /* head_dim/2, host: global layers */
     plume_tensor rope_t;              /* rope_inv_freq as an F32 vector */
     plume_bweight *rope_freq;         /* ... prepared */
+    float *rope_local_inv_freq;       /* the same for sliding-window layers */
+    plume_tensor rope_local_t;
+    plume_bweight *rope_local_freq;
+    float rope_attn_mult, rope_local_attn_mult; /* yarn's attention_factor^2, else 1 */
+    bool rope_freq_factors;           /* GGUF rope_freqs.weight divided inv_freq (Llama 3.1) */
+    float embed_scale;                /* 0: none, else embeddings x this (Gemma 3) */
+    /* host copies of vectors changed at load ((1 + w) norms), freed last */
+    float **owned;
+    int n_owned, cap_owned;
     int64_t n_params;
     int64_t weight_bytes;
     /* a quantized checkpoint: its method ("gptq") and settings, else "" / NULL */

@@ -17,12 +17,22 @@ typedef struct tensor_name {
     const char *hf;
 } tensor_name;
 
-enum { T_ATTN_NORM, T_FFN_NORM, T_COUNT };
+enum { T_ATTN_NORM, T_FFN_NORM, T_Q_NORM, T_K_NORM, T_POST_ATTN_NORM, T_POST_FFN_NORM, T_COUNT };
 
 static const tensor_name layer_names[T_COUNT] = {
     [T_ATTN_NORM] = {"blk.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
     [T_FFN_NORM] = {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"},
+    [T_Q_NORM] = {"blk.%d.attn_q_norm.weight", "model.layers.%d.self_attn.q_norm.weight"},
+    [T_K_NORM] = {"blk.%d.attn_k_norm.weight", "model.layers.%d.self_attn.k_norm.weight"},
+    [T_POST_ATTN_NORM] = {"blk.%d.post_attention_norm.weight",
+                          "model.layers.%d.post_attention_layernorm.weight"},
+    [T_POST_FFN_NORM] = {"blk.%d.post_ffw_norm.weight",
+                         "model.layers.%d.post_feedforward_layernorm.weight"},
 };
+
+/* Gemma names its pre-MLP norm differently in HF checkpoints (its
+ * post_attention_layernorm is the norm of the attention output). */
+static const char *const gemma_hf_ffn_norm = "model.layers.%d.pre_feedforward_layernorm.weight";
 
 /* The linear layers of a decoder layer by name prefix: the matrix is
  * "<prefix>.weight" (or a quant method's tensors), the bias "<prefix>.bias". */
@@ -84,8 +94,36 @@ static int get_matrix(plume_model *m, const char *name, int64_t ne0, int64_t ne1
 
 /* A 1-D float weight of n elements, prepared by the backend.  Absent
  * optional vectors give *out = NULL. */
-static int get_vector(plume_model *m, const char *name, int64_t n, bool required,
-                      plume_bweight **out, plume_error *err)
+/* Keeps p (malloc'd) until the model is freed. */
+static int own(plume_model *m, float *p, plume_error *err)
+{
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 16;
+        float **o = realloc(m->owned, sizeof *o * (size_t)cap);
+        if (!o) {
+            free(p);
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        }
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return 0;
+}
+
+static int get_vector_ex(plume_model *m, const char *name, int64_t n, bool required,
+                         bool plus_one, plume_bweight **out, plume_error *err);
+
+/* A norm weight: stored as w - 1 when the config says so (HF Gemma:
+ * output * (1 + w)), then prepared as 1 + w in f32. */
+static int get_norm(plume_model *m, const char *name, int64_t n, bool required,
+                    plume_bweight **out, plume_error *err)
+{
+    return get_vector_ex(m, name, n, required, m->cfg.norm_plus_one, out, err);
+}
+
+static int get_vector_ex(plume_model *m, const char *name, int64_t n, bool required,
+                         bool plus_one, plume_bweight **out, plume_error *err)
 {
     *out = NULL;
     const plume_tensor *t = find(m, name);
@@ -106,6 +144,17 @@ static int get_vector(plume_model *m, const char *name, int64_t n, bool required
     v.n_dims = 1;
     v.ne[0] = n;
     v.ne[1] = v.ne[2] = v.ne[3] = 1;
+    if (plus_one) { /* 1 + w, in f32 as transformers computes it */
+        float *p = malloc(sizeof(float) * (size_t)n);
+        if (!p || own(m, p, err))
+            return p ? -1 : plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        plume_dequantize(t->type, t->data, p, n);
+        for (int64_t i = 0; i < n; i++)
+            p[i] = 1.0f + p[i];
+        v.type = PLUME_DTYPE_F32;
+        v.data = p;
+        v.nbytes = sizeof(float) * (size_t)n;
+    }
     if (m->bvt->weight_prepare(m->b, &v, out, err))
         return plume_err_prefix(err, "%s: backend %s preparing '%s'", source_path(m),
                                 m->bvt->name, name);
@@ -267,9 +316,29 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
         char n[T_COUNT][160], p[L_COUNT][160], b[176];
         for (int i = 0; i < T_COUNT; i++)
             snprintf(n[i], sizeof n[i], m->gguf ? layer_names[i].gguf : layer_names[i].hf, l);
-        if (get_vector(m, n[T_ATTN_NORM], E, true, &L->attn_norm, err) ||
-            get_vector(m, n[T_FFN_NORM], E, true, &L->ffn_norm, err))
+        if (!m->gguf && c->arch == PLUME_ARCH_GEMMA3)
+            snprintf(n[T_FFN_NORM], sizeof n[T_FFN_NORM], gemma_hf_ffn_norm, l);
+        if (get_norm(m, n[T_ATTN_NORM], E, true, &L->attn_norm, err) ||
+            get_norm(m, n[T_FFN_NORM], E, true, &L->ffn_norm, err))
             return -1;
+        if (c->qk_norm && (get_norm(m, n[T_Q_NORM], c->head_dim, true, &L->q_norm, err) ||
+                           get_norm(m, n[T_K_NORM], c->head_dim, true, &L->k_norm, err)))
+            return -1;
+        if (c->post_norms &&
+            (get_norm(m, n[T_POST_ATTN_NORM], E, true, &L->post_attn_norm, err) ||
+             get_norm(m, n[T_POST_FFN_NORM], E, true, &L->post_ffn_norm, err)))
+            return -1;
+        /* RoPE, softmax scale and window of the layer (prepare_rope ran) */
+        L->window = plume_config_layer_window(c, l);
+        float mult = L->window > 0 ? m->rope_local_attn_mult : m->rope_attn_mult;
+        L->rope_freq = L->window > 0 ? m->rope_local_freq : m->rope_freq;
+        /* the softmax scale: 0 (the op's 1/sqrt(head_dim)) unless the
+         * config sets one (Gemma) or yarn scales attention (mult) */
+        L->attn_scale = c->attn_scale == 0.0f && mult == 1.0f
+                            ? 0.0f
+                            : (float)((c->attn_scale > 0 ? (double)c->attn_scale
+                                                         : 1.0 / sqrt((double)c->head_dim)) *
+                                      mult);
         for (int i = 0; i < L_COUNT; i++) {
             snprintf(p[i], sizeof p[i], m->gguf ? linear_names[i].gguf : linear_names[i].hf, l);
             if (get_linear(m, reg, p[i], dims[i][0], dims[i][1], lins[i], err))
@@ -411,6 +480,16 @@ static int check_backend(const plume_model *m, plume_error *err)
                          "%s: backend %s cannot run attention heads of %d values; choose "
                          "another backend",
                          source_path(m), m->bvt->name, c->head_dim);
+    const char *op = NULL;
+    if (c->ffn_act == PLUME_FFN_GELU_TANH && !PLUME_BACKEND_HAS_OP(m->bvt, geglu))
+        op = "geglu";
+    if (c->embed_scale != 0.0f && !PLUME_BACKEND_HAS_OP(m->bvt, scale))
+        op = "scale";
+    if (op)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: backend %s lacks the op '%s' that %s models need; choose another "
+                         "backend (cpu has it)",
+                         source_path(m), m->bvt->name, op, c->arch_name);
     if (!m->bvt->supports(m->b, PLUME_FEAT_ROPE_ADJACENT, adjacent))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: backend %s cannot run the model's rope style (%s pairs); choose "
@@ -419,20 +498,90 @@ static int check_backend(const plume_model *m, plume_error *err)
     return 0;
 }
 
-/* The rope frequencies theta^(-2i/head_dim), on the host and prepared. */
-static int prepare_rope(plume_model *m, plume_error *err)
+/* One inv_freq vector (plume_rope_inv_freq), on the host and prepared;
+ * factors (GGUF rope_freqs.weight, NULL if none) divide it as llama.cpp's
+ * rope does with freq_factors. */
+static int prepare_inv_freq(plume_model *m, const plume_rope_cfg *r, const plume_tensor *factors,
+                            float **host, float *mult, plume_tensor *t, plume_bweight **out,
+                            plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
     int half = c->head_dim / 2;
-    m->rope_inv_freq = malloc(sizeof(float) * (size_t)(half > 0 ? half : 1));
-    if (!m->rope_inv_freq)
+    *host = malloc(sizeof(float) * (size_t)(half > 0 ? half : 1));
+    if (!*host)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < half; i++)
-        m->rope_inv_freq[i] = (float)pow((double)c->rope_theta, -2.0 * i / c->head_dim);
-    m->rope_t = (plume_tensor){.name = "rope.inv_freq", .type = PLUME_DTYPE_F32, .n_dims = 1,
-                               .ne = {half, 1, 1, 1}, .data = m->rope_inv_freq,
-                               .nbytes = sizeof(float) * (size_t)half};
-    return m->bvt->weight_prepare(m->b, &m->rope_t, &m->rope_freq, err);
+    plume_rope_inv_freq(r, c->head_dim, c->n_ctx_train, *host, mult);
+    if (factors) {
+        float *ff = malloc(sizeof(float) * (size_t)half);
+        if (!ff)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        plume_dequantize(factors->type, factors->data, ff, half);
+        for (int i = 0; i < half; i++)
+            (*host)[i] /= ff[i];
+        free(ff);
+    }
+    *t = (plume_tensor){.name = "rope.inv_freq", .type = PLUME_DTYPE_F32, .n_dims = 1,
+                        .ne = {half, 1, 1, 1}, .data = *host,
+                        .nbytes = sizeof(float) * (size_t)half};
+    return m->bvt->weight_prepare(m->b, t, out, err);
+}
+
+/* The global and the sliding-window layers' rope frequencies.  A GGUF's
+ * rope_freqs.weight (Llama 3.1 scaling written by convert_hf_to_gguf.py)
+ * must be head_dim/2 positive factors. */
+static int prepare_rope(plume_model *m, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    const plume_tensor *ff = m->gguf ? find(m, "rope_freqs.weight") : NULL;
+    if (ff) {
+        int64_t half = c->head_dim / 2;
+        if (!plume_dtype_supported(ff->type) || plume_dtype_block_elems(ff->type) != 1 ||
+            plume_tensor_nelements(ff) != half)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: tensor 'rope_freqs.weight' should be %lld float factors "
+                             "(head_dim/2), found %lld of type %s",
+                             source_path(m), (long long)half,
+                             (long long)plume_tensor_nelements(ff), plume_dtype_name(ff->type));
+        float *tmp = malloc(sizeof(float) * (size_t)half);
+        if (!tmp)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        plume_dequantize(ff->type, ff->data, tmp, half);
+        int bad = -1;
+        for (int64_t i = 0; i < half && bad < 0; i++)
+            if (!(tmp[i] > 0.0f) || !isfinite(tmp[i]))
+                bad = (int)i;
+        free(tmp);
+        if (bad >= 0)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: rope_freqs.weight[%d] is not a positive number", source_path(m),
+                             bad);
+        if (c->rope.type != PLUME_ROPE_SCALING_NONE)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: rope_freqs.weight together with rope scaling %s is not "
+                             "supported",
+                             source_path(m), plume_rope_scaling_name(c->rope.type));
+        m->rope_freq_factors = true;
+    }
+    if (prepare_inv_freq(m, &c->rope, ff, &m->rope_inv_freq, &m->rope_attn_mult, &m->rope_t,
+                         &m->rope_freq, err))
+        return -1;
+    return prepare_inv_freq(m, &c->rope_local, NULL, &m->rope_local_inv_freq,
+                            &m->rope_local_attn_mult, &m->rope_local_t, &m->rope_local_freq, err);
+}
+
+/* Gemma's sqrt(hidden) embedding scale as the checkpoint's runtime applies
+ * it: transformers casts it to the embedding dtype (BF16/F16 checkpoints
+ * get a rounded scale), llama.cpp keeps sqrtf(n_embd) in f32. */
+static float embed_scale_for(const plume_model *m)
+{
+    float s = m->cfg.embed_scale;
+    uint32_t ty = m->tok_embd_t->type;
+    if (s == 0.0f || m->gguf || (ty != PLUME_DTYPE_BF16 && ty != PLUME_DTYPE_F16))
+        return s;
+    int e;
+    double mant = frexp((double)s, &e); /* [0.5, 1) */
+    double steps = ty == PLUME_DTYPE_BF16 ? 256.0 : 2048.0; /* significand bits 8 / 11 */
+    return (float)ldexp(nearbyint(mant * steps) / steps, e);
 }
 
 plume_load_params plume_load_defaults(void)
@@ -517,13 +666,12 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
         m->tok_embd = plume_native_linear_weight(m->output.pl);
         c->tied_embeddings = true;
     }
-    if (get_vector(m, m->gguf ? "output_norm.weight" : "model.norm.weight", c->n_embd, true,
+    if (get_norm(m, m->gguf ? "output_norm.weight" : "model.norm.weight", c->n_embd, true,
                    &m->out_norm, err))
         goto fail;
-    if (load_layers(m, reg, err))
+    if (prepare_rope(m, err) || load_layers(m, reg, err))
         goto fail;
-    if (prepare_rope(m, err))
-        goto fail;
+    m->embed_scale = embed_scale_for(m);
     *out = m;
     return 0;
 fail:
@@ -580,6 +728,10 @@ void plume_model_free(plume_model *m)
             plume_layer *L = &m->layers[l];
             weight_release(m, &L->attn_norm);
             weight_release(m, &L->ffn_norm);
+            weight_release(m, &L->q_norm);
+            weight_release(m, &L->k_norm);
+            weight_release(m, &L->post_attn_norm);
+            weight_release(m, &L->post_ffn_norm);
             plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
             for (int i = 0; i < L_COUNT; i++)
                 lin_release(lins[i]);
@@ -589,8 +741,10 @@ void plume_model_free(plume_model *m)
     weight_release(m, &m->out_norm);
     weight_release(m, &m->own_embd);
     weight_release(m, &m->rope_freq);
+    weight_release(m, &m->rope_local_freq);
     lin_release(&m->output);
     free(m->rope_inv_freq);
+    free(m->rope_local_inv_freq);
     if (m->owns_backend)
         m->bvt->destroy(m->b);
     plume_tokenizer_free(m->tok);
@@ -598,6 +752,9 @@ void plume_model_free(plume_model *m)
         m->fmt->close(m->ck);
     plume_settings_free(m->quant);
     plume_registry_free(m->own_reg); /* after every plugin layer is gone */
+    for (int i = 0; i < m->n_owned; i++)
+        free(m->owned[i]);
+    free(m->owned);
     free(m->path);
     free(m);
 }

@@ -2,6 +2,7 @@
  * llm_chat_detect_template does) and rendered by hand; no Jinja engine. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tokenizer/tok_internal.h"
 
@@ -13,6 +14,8 @@ static bool has(const char *s, const char *needle)
 /* The family name for template text tmpl, or NULL when unrecognised. */
 static const char *detect_family(const char *tmpl)
 {
+    if (has(tmpl, "<|im_start|>") && has(tmpl, "</think>") && has(tmpl, "last_query_index"))
+        return "qwen3";
     if (has(tmpl, "<|im_start|>"))
         return "chatml";
     if (strncmp(tmpl, "mistral", 7) == 0 || has(tmpl, "[INST]")) {
@@ -40,7 +43,9 @@ static const char *detect_family(const char *tmpl)
     if (has(tmpl, "<start_of_turn>"))
         return "gemma";
     if (has(tmpl, "<|start_header_id|>") && has(tmpl, "<|end_header_id|>"))
-        return "llama3";
+        return has(tmpl, "Cutting Knowledge Date") ? (has(tmpl, "strftime_now") ? "llama3.2"
+                                                                                : "llama3.1")
+                                                   : "llama3";
     return NULL;
 }
 
@@ -174,6 +179,109 @@ static void render_chatml(const plume_tokenizer *t, const plume_chat_msg *m, siz
         sb_put(b, "<|im_start|>assistant\n");
 }
 
+/* Appends s[0..n) without the characters of set at its start (lstrip)
+ * and/or end (rstrip). */
+static void sb_put_strip(sbuf *b, const char *s, size_t n, const char *set, bool left, bool right)
+{
+    while (left && n && strchr(set, *s)) {
+        s++;
+        n--;
+    }
+    while (right && n && strchr(set, s[n - 1]))
+        n--;
+    sb_putn(b, s, n);
+}
+
+static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+static bool ends_with(const char *s, const char *p)
+{
+    size_t n = strlen(s), k = strlen(p);
+    return n >= k && strcmp(s + n - k, p) == 0;
+}
+
+/* The last occurrence of needle in s[0..n), or NULL. */
+static const char *last_in(const char *s, size_t n, const char *needle)
+{
+    const char *found = NULL;
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(s + i, needle, k) == 0)
+            found = s + i;
+    return found;
+}
+
+/* Qwen3's template (no tools): ChatML, with each assistant message's
+ * "<think>...</think>" reasoning split off its content; assistant messages
+ * up to the last real user query keep only the content, later ones (an
+ * agent's steps) get the reasoning back in a <think> block.  enable_thinking
+ * is not a plume option: the generation prompt is the template's default. */
+static void render_qwen3(const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
+{
+    size_t lqi = n ? n - 1 : 0; /* ns.last_query_index */
+    for (size_t i = n; i-- > 0;)
+        if (is_role(&m[i], "user") && !(starts_with(m[i].content, "<tool_response>") &&
+                                         ends_with(m[i].content, "</tool_response>"))) {
+            lqi = i;
+            break;
+        }
+    if (n && is_role(&m[0], "system")) {
+        sb_put(b, "<|im_start|>system\n");
+        sb_put(b, m[0].content);
+        sb_put(b, "<|im_end|>\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *c = m[i].content;
+        if (is_role(&m[i], "user") || (is_role(&m[i], "system") && i > 0)) {
+            sb_put(b, "<|im_start|>");
+            sb_put(b, m[i].role);
+            sb_put(b, "\n");
+            sb_put(b, c);
+            sb_put(b, "<|im_end|>\n");
+        } else if (is_role(&m[i], "assistant")) {
+            const char *close = strstr(c, "</think>");
+            const char *rs = "", *body = c;
+            size_t rn = 0;
+            if (close) {
+                /* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+                size_t head = (size_t)(close - c);
+                while (head && c[head - 1] == '\n')
+                    head--;
+                const char *open = last_in(c, head, "<think>");
+                rs = open ? open + 7 : c;
+                rn = (size_t)(c + head - rs);
+                while (rn && *rs == '\n') {
+                    rs++;
+                    rn--;
+                }
+                body = last_in(c, strlen(c), "</think>") + 8; /* split('</think>')[-1] */
+                while (*body == '\n')
+                    body++;
+            }
+            sb_put(b, "<|im_start|>assistant\n");
+            if (i > lqi && (i + 1 == n || rn > 0)) {
+                sb_put(b, "<think>\n");
+                sb_put_strip(b, rs, rn, "\n", true, true);
+                sb_put(b, "\n</think>\n\n");
+                sb_put_strip(b, body, strlen(body), "\n", true, false);
+            } else {
+                sb_put(b, body);
+            }
+            sb_put(b, "<|im_end|>\n");
+        } else if (is_role(&m[i], "tool")) {
+            if (i == 0 || !is_role(&m[i - 1], "tool"))
+                sb_put(b, "<|im_start|>user");
+            sb_put(b, "\n<tool_response>\n");
+            sb_put(b, c);
+            sb_put(b, "\n</tool_response>");
+            if (i + 1 == n || !is_role(&m[i + 1], "tool"))
+                sb_put(b, "<|im_end|>\n");
+        }
+    }
+    if (gen)
+        sb_put(b, "<|im_start|>assistant\n");
+}
+
 static void render_llama2(const char *fam, const plume_chat_msg *m, size_t n, sbuf *b)
 {
     bool sys = strcmp(fam, "llama2") != 0;
@@ -257,8 +365,33 @@ static void render_mistral(const char *fam, const plume_chat_msg *m, size_t n, s
     }
 }
 
-static void render_llama3(const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
+/* Llama 3 headers.  The 3.1+ templates ("llama3.1", "llama3.2") always open
+ * with a system turn: "Cutting Knowledge Date: December 2023", "Today
+ * Date: " + date_string, then the first message's text when it is a system
+ * message (trimmed).  date_string: 3.1's fixed "26 Jul 2024"; 3.2's
+ * strftime_now("%d %b %Y"), today's local date as transformers renders it.
+ * Tools are not rendered. */
+static void render_llama3(const char *fam, const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
 {
+    if (strcmp(fam, "llama3") != 0) {
+        char date[32] = "26 Jul 2024";
+        if (strcmp(fam, "llama3.2") == 0) {
+            time_t now = time(NULL);
+            struct tm tm;
+            if (localtime_r(&now, &tm))
+                strftime(date, sizeof date, "%d %b %Y", &tm);
+        }
+        sb_put(b, "<|start_header_id|>system<|end_header_id|>\n\n"
+                  "Cutting Knowledge Date: December 2023\nToday Date: ");
+        sb_put(b, date);
+        sb_put(b, "\n\n");
+        if (n && is_role(&m[0], "system")) {
+            sb_put_trim(b, m[0].content);
+            m++;
+            n--;
+        }
+        sb_put(b, "<|eot_id|>");
+    }
     for (size_t i = 0; i < n; i++) {
         sb_put(b, "<|start_header_id|>");
         sb_put(b, m[i].role);
@@ -327,12 +460,14 @@ int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_
     sb_put(&b, "");
     if (strcmp(fam, "chatml") == 0)
         render_chatml(t, msgs, n, add_generation_prompt, &b);
+    else if (strcmp(fam, "qwen3") == 0)
+        render_qwen3(msgs, n, add_generation_prompt, &b);
     else if (strncmp(fam, "llama2", 6) == 0)
         render_llama2(fam, msgs, n, &b);
     else if (strncmp(fam, "mistral", 7) == 0)
         render_mistral(fam, msgs, n, &b);
-    else if (strcmp(fam, "llama3") == 0)
-        render_llama3(msgs, n, add_generation_prompt, &b);
+    else if (strncmp(fam, "llama3", 6) == 0)
+        render_llama3(fam, msgs, n, add_generation_prompt, &b);
     else if (strcmp(fam, "gemma") == 0)
         render_gemma(msgs, n, add_generation_prompt, &b);
     else if (strcmp(fam, "zephyr") == 0 || strcmp(fam, "phi3") == 0)
@@ -341,8 +476,8 @@ int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_
         free(b.s);
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "the model's chat template is not one plume recognises (supported "
-                         "families: chatml, llama2, mistral, llama3, gemma, zephyr, phi3); pass "
-                         "a prompt that is already formatted instead");
+                         "families: chatml, qwen3, llama2, mistral, llama3, gemma, zephyr, "
+                         "phi3); pass a prompt that is already formatted instead");
     }
     if (b.failed) {
         free(b.s);

@@ -291,6 +291,25 @@ static int cpu_swiglu(plume_backend *be, plume_buf *gate, const plume_buf *up, s
     return 0;
 }
 
+static int cpu_geglu(plume_backend *be, plume_buf *gate, const plume_buf *up, size_t n,
+                     plume_error *err)
+{
+    (void)be;
+    (void)err;
+    plume_cpu_geglu(F(gate), CF(up), n);
+    return 0;
+}
+
+static int cpu_scale(plume_backend *be, plume_buf *x, float s, size_t n, plume_error *err)
+{
+    (void)be;
+    (void)err;
+    float *a = F(x);
+    for (size_t i = 0; i < n; i++)
+        a[i] *= s;
+    return 0;
+}
+
 static int cpu_add(plume_backend *be, plume_buf *x, const plume_buf *y, size_t n,
                    plume_error *err)
 {
@@ -393,4 +412,6 @@ const plume_backend_vtable plume_builtin_cpu = {
     .gather_out_rows = cpu_gather_out_rows,
     .matmul = cpu_matmul,
     .parallel_for = cpu_parallel_for,
+    .scale = cpu_scale,
+    .geglu = cpu_geglu,
 };

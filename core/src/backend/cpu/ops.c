@@ -65,3 +65,12 @@ void plume_cpu_swiglu(float *x, const float *y, int n)
 {
     plume_kernels_active()->swiglu(x, y, n);
 }
+
+void plume_cpu_geglu(float *x, const float *y, size_t n)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v))) * y[i];
+    }
+}

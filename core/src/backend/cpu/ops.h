@@ -81,6 +81,10 @@ void plume_cpu_rope_heads(float *v, int n_heads, int head_dim, int pos, const fl
 /* x[i] = silu(x[i]) * y[i]. */
 void plume_cpu_swiglu(float *x, const float *y, int n);
 
+/* x[i] = gelu_tanh(x[i]) * y[i] (PyTorch's gelu(approximate="tanh")), scalar
+ * code: the same bits at every SIMD level. */
+void plume_cpu_geglu(float *x, const float *y, size_t n);
+
 /* plume_kernels.attn_paged of the active level: one query row's GQA group
  * (nq heads sharing a K/V head; k, v point at that head's first value in
  * the layer's cache, f32 or f16 (kv_f16), stride values per slot) over
