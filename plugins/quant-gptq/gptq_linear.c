@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gptq_tensors.h"
+
 
 /* ---- config ---- */
 
@@ -59,44 +61,15 @@ static int gptq_validate(const plume_settings *s, plume_error *err)
 
 /* ---- tensors through the weight-format interface ---- */
 
-/* A 32-bit integer tensor: safetensors keeps I32/U32 as raw views (type not
- * a plume dtype) of 4 bytes per element. */
-static bool is_i32(const plume_tensor *t)
-{
-    return t && !plume_dtype_supported(t->type) &&
-           t->nbytes == (size_t)plume_tensor_nelements(t) * 4u;
-}
-
-static bool is_float(const plume_tensor *t)
-{
-    return t && (t->type == PLUME_DTYPE_F32 || t->type == PLUME_DTYPE_F16 ||
-                 t->type == PLUME_DTYPE_BF16);
-}
 
 static int gptq_probe(const plume_weights *w, const char *prefix)
 {
     const plume_tensor *qw = plume_weights_find(w, prefix, "qweight");
     const plume_tensor *qz = plume_weights_find(w, prefix, "qzeros");
     const plume_tensor *sc = plume_weights_find(w, prefix, "scales");
-    return is_i32(qw) && qw->n_dims == 2 && is_i32(qz) && is_float(sc) ? 10 : 0;
+    return gptq_tensor_is_i32(qw) && qw->n_dims == 2 && gptq_tensor_is_i32(qz) && gptq_tensor_is_float(sc) ? 10 : 0;
 }
 
-static int32_t *copy_i32(const plume_tensor *t)
-{
-    int32_t *p = malloc(t->nbytes ? t->nbytes : 4);
-    if (p)
-        memcpy(p, t->data, t->nbytes); /* views may be unaligned */
-    return p;
-}
-
-static float *copy_f32(const plume_tensor *t)
-{
-    int64_t n = plume_tensor_nelements(t);
-    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    if (p)
-        plume_dequantize((plume_dtype)t->type, t->data, p, n);
-    return p;
-}
 
 struct plume_linear {
     gptq_layer *g;
@@ -123,11 +96,11 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
     if (!qw || !qz || !sc)
         return plume_err(err, PLUME_ERR_FORMAT, "gptq: layer %s lacks %s.%s", prefix, prefix,
                          !qw ? "qweight" : !qz ? "qzeros" : "scales");
-    if (!is_i32(qw) || qw->n_dims != 2 || !is_i32(qz) || qz->n_dims != 2)
+    if (!gptq_tensor_is_i32(qw) || qw->n_dims != 2 || !gptq_tensor_is_i32(qz) || qz->n_dims != 2)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "gptq: %s.qweight and %s.qzeros must be 2-D int32 tensors", prefix,
                          prefix);
-    if (!is_float(sc) || sc->n_dims != 2)
+    if (!gptq_tensor_is_float(sc) || sc->n_dims != 2)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "gptq: %s.scales must be a 2-D F16, BF16 or F32 tensor (type %s)", prefix,
                          plume_dtype_name(sc->type));
@@ -149,16 +122,16 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
                          "gptq: %s.qzeros is [%" PRId64 ", %" PRId64 "]; with bits = %d it must be"
                          " [%" PRId64 ", %" PRId64 "] (check bits)",
                          prefix, qz->ne[1], qz->ne[0], cfg.bits, G, N * cfg.bits / 32);
-    if (gi && (!is_i32(gi) || gi->n_dims != 1 || gi->ne[0] != K))
+    if (gi && (!gptq_tensor_is_i32(gi) || gi->n_dims != 1 || gi->ne[0] != K))
         return plume_err(err, PLUME_ERR_FORMAT,
                          "gptq: %s.g_idx must be a 1-D int32 tensor of %" PRId64
                          " entries (in_features with bits = %d)",
                          prefix, K, cfg.bits);
-    if (bi && (!is_float(bi) || plume_tensor_nelements(bi) != N))
+    if (bi && (!gptq_tensor_is_float(bi) || plume_tensor_nelements(bi) != N))
         return plume_err(err, PLUME_ERR_FORMAT,
                          "gptq: %s.bias must be a float tensor of %" PRId64 " entries", prefix, N);
-    int32_t *qwd = copy_i32(qw), *qzd = copy_i32(qz), *gid = gi ? copy_i32(gi) : NULL;
-    float *scd = copy_f32(sc), *bid = bi ? copy_f32(bi) : NULL;
+    int32_t *qwd = gptq_tensor_copy_i32(qw), *qzd = gptq_tensor_copy_i32(qz), *gid = gi ? gptq_tensor_copy_i32(gi) : NULL;
+    float *scd = gptq_tensor_copy_f32(sc), *bid = bi ? gptq_tensor_copy_f32(bi) : NULL;
     plume_linear *l = malloc(sizeof *l);
     int rc = -1;
     if (!qwd || !qzd || !scd || (gi && !gid) || (bi && !bid) || !l) {
