@@ -256,6 +256,15 @@ def test_quantize(tiny_hf, tmp):
         check(not np.allclose(r, 1.0, atol=1e-3), "quantize awq: %s took the searched scales (ratio %.3g..%.3g)"
               % (k, r.min(), r.max()))
     check_logits(q, tmp, "quantize awq")
+    # the folds keep the network: its drift from the float model is that of
+    # plain rounding or less (the numpy AWQ-RTN checkpoint of test_tiny);
+    # a scale not folded, or folded twice, would move the logits far more
+    base = plume_logits(tiny_hf, IDS, tmp, env=F32)
+    rtn = plume_logits(os.path.join(tmp, "awq-g32"), IDS, tmp, env=F32)
+    made = plume_logits(q, IDS, tmp, env=F32)
+    d_awq, d_rtn = float(np.abs(made - base).max()), float(np.abs(rtn - base).max())
+    check(d_awq < 1.25 * d_rtn, "quantize awq: logit drift from the float model %.3g (plain rounding %.3g)"
+          % (d_awq, d_rtn))
     info = run("info", q).stdout
     check("quantization:   awq, 14 linear layers" in info, "quantize awq: plume info reports the method")
     expect_error(["quantize", tiny_hf, os.path.join(tmp, "e1"), "--method", "awq"], r"--calib",
