@@ -271,6 +271,10 @@ def test_quantize(tiny_hf, tmp):
                  "awq without --calib asks for it")
     expect_error(["quantize", tiny_hf, os.path.join(tmp, "e2"), "--method", "awq", "--bits", "8", "--calib", CALIB],
                  r"4-bit", "awq with --bits 8 is refused")
+    expect_error(["quantize", tiny_hf, os.path.join(tmp, "e3"), "--method", "awq", "--group-size", "128",
+                  "--calib", CALIB, "--samples", "2", "--seq-len", "16"],
+                 r"64 inputs, not a multiple of the group size 128.*--group-size 64 divides it",
+                 "awq with groups larger than a layer's inputs is refused, suggesting a size")
 
 
 def test_tiny(tiny_gguf, tmp):

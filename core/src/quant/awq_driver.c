@@ -149,6 +149,20 @@ int awq_driver_group(awq_driver *d, quant_output *out, int l, int which, const f
                                 [PLUME_LIN_DOWN] = 6};
     static const int count[] = {[PLUME_LIN_QKV] = 3, [PLUME_LIN_O] = 1, [PLUME_LIN_GATE_UP] = 2,
                                 [PLUME_LIN_DOWN] = 1};
+    if (d->gs <= 0 || K % d->gs) {
+        int64_t fit = 0; /* a smaller group size (32 · 2^i) that divides K, to suggest */
+        for (int64_t g = 32; g < d->gs; g *= 2)
+            if (K % g == 0)
+                fit = g;
+        char hint[96] = "";
+        if (fit)
+            snprintf(hint, sizeof hint, "; --group-size %" PRId64 " divides it", fit);
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "awq: layer %d's %s takes %" PRId64 " inputs, not a multiple of the "
+                         "group size %" PRId64 " (AWQ GEMM checkpoints have whole groups only)%s",
+                         l, k_lin[which == PLUME_LIN_QKV ? 0 : which == PLUME_LIN_O ? 3 :
+                                  which == PLUME_LIN_GATE_UP ? 4 : 6], K, d->gs, hint);
+    }
     d->K = K;
     for (int64_t k = 0; k < K; k++)
         d->s[k] = 1;

@@ -160,6 +160,10 @@ int awq_search_scales(const float *W, int64_t N, int64_t K, int64_t gs, const fl
                       awq_hess *h, float *s, awq_scale_result *res, plume_error *err)
 {
     enum { GRID = 20 };
+    if (gs <= 0 || K % gs)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "awq: %lld inputs are not whole groups of %lld", (long long)K,
+                         (long long)gs);
     float *w_mean = calloc((size_t)K, sizeof *w_mean), *cand = malloc(sizeof *cand * (size_t)K);
     float *ws = malloc(sizeof *ws * (size_t)(N * K)), *D = malloc(sizeof *D * (size_t)(N * K));
     int rc = -1;
@@ -243,6 +247,10 @@ int awq_search_clip(float *W, int64_t N, int64_t K, int64_t gs, const double *H,
                     double *after, plume_error *err)
 {
     enum { GRID = 20, STEPS = 10 }; /* AutoAWQ: n_grid 20, max_shrink 0.5 */
+    if (gs <= 0 || K % gs)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "awq: %lld inputs are not whole groups of %lld", (long long)K,
+                         (long long)gs);
     float *c = malloc(sizeof *c * (size_t)gs), *q = malloc(sizeof *q * (size_t)gs),
           *d = malloc(sizeof *d * (size_t)gs);
     if (!c || !q || !d) {

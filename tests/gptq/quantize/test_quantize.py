@@ -414,7 +414,7 @@ def errors(tiny_hf, tmp):
     for label, patch, pattern in [
         ("dynamic per-module overrides", {"dynamic": {"-:.*down_proj": {}}}, r"dynamic"),
         # quant-awq loads and refuses GPTQ-shaped tensors (or is not built)
-        ("the awq method", {"quant_method": "awq"}, r"GPTQ's layout|quant-awq"),
+        ("the awq method", {"quant_method": "awq"}, r"a GPTQ checkpoint\?|GPTQ's layout|quant-awq"),
         ("marlin format", {"checkpoint_format": "marlin"}, r"marlin"),
         ("bits that disagree with the tensors", {"bits": 8}, r"bits"),
     ]:
