@@ -93,22 +93,26 @@ static void put(plume_quant_result *out, const char *suffix, const char *dtype, 
     t->data = data;
 }
 
-/* Σ_n d_n H d_nᵀ, d = w − deq ([N][K]). */
+/* Σ_n d_n H d_nᵀ, d = w − deq ([N][K]); d, v [K] scratch.  H d is summed
+ * from H's rows (H is symmetric), which vectorizes. */
 static double output_error(const float *w, const float *deq, int64_t N, int64_t K,
-                           const double *H, double *d)
+                           const double *H, double *d, double *v)
 {
     double loss = 0;
     for (int64_t n = 0; n < N; n++) {
-        for (int64_t k = 0; k < K; k++)
+        for (int64_t k = 0; k < K; k++) {
             d[k] = (double)w[n * K + k] - (double)deq[n * K + k];
+            v[k] = 0;
+        }
         for (int64_t a = 0; a < K; a++) {
             if (d[a] == 0)
                 continue;
-            double acc = 0;
+            const double da = d[a], *row = H + a * K;
             for (int64_t b = 0; b < K; b++)
-                acc += H[a * K + b] * d[b];
-            loss += d[a] * acc;
+                v[b] += da * row[b];
         }
+        for (int64_t k = 0; k < K; k++)
+            loss += d[k] * v[k];
     }
     return loss;
 }
@@ -135,7 +139,7 @@ int awq_quantize_job(const plume_settings *s, const plume_quant_job *job,
     uint8_t *ct = malloc((size_t)(N * K)), *zt = malloc((size_t)(N * G));
     float *sc = malloc(sizeof *sc * (size_t)(N * G)), *sct = malloc(sizeof *sct * (size_t)(N * G));
     int32_t *qw = malloc(sizeof *qw * (size_t)(K * N / 8)), *qz = malloc(sizeof *qz * (size_t)(G * N / 8));
-    double *d = malloc(sizeof *d * (size_t)K);
+    double *d = malloc(sizeof *d * (size_t)K * 2);
     int rc = -1;
     if (!codes || !zeros || !ct || !zt || !sc || !sct || !qw || !qz || !d) {
         plume_err(err, PLUME_ERR_NOMEM, "awq: out of memory quantizing %s", job->prefix);
@@ -153,7 +157,7 @@ int awq_quantize_job(const plume_settings *s, const plume_quant_job *job,
     }
     if (awq_pack(ct, K, N, qw, err) || awq_pack(zt, G, N, qz, err))
         goto done;
-    out->loss = job->hessian ? output_error(job->w, out->w_deq, N, K, job->hessian, d) : -1;
+    out->loss = job->hessian ? output_error(job->w, out->w_deq, N, K, job->hessian, d, d + K) : -1;
     put(out, "qweight", "I32", K, N / 8, qw);
     put(out, "qzeros", "I32", G, N / 8, qz);
     put(out, "scales", "F16", G, N, sct);

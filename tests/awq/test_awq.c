@@ -149,7 +149,8 @@ static const int k_levels[] = {PLUME_CPU_LEVEL_SCALAR, PLUME_CPU_LEVEL_AVX2,
 
 /* The layer built from AWQ tensors against x · Wᵀ in double, W dequantized
  * here from the words (hand_code): the reference kernel to float rounding,
- * every fast level this CPU runs to int8-activation accuracy. */
+ * every fast level this CPU runs to int8-activation accuracy, and on each
+ * level a token alone bit-identical to the same token in a batch. */
 static void check_layer(int64_t K, int64_t N, int64_t gs, bool with_bias)
 {
     const int64_t G = K / gs;
@@ -193,6 +194,14 @@ static void check_layer(int64_t K, int64_t N, int64_t gs, bool with_bias)
             worst = fmax(worst, fabs(y[i] - want[i]));
         /* int8 activations: a relative error of about 1/127 per block */
         assert_true(worst <= 0.02 * (1 + scale));
+        /* each token alone gives the same bits as the batch (the property
+         * that keeps a prompt's logits independent of batching/chunks) */
+        float one[64];
+        assert_true(N <= 64);
+        for (int t = 0; t < T; t++) {
+            assert_int_equal(gptq_forward_level(l, k_levels[li], NULL, NULL, x + t * K, 1, one, &err), 0);
+            assert_memory_equal(one, y + t * N, sizeof(float) * (size_t)N);
+        }
         ran++;
     }
     assert_true(ran >= 1);

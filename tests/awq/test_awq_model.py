@@ -23,7 +23,7 @@ tiny:    An AWQ checkpoint written here with numpy from the layout facts
          folded scales, and the reloaded checkpoint's logits equal the
          numpy dequantization's.
 smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf -> plume convert (f32) ->
-         plume quantize --method awq g128 (a short calibration) -> the chat
+         plume quantize --method awq g64 (a short calibration) -> the chat
          answer names Paris and the KL against the f32 base is small.
 
 Exit 0 pass, 1 fail, 77 skip.
@@ -305,7 +305,7 @@ def test_smollm2(tmp):
     run("convert", SMOL, "--to", "hf", base, "--quiet")
     q = os.path.join(tmp, "smol-awq")
     samples, seq_len = ("1", "64") if sanitized else ("4", "256")
-    rep, _ = quantize(base, q, "--method", "awq", "--group-size", "128", "--calib", CALIB,
+    rep, _ = quantize(base, q, "--method", "awq", "--group-size", "64", "--calib", CALIB,
                       "--samples", samples, "--seq-len", seq_len)
     check(rep["linears"] == 210, "smollm2: 210 linears quantized")
     r = run("generate", "--model", q, "--chat", "--prompt", "What is the capital of France? Answer in one sentence.",

@@ -109,17 +109,24 @@ int awq_hess_loss(awq_hess *h, const float *D, int64_t n_rows, double *loss, plu
     const int64_t K = h->K;
     double acc = 0;
     if (!h->bvt) {
+        double *v = malloc(sizeof *v * (size_t)K);
+        if (!v)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory in the AWQ search");
         for (int64_t r = 0; r < n_rows; r++) {
             const float *d = D + r * K;
-            for (int64_t a = 0; a < K; a++) {
+            for (int64_t c = 0; c < K; c++)
+                v[c] = 0;
+            for (int64_t a = 0; a < K; a++) { /* v = H d, as a sum of rows (H symmetric) */
                 if (d[a] == 0)
                     continue;
-                double s = 0;
+                const double da = d[a], *row = h->H + a * K;
                 for (int64_t c = 0; c < K; c++)
-                    s += h->H[a * K + c] * (double)d[c];
-                acc += (double)d[a] * s;
+                    v[c] += da * row[c];
             }
+            for (int64_t c = 0; c < K; c++)
+                acc += (double)d[c] * v[c];
         }
+        free(v);
         *loss = acc;
         return 0;
     }
@@ -227,19 +234,23 @@ done:
 
 /* ---- clipping ---- */
 
-/* d H_gg dᵀ for the group of inputs [g0, g0 + gs). */
-static double group_error(const double *H, int64_t K, int64_t g0, int64_t gs, const float *d)
+/* d H_gg dᵀ for the group of inputs [g0, g0 + gs), v [gs] scratch: v = H_gg d
+ * as a sum of H's rows (vectorizable), then d·v. */
+static double group_error(const double *H, int64_t K, int64_t g0, int64_t gs, const float *d,
+                          double *v)
 {
-    double acc = 0;
+    for (int64_t c = 0; c < gs; c++)
+        v[c] = 0;
     for (int64_t a = 0; a < gs; a++) {
         if (d[a] == 0)
             continue;
-        double s = 0;
-        const double *row = H + (g0 + a) * K + g0;
+        const double da = d[a], *row = H + (g0 + a) * K + g0;
         for (int64_t c = 0; c < gs; c++)
-            s += row[c] * (double)d[c];
-        acc += (double)d[a] * s;
+            v[c] += da * row[c];
     }
+    double acc = 0;
+    for (int64_t c = 0; c < gs; c++)
+        acc += (double)d[c] * v[c];
     return acc;
 }
 
@@ -253,10 +264,12 @@ int awq_search_clip(float *W, int64_t N, int64_t K, int64_t gs, const double *H,
                          (long long)gs);
     float *c = malloc(sizeof *c * (size_t)gs), *q = malloc(sizeof *q * (size_t)gs),
           *d = malloc(sizeof *d * (size_t)gs);
-    if (!c || !q || !d) {
+    double *v = malloc(sizeof *v * (size_t)gs);
+    if (!c || !q || !d || !v) {
         free(c);
         free(q);
         free(d);
+        free(v);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory in the AWQ clip search");
     }
     double sum0 = 0, sum1 = 0;
@@ -275,7 +288,7 @@ int awq_search_clip(float *W, int64_t N, int64_t K, int64_t gs, const double *H,
                 awq_fake_quant(c, 1, gs, gs, q);
                 for (int64_t i = 0; i < gs; i++)
                     d[i] = q[i] - w[i];
-                const double e = group_error(H, K, g0, gs, d);
+                const double e = group_error(H, K, g0, gs, d, v);
                 if (st == 0)
                     first = e;
                 if (e < best) {
@@ -291,6 +304,7 @@ int awq_search_clip(float *W, int64_t N, int64_t K, int64_t gs, const double *H,
     free(c);
     free(q);
     free(d);
+    free(v);
     if (before)
         *before = sum0;
     if (after)
