@@ -299,7 +299,7 @@ int cmd_quantize(int argc, char **argv)
         printf("{\"method\": \"%s\", \"bits\": %lld, \"group_size\": %lld, \"sym\": %s, "
                "\"desc_act\": %s, \"linears\": %d, \"samples\": %d, \"seq_len\": %d, "
                "\"tokens\": %lld, \"total_loss\": %.9g, \"seconds\": %.3f, \"bytes\": %llu}\n",
-               method, bits, group, sym, desc_act ? "true" : "false", rep.n_linears,
+               method, bits, group, awq ? "false" : sym, desc_act ? "true" : "false", rep.n_linears,
                rep.n_samples, rep.seq_len, (long long)rep.n_tokens, rep.total_loss, rep.seconds,
                (unsigned long long)rep.bytes_written);
     status = 0;
