@@ -23,7 +23,7 @@ tiny:    An AWQ checkpoint written here with numpy from the layout facts
          folded scales, and the reloaded checkpoint's logits equal the
          numpy dequantization's.
 smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf -> plume convert (f32) ->
-         plume quantize --method awq g64 (a short calibration) -> the chat
+         an AWQ g64 checkpoint written by numpy -> plume runs it: the chat
          answer names Paris and the KL against the f32 base is small.
 
 Exit 0 pass, 1 fail, 77 skip.
@@ -297,17 +297,21 @@ def test_tiny(tiny_gguf, tmp):
 
 
 def test_smollm2(tmp):
+    """A real-size AWQ checkpoint written here with numpy (min-max rounding,
+    g64: SmolLM2's 576-wide layers are not whole groups of 128) from the f32
+    conversion: plume loads and runs it, the chat answer names Paris and the
+    KL against the f32 base is that of 4-bit rounding.  `plume quantize
+    --method awq` at this size takes minutes (scripts/make-awq-model;
+    measured in docs/quantization.md), so it is not run here."""
     if not os.path.exists(SMOL):
         print("SKIP smollm2: %s missing (scripts/fetch-model)" % SMOL)
         return False
-    sanitized = os.environ.get("PLUME_TEST_SANITIZED") == "1"
     base = os.path.join(tmp, "smol-f32")
     run("convert", SMOL, "--to", "hf", base, "--quiet")
     q = os.path.join(tmp, "smol-awq")
-    samples, seq_len = ("1", "64") if sanitized else ("4", "256")
-    rep, _ = quantize(base, q, "--method", "awq", "--group-size", "64", "--calib", CALIB,
-                      "--samples", samples, "--seq-len", seq_len)
-    check(rep["linears"] == 210, "smollm2: 210 linears quantized")
+    write_awq(base, q, 64)
+    info = run("info", q).stdout
+    check("quantization:   awq, 210 linear layers" in info, "smollm2: 210 AWQ layers")
     r = run("generate", "--model", q, "--chat", "--prompt", "What is the capital of France? Answer in one sentence.",
             "--temperature", "0", "--max-tokens", "24", "--json")
     out = json.loads(r.stdout)
@@ -316,7 +320,7 @@ def test_smollm2(tmp):
     m = re.search(r"mean KL\(base \|\| model\) = (\S+)", r.stdout + r.stderr)
     t = re.search(r"top-1 agreement = (\S+)", r.stdout + r.stderr)
     kl, top1 = float(m.group(1)), float(t.group(1))
-    check(math.isfinite(kl) and kl < 1.5 and top1 > 45, "smollm2: KL vs f32 base %.3f, top-1 agreement %.1f%%" % (kl, top1))
+    check(math.isfinite(kl) and kl < 1.2 and top1 > 50, "smollm2: KL vs f32 base %.3f, top-1 agreement %.1f%%" % (kl, top1))
     return True
 
 
