@@ -76,6 +76,27 @@ static inline uint8_t *tu_weights(uint32_t type, int64_t K, int n_rows, size_t *
             tu_put_f16(p + 2, tu_uniform(0.0001f, 0.002f));
             break;
         case PLUME_DTYPE_Q6_K: tu_put_f16(p + 208, tu_uniform(-0.002f, 0.002f)); break;
+        case PLUME_DTYPE_Q5_0:
+        case PLUME_DTYPE_IQ4_NL: tu_put_f16(p, tu_uniform(-0.01f, 0.01f)); break;
+        case PLUME_DTYPE_Q5_1:
+            tu_put_f16(p, tu_uniform(0.0005f, 0.01f));
+            tu_put_f16(p + 2, tu_uniform(-0.1f, 0.1f));
+            break;
+        case PLUME_DTYPE_Q5_K:
+            tu_put_f16(p, tu_uniform(0.0001f, 0.002f));
+            tu_put_f16(p + 2, tu_uniform(0.0001f, 0.002f));
+            break;
+        case PLUME_DTYPE_Q2_K:
+            tu_put_f16(p + 80, tu_uniform(0.0005f, 0.005f));
+            tu_put_f16(p + 82, tu_uniform(0.0005f, 0.005f));
+            break;
+        case PLUME_DTYPE_Q3_K: tu_put_f16(p + 108, tu_uniform(-0.002f, 0.002f)); break;
+        case PLUME_DTYPE_IQ4_XS: tu_put_f16(p, tu_uniform(-0.0005f, 0.0005f)); break;
+        case PLUME_DTYPE_Q8_K: {
+            float f = tu_uniform(-0.01f, 0.01f);
+            memcpy(p, &f, 4);
+            break;
+        }
         }
     }
     *rb_out = rb;
@@ -86,6 +107,13 @@ static const uint32_t TU_TYPES[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DT
                                     PLUME_DTYPE_Q4_K, PLUME_DTYPE_Q6_K, PLUME_DTYPE_F16,
                                     PLUME_DTYPE_BF16, PLUME_DTYPE_F32};
 #define TU_N_TYPES (sizeof TU_TYPES / sizeof TU_TYPES[0])
+
+/* Every type with a repacked (mm_r) kernel, in PLUME_KR_* order. */
+static const uint32_t TU_RP_TYPES[] = {
+    PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_Q5_0,
+    PLUME_DTYPE_Q5_1, PLUME_DTYPE_IQ4_NL, PLUME_DTYPE_Q4_K, PLUME_DTYPE_Q5_K,
+    PLUME_DTYPE_Q6_K, PLUME_DTYPE_Q2_K, PLUME_DTYPE_Q3_K, PLUME_DTYPE_IQ4_XS};
+#define TU_N_RP_TYPES (sizeof TU_RP_TYPES / sizeof TU_RP_TYPES[0])
 
 /* Index of a weight type in plume_kernels.mm_q / mm_f. */
 static inline int tu_kq(uint32_t type)

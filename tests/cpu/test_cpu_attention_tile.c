@@ -63,16 +63,19 @@ static void cache_free(cache *c)
     free(c->kc); free(c->vc); free(c->kh); free(c->vh);
 }
 
-/* softmax(q·Kᵀ·scale)·V over the second kv head's positions 0..n_pos-1, in double. */
-static void reference(const cache *c, const float *q, int n_pos, float scale, double *want)
+/* softmax(q·Kᵀ·scale)·V over the second kv head's positions 0..n_pos-1
+ * (window > 0: the last window of them), in double. */
+static void reference(const cache *c, const float *q, int n_pos, float scale, int window,
+                      double *want)
 {
+    const int lo = window > 0 && n_pos > window ? n_pos - window : 0;
     const int hd = c->hd;
     const float *kb = c->kc + hd, *vb = c->vc + hd;
     double mx = -INFINITY, sum = 0;
     double *sc = malloc(sizeof(double) * (size_t)n_pos);
     for (int d = 0; d < hd; d++)
         want[d] = 0;
-    for (int p = 0; p < n_pos; p++) {
+    for (int p = lo; p < n_pos; p++) {
         const size_t slot = (size_t)c->table[p / c->bs] * c->bs + p % c->bs;
         double s = 0;
         for (int d = 0; d < hd; d++)
@@ -80,7 +83,7 @@ static void reference(const cache *c, const float *q, int n_pos, float scale, do
         sc[p] = s * scale;
         mx = fmax(mx, sc[p]);
     }
-    for (int p = 0; p < n_pos; p++) {
+    for (int p = lo; p < n_pos; p++) {
         const size_t slot = (size_t)c->table[p / c->bs] * c->bs + p % c->bs;
         const double e = exp(sc[p] - mx);
         sum += e;
@@ -98,6 +101,7 @@ static void test_tile_kernel(void **state)
     const int bss[] = {1, 5, 16, 70};
     const int hds[] = {17, 64, 128};
     const int nqs[] = {1, 3, 5};
+    const int windows[] = {0, 1, 6, 64, 70, 130};
     /* (first row's key count, rows) */
     const int tiles[][2] = {{1, 1}, {1, 7}, {9, 16}, {60, 9}, {64, 3}, {63, 20}, {120, 13}, {190, 11}};
     for (int f16 = 0; f16 < 2; f16++)
@@ -106,7 +110,6 @@ static void test_tile_kernel(void **state)
                 cache c;
                 cache_make(&c, bss[bi], hds[hi], f16);
                 const int hd = c.hd;
-                const float scale = 1.0f / sqrtf((float)hd);
                 const void *kx = f16 ? (const void *)(c.kh + hd) : (const void *)(c.kc + hd);
                 const void *vx = f16 ? (const void *)(c.vh + hd) : (const void *)(c.vc + hd);
                 for (size_t ti = 0; ti < sizeof tiles / sizeof tiles[0]; ti++) {
@@ -115,6 +118,10 @@ static void test_tile_kernel(void **state)
                         continue;
                     for (size_t qi = 0; qi < sizeof nqs / sizeof nqs[0]; qi++) {
                         const int nq = nqs[qi];
+                        /* sliding windows whose start crosses slice and block
+                         * boundaries within the tile, and other scales */
+                        const int window = windows[(ti + qi) % (sizeof windows / sizeof windows[0])];
+                        const float scale = (qi == 1 ? 0.6f : 1.0f) / sqrtf((float)hd);
                         const int qs = nq * hd + 2; /* row strides that are not nq*hd */
                         const int os = nq * hd + 5;
                         float *q = malloc(sizeof(float) * (size_t)nr * qs);
@@ -127,11 +134,14 @@ static void test_tile_kernel(void **state)
                         memcpy(saved_table, c.table, sizeof c.table);
                         for (int b = (n0 + nr - 2) / c.bs + 1; b < NBLK; b++)
                             c.table[b] = -(1 << 28);
+                        /* and so are those wholly before the window of the first row */
+                        for (int b = 0; window > 0 && (b + 1) * c.bs <= n0 - window; b++)
+                            c.table[b] = -(1 << 28);
                         for (int l = -1; l < n_levels; l++) {
                             const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
                             memset(o, 0x7F, sizeof(float) * (size_t)nr * os);
                             kt->attn_paged_tile(q, qs, nr, nq, kx, vx, c.stride, f16, c.table, c.bs,
-                                                n0, hd, scale, o, os);
+                                                n0, hd, scale, window, o, os);
                             for (int r = 0; r < nr; r++) {
                                 /* the padding between rows is not written */
                                 for (int e = nq * hd; e < os; e++) {
@@ -141,19 +151,20 @@ static void test_tile_kernel(void **state)
                                 }
                                 /* bit-identical to attn_paged for the row alone */
                                 kt->attn_paged(q + (size_t)r * qs, nq, kx, vx, c.stride, f16,
-                                               c.table, c.bs, n0 + r, hd, scale, o1);
+                                               c.table, c.bs, n0 + r, hd, scale, window, o1);
                                 assert_memory_equal(o1, o + (size_t)r * os, sizeof(float) * nq * hd);
                                 for (int h = 0; h < nq; h++) {
                                     double want[MAXHD];
-                                    reference(&c, q + (size_t)r * qs + h * hd, n0 + r, scale, want);
+                                    reference(&c, q + (size_t)r * qs + h * hd, n0 + r, scale, window, want);
                                     for (int d = 0; d < hd; d++) {
                                         const float got = o[(size_t)r * os + h * hd + d];
                                         if (!(fabsf(got - (float)want[d]) <= 2e-5f))
                                             fail_msg("attn_paged_tile %s level %s hd %d bs %d "
-                                                     "row %d/%d head %d: got %.9g want %.9g",
+                                                     "window %d row %d/%d head %d: got %.9g "
+                                                     "want %.9g",
                                                      f16 ? "f16" : "f32",
-                                                     plume_cpu_level_name(kt->level), hd, c.bs, r,
-                                                     nr, h, got, want[d]);
+                                                     plume_cpu_level_name(kt->level), hd, c.bs,
+                                                     window, r, nr, h, got, want[d]);
                                     }
                                 }
                             }
@@ -165,7 +176,7 @@ static void test_tile_kernel(void **state)
                                     const int n = nr - r0 < w ? nr - r0 : w;
                                     kt->attn_paged_tile(q + (size_t)r0 * qs, qs, n, nq, kx, vx,
                                                         c.stride, f16, c.table, c.bs, n0 + r0, hd,
-                                                        scale, o2 + (size_t)r0 * os, os);
+                                                        scale, window, o2 + (size_t)r0 * os, os);
                                 }
                                 for (int r = 0; r < nr; r++)
                                     assert_memory_equal(o2 + (size_t)r * os, o + (size_t)r * os,
@@ -233,14 +244,15 @@ static void test_paged_attention_batch(void **state)
                 const int r0 = sub == 2 ? 20 : 0, nr = sub == 1 ? 20 : n - r0;
                 memset(o, 0, sizeof(float) * (size_t)n * qs);
                 plume_paged_attention(pool, q + (size_t)r0 * qs, kx, vx, f16, rows + r0, nr, BS,
-                                      NH, NKV, HD, o + (size_t)r0 * qs);
+                                      NH, NKV, HD, scale, 0, o + (size_t)r0 * qs);
                 for (int r = r0; r < r0 + nr; r++)
                     for (int g = 0; g < NKV; g++) {
                         const int grp = NH / NKV;
                         kern->attn_paged(q + (size_t)r * qs + g * grp * HD, grp,
                                          (const char *)kx + (f16 ? 2 : 4) * g * HD,
                                          (const char *)vx + (f16 ? 2 : 4) * g * HD, kv_dim, f16,
-                                         rows[r].block_table, BS, rows[r].pos + 1, HD, scale, o1);
+                                         rows[r].block_table, BS, rows[r].pos + 1, HD, scale, 0,
+                                         o1);
                         assert_memory_equal(o1, o + (size_t)r * qs + g * grp * HD,
                                             sizeof(float) * grp * HD);
                     }

@@ -95,7 +95,7 @@ static void test_matmul_kernels(void **state)
             if (quant)
                 for (int t = 0; t < max_tok; t++)
                     ref->quantize_q8(x + t * K, K, aq + t * K, ad + t * (K / 32), as + t * (K / 32));
-            const plume_q8_act act = {aq, ad, as, K, NULL};
+            const plume_q8_act act = {aq, ad, as, K, NULL, NULL, NULL};
             float *y0 = malloc(sizeof(float) * max_rows * max_tok);
             float *y1 = malloc(sizeof(float) * max_rows * max_tok);
             for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
@@ -402,7 +402,7 @@ static void test_attn_paged(void **state)
                     continue;
                 for (int l = -1; l < n_levels; l++) {
                     const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
-                    kt->attn_paged(q, NQ, kx, vx, stride, f16, table, bs, n_pos, hd, scale, o);
+                    kt->attn_paged(q, NQ, kx, vx, stride, f16, table, bs, n_pos, hd, scale, 0, o);
                     for (int qi = 0; qi < NQ; qi++) {
                         double mx = -INFINITY, sum = 0, want[128] = {0};
                         double *sc = malloc(sizeof(double) * n_pos);
@@ -427,7 +427,7 @@ static void test_attn_paged(void **state)
                         free(sc);
                     }
                     kt->attn_paged(q + (NQ - 1) * hd, 1, kx, vx, stride, f16, table, bs, n_pos,
-                                   hd, scale, o1);
+                                   hd, scale, 0, o1);
                     assert_memory_equal(o1, o + (NQ - 1) * hd, sizeof(float) * hd);
                 }
             }

@@ -1,8 +1,11 @@
-/* The repacked weight layouts (repack.h) and their mm_r kernels:
- *  - every level's mm_r against the scalar mm_r and against the unrepacked
- *    scalar mm_q on the same weights, odd row counts (partial groups),
- *    token counts that are not multiples of the tiles, a y stride wider
- *    than the rows (padding never written);
+/* The repacked weight layouts (repack.h, repack_k.h) and their mm_r
+ * kernels, for every repacked type (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL,
+ * Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS):
+ *  - every level's mm_r against Σ_k dequant(W)[k] · d_b·q[k] in double (the
+ *    product of the dequantized weights with the int8 activations the
+ *    kernel sees, so only float rounding separates them), odd row counts
+ *    (partial groups), token counts that are not multiples of the tiles, a
+ *    y stride wider than the rows (padding never written);
  *  - plume_cpu_matmul_w against x · dequant(W)ᵀ within the int8 bound;
  *  - batch invariance: one (row, token) result has the same bits for
  *    n_tok 1, 5 and 64, 1 or 2 threads, and alone or in a shared-activation
@@ -20,8 +23,8 @@
 static const plume_kernels *levels[PLUME_CPU_LEVEL_COUNT];
 static int n_levels;
 
-static const uint32_t RP_TYPES[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0};
-static const int RP_KR[] = {PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0};
+#define RP_TYPES TU_RP_TYPES
+#define N_RP TU_N_RP_TYPES
 
 static int setup(void **state)
 {
@@ -30,33 +33,37 @@ static int setup(void **state)
     return 0;
 }
 
+/* The activations as matmul.c quantizes them for the mm_r kernels. */
 static void quantize_all(const float *x, int64_t K, int n_tok, int8_t *q, float *d, float *s,
-                         int32_t *is)
+                         int32_t *is, int32_t *is16, float *s16)
 {
     const int64_t nb = K / 32;
     for (int t = 0; t < n_tok; t++) {
         plume_kernels_scalar()->quantize_q8(x + t * K, K, q + t * K, d + t * nb, s + t * nb);
         for (int64_t b = 0; b < nb; b++) {
-            int32_t sum = 0;
+            int32_t h[2] = {0, 0};
             for (int i = 0; i < 32; i++)
-                sum += q[t * K + 32 * b + i];
-            is[t * nb + b] = sum;
+                h[i / 16] += q[t * K + 32 * b + i];
+            is[t * nb + b] = h[0] + h[1];
+            for (int k = 0; k < 2; k++) {
+                is16[t * 2 * nb + 2 * b + k] = h[k];
+                s16[t * 2 * nb + 2 * b + k] = d[t * nb + b] * (float)h[k];
+            }
         }
     }
 }
 
-static void test_mm_r_vs_scalar(void **state)
+static void test_mm_r_vs_dequant(void **state)
 {
     (void)state;
-    const plume_kernels *ref = plume_kernels_scalar();
-    const int rows_list[] = {1, 5, 8, 9, 16, 17, 33};
-    const int tok_list[] = {1, 2, 3, 4, 5, 6, 9};
-    const int64_t Ks[] = {32, 96, 576};
-    for (size_t ti = 0; ti < 3; ti++)
-        for (size_t ki = 0; ki < 3; ki++) {
+    const int rows_list[] = {1, 5, 9, 16, 17, 33};
+    const int tok_list[] = {1, 2, 5, 6, 7, 9};
+    for (size_t ti = 0; ti < N_RP; ti++)
+        for (size_t ki = 0; ki < 2; ki++) {
             const uint32_t type = RP_TYPES[ti];
-            const int kr = RP_KR[ti];
-            const int64_t K = Ks[ki], nb = K / 32;
+            const int kr = (int)ti;
+            const int big = plume_dtype_block_elems(type) == 256;
+            const int64_t K = big ? (ki ? 768 : 256) : (ki ? 576 : 96), nb = K / 32;
             const int max_rows = 33, max_tok = 9;
             size_t rb;
             uint8_t *w = tu_weights(type, K, max_rows, &rb);
@@ -67,9 +74,27 @@ static void test_mm_r_vs_scalar(void **state)
             int8_t *aq = malloc((size_t)(K * max_tok));
             float *ad = malloc(sizeof(float) * nb * max_tok), *as = malloc(sizeof(float) * nb * max_tok);
             int32_t *ai = malloc(sizeof(int32_t) * nb * max_tok);
-            quantize_all(x, K, max_tok, aq, ad, as, ai);
-            const plume_q8_act act = {aq, ad, as, K, ai};
-            float *deq = malloc(sizeof(float) * K);
+            int32_t *ai16 = malloc(sizeof(int32_t) * 2 * nb * max_tok);
+            float *as16 = malloc(sizeof(float) * 2 * nb * max_tok);
+            quantize_all(x, K, max_tok, aq, ad, as, ai, ai16, as16);
+            const plume_q8_act act = {aq, ad, as, K, ai, ai16, as16};
+            /* reference: dequantized weights · the int8 activations, in double */
+            float *deq = malloc(sizeof(float) * K * max_rows);
+            double *ref = malloc(sizeof(double) * max_rows * max_tok);
+            double *mag = malloc(sizeof(double) * max_rows * max_tok);
+            for (int r = 0; r < max_rows; r++) {
+                plume_dequantize((plume_dtype)type, w + r * rb, deq + r * K, K);
+                for (int tk = 0; tk < max_tok; tk++) {
+                    double e = 0, m = 0;
+                    for (int64_t i = 0; i < K; i++) {
+                        const double a = (double)ad[tk * nb + i / 32] * aq[tk * K + i];
+                        e += (double)deq[r * K + i] * a;
+                        m += fabs((double)deq[r * K + i] * a);
+                    }
+                    ref[r * max_tok + tk] = e;
+                    mag[r * max_tok + tk] = m;
+                }
+            }
             for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)
                 for (size_t tj = 0; tj < sizeof tok_list / sizeof tok_list[0]; tj++) {
                     const int nr = rows_list[ri], nt = tok_list[tj];
@@ -78,36 +103,31 @@ static void test_mm_r_vs_scalar(void **state)
                     assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
                     assert_int_equal(pw.kr, kr);
                     const int64_t ldy = nr + 3;
-                    float *ya = calloc((size_t)(ldy * nt), sizeof(float));
                     float *yb = calloc((size_t)(ldy * nt), sizeof(float));
-                    ref->mm_q[tu_kq(type)](w, rb, nr, &act, nt, ya, ldy);
                     for (int l = 0; l < n_levels; l++) {
                         memset(yb, 0, sizeof(float) * ldy * nt);
                         levels[l]->mm_r[kr](pw.packed, nr, &act, nt, yb, ldy);
-                        for (int r = 0; r < nr; r++) {
-                            plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+                        for (int r = 0; r < nr; r++)
                             for (int tk = 0; tk < nt; tk++) {
-                                double mag = 0;
-                                for (int64_t i = 0; i < K; i++)
-                                    mag += fabs((double)deq[i] * x[tk * K + i]);
-                                const double tol = 2e-5 * mag + 1e-6;
-                                const double err = fabs((double)yb[tk * ldy + r] - ya[tk * ldy + r]);
+                                const double want = ref[r * max_tok + tk];
+                                const double tol = 2e-5 * mag[r * max_tok + tk] + 1e-6;
+                                const double err = fabs((double)yb[tk * ldy + r] - want);
                                 if (!(err <= tol))
                                     fail_msg("%s level %s K=%lld rows=%d tokens=%d: y[%d][%d] = %.9g, "
-                                             "unrepacked scalar %.9g (tolerance %.3g)",
+                                             "dequant·q %.9g (tolerance %.3g)",
                                              plume_dtype_name(type),
                                              plume_cpu_level_name(levels[l]->level), (long long)K, nr,
-                                             nt, tk, r, yb[tk * ldy + r], ya[tk * ldy + r], tol);
+                                             nt, tk, r, yb[tk * ldy + r], want, tol);
                             }
-                        }
                         for (int tk = 0; tk < nt; tk++)
                             for (int64_t r = nr; r < ldy; r++)
                                 assert_true(yb[tk * ldy + r] == 0.0f);
                     }
                     plume_cpu_weight_release(&pw);
-                    free(ya); free(yb);
+                    free(yb);
                 }
-            free(w); free(x); free(aq); free(ad); free(as); free(ai); free(deq);
+            free(w); free(x); free(aq); free(ad); free(as); free(ai); free(ai16); free(as16);
+            free(deq); free(ref); free(mag);
         }
 }
 
@@ -116,8 +136,8 @@ static void test_weight_fallback(void **state)
 {
     (void)state;
     size_t rb;
-    uint8_t *w = tu_weights(PLUME_DTYPE_Q6_K, 256, 3, &rb);
-    plume_tensor t = {.name = "w", .type = PLUME_DTYPE_Q6_K, .n_dims = 2, .ne = {256, 3, 1, 1},
+    uint8_t *w = tu_weights(PLUME_DTYPE_Q8_K, 256, 3, &rb);
+    plume_tensor t = {.name = "w", .type = PLUME_DTYPE_Q8_K, .n_dims = 2, .ne = {256, 3, 1, 1},
                       .data = w, .nbytes = rb * 3};
     plume_cpu_weight pw;
     assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
@@ -194,10 +214,13 @@ static void test_matmul_w_vs_dequant(void **state)
     assert_int_equal(plume_pool_create(2, &pool, NULL), 0);
     const int toks[] = {1, 3, 17, 64};
     for (int l = 0; l < n_levels; l++)
-        for (size_t ti = 0; ti < 3; ti++)
+        for (size_t ti = 0; ti < N_RP; ti++)
             for (size_t j = 0; j < sizeof toks / sizeof toks[0]; j++) {
                 check_exact(levels[l], pool, RP_TYPES[ti], 512, 37, toks[j]);
-                check_exact(levels[l], pool, RP_TYPES[ti], 96, 5, toks[j]);
+                if (plume_dtype_block_elems(RP_TYPES[ti]) == 32)
+                    check_exact(levels[l], pool, RP_TYPES[ti], 96, 5, toks[j]);
+                else
+                    check_exact(levels[l], pool, RP_TYPES[ti], 768, 5, toks[j]);
             }
     plume_pool_free(pool);
 }
@@ -214,9 +237,10 @@ static void test_batch_invariance(void **state)
     const int64_t Ks[] = {96, 576};
     const int64_t Ns[] = {37, 200};
     for (size_t ki = 0; ki < 2; ki++)
-        for (size_t ti = 0; ti < 3; ti++) {
+        for (size_t ti = 0; ti < N_RP; ti++) {
             const uint32_t type = RP_TYPES[ti];
-            const int64_t K = Ks[ki], N = Ns[ki];
+            const int64_t K = plume_dtype_block_elems(type) == 256 ? (int64_t)(256 * (ki + 1)) : Ks[ki];
+            const int64_t N = Ns[ki];
             size_t rb, rb2;
             uint8_t *w = tu_weights(type, K, (int)N, &rb);
             uint8_t *w2 = tu_weights(type, K, 21, &rb2);
@@ -277,7 +301,7 @@ static void test_batch_invariance(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mm_r_vs_scalar),
+        cmocka_unit_test(test_mm_r_vs_dequant),
         cmocka_unit_test(test_weight_fallback),
         cmocka_unit_test(test_matmul_w_vs_dequant),
         cmocka_unit_test(test_batch_invariance),

@@ -4,9 +4,12 @@
 Usage: dequant_check.py DEQUANT_DUMP_TOOL
 
 1. Writes a GGUF file with gguf-py's GGUFWriter holding random raw blocks of
-   every type plume supports (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K),
-   dequantizes each with gguf.quants.dequantize and with plume (through the
-   tool), and requires identical results.
+   every type plume supports (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; Q8_K, which gguf-py cannot
+   dequantize, against its formula d*qs), each in several odd shapes (1 to 7
+   rows, rows of 1 to 9 blocks), dequantizes each with
+   gguf.quants.dequantize and with plume (through the tool), and requires
+   identical results.
 2. If $PLUME_SOURCE_ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf exists, does
    the same for a few of its tensors.
 
@@ -62,13 +65,36 @@ def random_blocks(rng, qtype, nblocks):
     elif qtype == T.BF16:
         f = rng.standard_normal(nblocks).astype("<f4").view("<u4") >> 16
         raw = f.astype("<u2").view(np.uint8).reshape(nblocks, 2)
-    elif qtype in (T.Q8_0, T.Q4_0):
+    elif qtype in (T.Q8_0, T.Q4_0, T.Q5_0, T.IQ4_NL, T.IQ4_XS):  # d first
         raw[:, 0:2] = random_f16(rng, nblocks).reshape(nblocks, 2)
-    elif qtype in (T.Q4_1, T.Q4_K):  # d, m / d, dmin
+    elif qtype in (T.Q4_1, T.Q5_1, T.Q4_K, T.Q5_K):  # d, m / d, dmin first
         raw[:, 0:4] = random_f16(rng, 2 * nblocks).reshape(nblocks, 4)
-    elif qtype == T.Q6_K:  # d last
-        raw[:, 208:210] = random_f16(rng, nblocks).reshape(nblocks, 2)
+    elif qtype == T.Q2_K:  # d, dmin last
+        raw[:, 80:84] = random_f16(rng, 2 * nblocks).reshape(nblocks, 4)
+    elif qtype in (T.Q3_K, T.Q6_K):  # d last
+        raw[:, size - 2:size] = random_f16(rng, nblocks).reshape(nblocks, 2)
+    elif qtype == T.Q8_K:  # d f32 first
+        raw[:, 0:4] = rng.uniform(-2.0, 2.0, nblocks).astype("<f4").view(np.uint8).reshape(nblocks, 4)
+    else:
+        raise ValueError(f"no random block generator for {qtype.name}")
     return raw
+
+
+def reference(raw, qtype):
+    """gguf-py's dequantization; Q8_K (which it lacks) by its definition
+    d*qs (ggml-common.h block_q8_K: d f32, qs int8[256], bsums int16[16])."""
+    if qtype == T.Q8_K:
+        blocks = raw.reshape(-1, 292)
+        d = blocks[:, 0:4].copy().view("<f4").astype(np.float32)
+        qs = blocks[:, 4:260].copy().view(np.int8).astype(np.float32)
+        return (d * qs).reshape(-1)
+    return dequantize(raw, qtype).astype(np.float32).reshape(-1)
+
+
+TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+         "Q5_K", "Q6_K", "Q8_K", "IQ4_NL", "IQ4_XS")
+# (blocks per row, rows): odd shapes, rows a multiple of the block only
+SHAPES = ((2, 3), (1, 1), (3, 5), (9, 7))
 
 
 def check(name, want, got):
@@ -88,13 +114,14 @@ def synthetic(tool, tmpdir):
     w = GGUFWriter(path, "llama")
     w.add_uint32("test.answer", 42)
     expected = {}
-    for qtype in (T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q4_K, T.Q6_K):
+    for qtype in (T[n] for n in TYPES):
         blck, _ = GGML_QUANT_SIZES[qtype]
-        ne0, rows = 2 * max(blck, 32), 3
-        raw = random_blocks(rng, qtype, ne0 // blck * rows).reshape(rows, -1)
-        name = f"t.{qtype.name.lower()}"
-        w.add_tensor(name, raw, raw_dtype=qtype)  # shape given in bytes: (rows, row_bytes)
-        expected[name] = dequantize(raw, qtype).astype(np.float32).reshape(-1)
+        for nblk, rows in SHAPES:
+            ne0 = nblk * max(blck, 32)
+            raw = random_blocks(rng, qtype, ne0 // blck * rows).reshape(rows, -1)
+            name = f"t.{qtype.name.lower()}.{nblk}x{rows}"
+            w.add_tensor(name, raw, raw_dtype=qtype)  # shape given in bytes: (rows, row_bytes)
+            expected[name] = reference(raw, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -48,9 +48,10 @@
 extern "C" {
 #endif
 
-/* 2: opaque buffers, weights, KV pool and layer ops (version 1 passed host
- * pointers and had only matmul; the registry refuses it). */
-#define PLUME_BACKEND_INTERFACE_VERSION 2
+/* 3: attention takes plume_attn_params (scale, sliding window).  2: opaque
+ * buffers, weights, KV pool and layer ops (version 1 passed host pointers
+ * and had only matmul).  The registry refuses older versions. */
+#define PLUME_BACKEND_INTERFACE_VERSION 3
 
 typedef struct plume_backend plume_backend; /* a backend instance */
 typedef struct plume_buf plume_buf;         /* a buffer on the backend's device */
@@ -75,6 +76,14 @@ typedef struct plume_kv_pool {
     plume_buf *k, *v;
     size_t elem_bytes, head_stride, slot_stride, layer_stride;
 } plume_kv_pool;
+
+/* What one attention call computes besides the cache and the queries. */
+typedef struct plume_attn_params {
+    int32_t n_head;  /* query heads (a multiple of kv->n_head_kv) */
+    float scale;     /* softmax scale applied to q·k; 0 means 1/sqrt(head_dim) */
+    int32_t window;  /* > 0: sliding window, a row at position p attends to
+                        positions max(0, p - window + 1) .. p only; 0: all of 0 .. p */
+} plume_attn_params;
 
 /* One sequence's share of a step: positions pos0 .. pos0+n-1, its rows
  * consecutive in the step, its block table covering them. */
@@ -104,6 +113,12 @@ typedef enum plume_backend_feature {
     PLUME_FEAT_HEAD_DIM,        /* arg: attention head size (even: rope rotates pairs) */
     PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
 } plume_backend_feature;
+
+/* What microbench measures (`plume bench roofline` on a device backend). */
+typedef enum plume_microbench {
+    PLUME_MB_READ_GBS = 0,   /* streaming read bandwidth of the device's memory, GB/s */
+    PLUME_MB_F16_TFLOPS = 1, /* dense f16 matrix multiply, f32 accumulation, TFLOP/s */
+} plume_microbench;
 
 typedef struct plume_backend_vtable {
     uint32_t struct_size;        /* sizeof(plume_backend_vtable) of the provider's build */
@@ -195,15 +210,18 @@ typedef struct plume_backend_vtable {
      * layer's cache at the row's slot. */
     int (*kv_store)(plume_backend *b, const plume_step *st, plume_kv_pool *kv, int32_t layer,
                     const plume_buf *k, const plume_buf *v, plume_error *err);
-    /* Causal paged attention: for every row, each of n_head query heads of
-     * q ([n_rows][n_head * head_dim]) attends over positions 0 .. pos of
-     * its sequence in layer's cache through the sequence's block table
-     * (grouped-query: head h reads kv head h / (n_head / n_head_kv)), with
-     * softmax scale 1/sqrt(head_dim); head_dim is kv->head_dim for queries
-     * too.  Normalized results to out ([n_rows][n_head * head_dim], not q). */
+    /* Causal paged attention: for every row, each of p->n_head query heads
+     * of q ([n_rows][n_head * head_dim]) attends over positions 0 .. pos of
+     * its sequence (p->window > 0: only the last window of them, pos -
+     * window + 1 .. pos) in layer's cache through the sequence's block
+     * table (grouped-query: head h reads kv head h / (n_head / n_head_kv)),
+     * with softmax scale p->scale (0: 1/sqrt(head_dim)); head_dim is
+     * kv->head_dim for queries too.  Normalized results to out ([n_rows]
+     * [n_head * head_dim], not q).  A row's result depends only on its
+     * query, its sequence's cache and p: not on the other rows of the step. */
     int (*attention)(plume_backend *b, const plume_step *st, const plume_kv_pool *kv,
-                     int32_t layer, const plume_buf *q, int32_t n_head, plume_buf *out,
-                     plume_error *err);
+                     int32_t layer, const plume_buf *q, const plume_attn_params *p,
+                     plume_buf *out, plume_error *err);
     /* gate[i] = silu(gate[i]) * up[i] for i < n (in place in gate). */
     int (*swiglu)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
                   plume_error *err);
@@ -235,6 +253,13 @@ typedef struct plume_backend_vtable {
      * host: split work by ith, never wait for another ith inside fn.  NULL
      * (or b NULL): call fn(ctx, 0, 1) yourself. */
     void (*parallel_for)(plume_backend *b, void (*fn)(void *ctx, int ith, int nth), void *ctx);
+
+    /* Optional: measures what this instance's device can do (reps timed
+     * runs after a warm-up; their mean rate into *out), for `plume bench
+     * roofline --pipeline` on a device backend.  NULL: the bench measures
+     * the host (the cpu backend). */
+    int (*microbench)(plume_backend *b, plume_microbench what, int reps, double *out,
+                      plume_error *err);
 } plume_backend_vtable;
 
 #ifdef __cplusplus

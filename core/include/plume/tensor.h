@@ -20,9 +20,17 @@ typedef enum plume_dtype {
     PLUME_DTYPE_F16 = 1,
     PLUME_DTYPE_Q4_0 = 2,
     PLUME_DTYPE_Q4_1 = 3,
+    PLUME_DTYPE_Q5_0 = 6,
+    PLUME_DTYPE_Q5_1 = 7,
     PLUME_DTYPE_Q8_0 = 8,
+    PLUME_DTYPE_Q2_K = 10,
+    PLUME_DTYPE_Q3_K = 11,
     PLUME_DTYPE_Q4_K = 12,
+    PLUME_DTYPE_Q5_K = 13,
     PLUME_DTYPE_Q6_K = 14,
+    PLUME_DTYPE_Q8_K = 15,
+    PLUME_DTYPE_IQ4_NL = 20,
+    PLUME_DTYPE_IQ4_XS = 23,
     PLUME_DTYPE_BF16 = 30,
 } plume_dtype;
 
@@ -53,8 +61,8 @@ PLUME_API bool plume_dtype_supported(uint32_t type);
  * "unknown" for ids ggml never assigned. */
 PLUME_API const char *plume_dtype_name(uint32_t type);
 
-/* Elements per block (1 for F32/F16/BF16, 32 for Q4_0/Q4_1/Q8_0, 256 for
- * the K-quants) and bytes per block, for any ggml type id whose size is
+/* Elements per block (1 for F32/F16/BF16, 32 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/
+ * IQ4_NL, 256 for the K-quants and IQ4_XS) and bytes per block, for any ggml type id whose size is
  * known (including types plume cannot compute with, so that files holding
  * them can still be listed).  Both are 0 for ids of unknown size. */
 PLUME_API size_t plume_dtype_block_elems(uint32_t type);

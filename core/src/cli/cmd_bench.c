@@ -9,6 +9,7 @@
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/threadpool.h"
 #include "cli/cli.h"
+#include "cli/pipeline_args.h"
 #include "plume/model.h"
 
 static const char help[] =
@@ -36,7 +37,17 @@ static const char help[] =
     "  --json         print {\"machine\": {cpu, threads, bandwidth_gbs, f32_gflops,\n"
     "                 int8_gops, features, level}, \"decode\": {tok_s, roofline_pct},\n"
     "                 \"prefill\": {tok_s, roofline_pct}} (decode/prefill null\n"
-    "                 without --model)\n";
+    "                 without --model)\n"
+    "\n"
+    "On a device backend (a pipeline whose backend measures its device, e.g.\n"
+    "backend: cuda):\n"
+    "  --pipeline FILE   the pipeline's backend measures its device memory read\n"
+    "                    bandwidth and f16 matrix-multiply peak itself; decode and\n"
+    "                    prefill run the pipeline's model on it, their rooflines\n"
+    "                    bandwidth / weight bytes (checkpoint bytes) and f16 peak /\n"
+    "                    (2 x parameters).  --json prints {\"device\": {backend,\n"
+    "                    bandwidth_gbs, f16_tflops}, \"decode\", \"prefill\"}.\n"
+    "  --plugin-dir DIR, --plugin NAME   as for the other commands\n";
 
 #define BW_BYTES ((size_t)1 << 30)
 #define DECODE_PROMPT 32
@@ -47,6 +58,7 @@ typedef struct bench_opts {
     const char *model;
     int reps, threads;
     bool json;
+    cli_pipeline_opts po; /* --pipeline: the device branch */
 } bench_opts;
 
 static int cmp_double(const void *a, const void *b)
@@ -291,6 +303,71 @@ static int roofline(const bench_opts *o)
     return 0;
 }
 
+/* The roofline of a device backend: its own microbenchmarks, then the
+ * pipeline's model on it. */
+static int roofline_device(const bench_opts *o)
+{
+    plume_registry *reg = NULL;
+    plume_pipeline *pipe = NULL;
+    plume_model *m = NULL;
+    plume_error err = {0};
+    int status = 1;
+    if (cli_pipeline_resolve("bench roofline", &o->po, &reg, &pipe))
+        return 1;
+    plume_build_opts bo = {.n_threads = o->threads};
+    if (plume_pipeline_build(pipe, reg, &bo, &m, NULL, &err)) {
+        cli_print_error("bench roofline", o->po.pipeline, err.msg);
+        goto done;
+    }
+    plume_backend *b;
+    const plume_backend_vtable *vt = plume_model_backend(m, &b);
+    if (!vt->microbench) {
+        fprintf(stderr, "plume bench roofline: backend %s measures no device (it runs on the "
+                        "host); use --model PATH for the host's roofline\n", vt->name);
+        goto done;
+    }
+    double bw = 0, f16 = 0;
+    if (vt->microbench(b, PLUME_MB_READ_GBS, o->reps, &bw, &err) ||
+        vt->microbench(b, PLUME_MB_F16_TFLOPS, o->reps, &f16, &err)) {
+        fprintf(stderr, "plume bench roofline: %s\n", err.msg);
+        goto done;
+    }
+    model_result mr = {0};
+    if (bench_model(o, m, &mr))
+        goto done;
+    const double dec_roof = bw * 1e9 / (double)plume_model_weight_bytes(m);
+    const double pre_roof = f16 * 1e12 / (2.0 * (double)plume_model_n_params(m));
+    if (o->json) {
+        json_t *root = json_pack("{s:{s:s,s:f,s:f},s:{s:f,s:f},s:{s:f,s:f}}", "device", "backend",
+                                 vt->name, "bandwidth_gbs", bw, "f16_tflops", f16, "decode",
+                                 "tok_s", mr.decode_tok_s, "roofline_pct",
+                                 100.0 * mr.decode_tok_s / dec_roof, "prefill", "tok_s",
+                                 mr.prefill_tok_s, "roofline_pct",
+                                 100.0 * mr.prefill_tok_s / pre_roof);
+        char *js = json_dumps(root, JSON_COMPACT);
+        puts(js);
+        free(js);
+        json_decref(root);
+    } else {
+        printf("device (backend %s), measured by the backend:\n", vt->name);
+        printf("  read bandwidth   %8.1f GB/s\n", bw);
+        printf("  f16 matmul peak  %8.1f TFLOP/s\n", f16);
+        printf("decode  (batch 1, %d steps after a %d-token prompt): %8.1f tok/s = %5.1f%% of "
+               "%.1f tok/s (bandwidth / weight bytes)\n",
+               DECODE_STEPS, DECODE_PROMPT, mr.decode_tok_s, 100.0 * mr.decode_tok_s / dec_roof,
+               dec_roof);
+        printf("prefill (one %d-token prompt):                %8.1f tok/s = %5.1f%% of "
+               "%.1f tok/s (f16 peak / 2 x parameters)\n",
+               PREFILL_TOKENS, mr.prefill_tok_s, 100.0 * mr.prefill_tok_s / pre_roof, pre_roof);
+    }
+    status = 0;
+done:
+    plume_model_free(m);
+    plume_pipeline_free(pipe);
+    plume_registry_free(reg);
+    return status;
+}
+
 static const char bench_usage[] =
     "usage: plume bench <benchmark> [options]\n"
     "\n"
@@ -326,8 +403,8 @@ int cmd_bench(int argc, char **argv)
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
             fputs(help, stdout);
             return 0;
-        } else if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
-            o.model = v;
+        } else if (cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po)) {
+            continue;
         } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
             o.reps = (int)cli_int("--reps", v, 1, 1000);
         } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
@@ -338,5 +415,8 @@ int cmd_bench(int argc, char **argv)
             cli_unknown("bench roofline", argv[i]);
         }
     }
+    if (o.po.pipeline)
+        return roofline_device(&o);
+    o.model = o.po.model;
     return roofline(&o);
 }

@@ -59,7 +59,10 @@ static const char help[] =
     "  --quiet               no progress on stderr\n"
     "  --verbose             a line per linear layer with its loss: the layer's\n"
     "                        output error on the calibration tokens, 2/n·Σ|x(W-Wq)ᵀ|²\n"
-    "  --json                print a JSON summary on stdout\n";
+    "  --json                print a JSON summary on stdout\n"
+    "\n"
+    "plume quantize MODEL OUT.gguf --to gguf --type Q4_K_M|...: a GGUF of a\n"
+    "llama-quantize preset instead (see `plume quantize --to gguf --help`).\n";
 
 typedef struct progress_state {
     bool tty;
@@ -144,6 +147,10 @@ int cmd_quantize(int argc, char **argv)
     int n_pos = 0, n_dirs = 0;
     long long samples = 128, seq_len = 512, threads = 0;
     bool desc_act = false, force = false, quiet = false, json = false, verbose = false;
+    for (int i = 1; i < argc; i++) /* --to gguf: the GGUF quantizer's own options */
+        if ((strcmp(argv[i], "--to") == 0 && i + 1 < argc && strcmp(argv[i + 1], "gguf") == 0) ||
+            strcmp(argv[i], "--to=gguf") == 0)
+            return cmd_quantize_gguf(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
             fputs(help, stdout);

@@ -18,6 +18,11 @@ typedef struct conv_model {
     const char *torch_dtype; /* "float32" / "float16" */
 } conv_model;
 
+/* Maps a GGUF tensor name to its HF name (formats.md §3.4); *qk is 'q' or
+ * 'k' for the projections llama's converter permutes (weights and biases),
+ * else 0.  False when the name has no HF counterpart. */
+bool conv_gguf_name_to_hf(const char *g, int32_t n_layer, char *hf, size_t cap, char *qk);
+
 /* Writes config.json and generation_config.json into dir. */
 int conv_write_config(const conv_model *cm, const char *dir, plume_error *err);
 

@@ -40,10 +40,7 @@ typedef struct conv_job {
     plume_convert_dtype dtype;
 } conv_job;
 
-/* Maps a GGUF tensor name to its HF name; *qk is 'q' or 'k' for the
- * permuted projections (weights and biases), else 0.  False when the name
- * has no HF counterpart. */
-static bool map_name(const char *g, int32_t n_layer, char *hf, size_t cap, char *qk)
+bool conv_gguf_name_to_hf(const char *g, int32_t n_layer, char *hf, size_t cap, char *qk)
 {
     *qk = 0;
     if (strcmp(g, "token_embd.weight") == 0)
@@ -133,7 +130,7 @@ static int plan_jobs(const conv_model *cm, plume_convert_dtype dtype, conv_job *
         const plume_tensor *t = gguf_tensor(f, i);
         conv_job *j = &jobs[i];
         char qk;
-        if (!map_name(t->name, c->n_layer, j->hf_name, sizeof j->hf_name, &qk))
+        if (!conv_gguf_name_to_hf(t->name, c->n_layer, j->hf_name, sizeof j->hf_name, &qk))
             return plume_err(err, PLUME_ERR_UNSUPPORTED,
                              "%s: tensor '%s' has no Hugging Face counterpart that plume knows "
                              "(formats.md §3.4); refusing to drop it silently",

@@ -91,8 +91,16 @@ bool plume_dtype_supported(uint32_t type)
     case PLUME_DTYPE_Q8_0:
     case PLUME_DTYPE_Q4_0:
     case PLUME_DTYPE_Q4_1:
+    case PLUME_DTYPE_Q5_0:
+    case PLUME_DTYPE_Q5_1:
+    case PLUME_DTYPE_Q2_K:
+    case PLUME_DTYPE_Q3_K:
     case PLUME_DTYPE_Q4_K:
+    case PLUME_DTYPE_Q5_K:
     case PLUME_DTYPE_Q6_K:
+    case PLUME_DTYPE_Q8_K:
+    case PLUME_DTYPE_IQ4_NL:
+    case PLUME_DTYPE_IQ4_XS:
         return true;
     default:
         return false;
@@ -258,6 +266,164 @@ static void dequant_q6_k(const uint8_t *src, float *dst, int64_t nb)
     }
 }
 
+/* Q5_0 (22 B / 32): d f16, qh u32 (LE), qs u8[16].  Element j (< 16) is
+ * the low nibble of qs[j] with bit j of qh as bit 4; element j+16 the high
+ * nibble with bit j+16; y = d*(q-16) (gguf-py quants.py Q5_0). */
+static void dequant_q5_0(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 22, dst += 32) {
+        const float d = load_f16(src);
+        const uint32_t qh = (uint32_t)src[2] | (uint32_t)src[3] << 8 | (uint32_t)src[4] << 16 |
+                            (uint32_t)src[5] << 24;
+        const uint8_t *qs = src + 6;
+        for (int j = 0; j < 16; j++) {
+            const int x0 = (int)((qs[j] & 0x0F) | ((qh >> j) & 1) << 4) - 16;
+            const int x1 = (int)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16;
+            dst[j] = d * (float)x0;
+            dst[j + 16] = d * (float)x1;
+        }
+    }
+}
+
+/* Q5_1 (24 B / 32): d f16, m f16, qh u32, qs u8[16]; bits as Q5_0;
+ * y = d*q + m (the product rounded, then the sum: no fused multiply-add). */
+static void dequant_q5_1(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 24, dst += 32) {
+        const float d = load_f16(src), m = load_f16(src + 2);
+        const uint32_t qh = (uint32_t)src[4] | (uint32_t)src[5] << 8 | (uint32_t)src[6] << 16 |
+                            (uint32_t)src[7] << 24;
+        const uint8_t *qs = src + 8;
+        for (int j = 0; j < 16; j++) {
+            const float p0 = d * (float)((qs[j] & 0x0F) | ((qh >> j) & 1) << 4);
+            const float p1 = d * (float)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+            dst[j] = p0 + m;
+            dst[j + 16] = p1 + m;
+        }
+    }
+}
+
+/* Q2_K (84 B / 256): scales u8[16] (low nibble scale, high nibble min of
+ * each 16 outputs), qs u8[64], d f16, dmin f16.  Output e: half h = e/128,
+ * shift 2*((e%128)/32), byte qs[32h + e%32]; y = (d*sc)*q - dmin*m
+ * (gguf-py quants.py Q2_K). */
+static void dequant_q2_k(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 84, dst += 256) {
+        const uint8_t *sc = src, *qs = src + 16;
+        const float d = load_f16(src + 80), dmin = load_f16(src + 82);
+        for (int e = 0; e < 256; e++) {
+            const int q = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const float dl = d * (float)(sc[e / 16] & 0xF), ml = dmin * (float)(sc[e / 16] >> 4);
+            const float p = dl * (float)q;
+            dst[e] = p - ml;
+        }
+    }
+}
+
+/* 6-bit signed scale i (0..15) of a Q3_K block (scales u8[12]): low 4 bits
+ * from byte i%8 (nibble i/8), high 2 bits from byte 8 + i%4 (bits
+ * 2*(i/4)), minus 32 (gguf-py quants.py Q3_K). */
+static inline int q3k_scale(const uint8_t *s, int i)
+{
+    const int lo = (s[i % 8] >> (4 * (i / 8))) & 0xF;
+    const int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* Q3_K (110 B / 256): hmask u8[32], qs u8[64], scales u8[12], d f16.
+ * Output e: low 2 bits as Q2_K, bit e/32 of hmask[e%32] clear means -4;
+ * y = (d*scale)*q with q in [-4, 3]. */
+static void dequant_q3_k(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 110, dst += 256) {
+        const uint8_t *hm = src, *qs = src + 32, *sc = src + 96;
+        const float d = load_f16(src + 108);
+        for (int e = 0; e < 256; e++) {
+            const int lo = (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int q = lo - (((hm[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+            const float dl = d * (float)q3k_scale(sc, e / 16);
+            dst[e] = dl * (float)q;
+        }
+    }
+}
+
+/* Q5_K (176 B / 256): d f16, dmin f16, scales u8[12] (as Q4_K), qh u8[32],
+ * qs u8[128].  Sub-block j (32 outputs) takes the low (j even) or high
+ * nibble of qs[32*(j/2) + l] and bit j of qh[l] as bit 4;
+ * y = (d*sc)*q - dmin*m. */
+static void dequant_q5_k(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 176) {
+        const float d = load_f16(src), dmin = load_f16(src + 2);
+        const uint8_t *scales = src + 4, *qh = src + 16, *qs = src + 48;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            get_scale_min_k4(j, scales, &sc, &m);
+            const float d1 = d * sc, m1 = dmin * m;
+            const uint8_t *q = qs + 32 * (j / 2);
+            for (int l = 0; l < 32; l++) {
+                const int v = ((q[l] >> (4 * (j & 1))) & 0xF) | ((qh[l] >> j) & 1) << 4;
+                const float p = d1 * (float)v;
+                *dst++ = p - m1;
+            }
+        }
+    }
+}
+
+/* Q8_K (292 B / 256): d f32, qs int8[256], bsums int16[16] (ggml-common.h
+ * block_q8_K; gguf-py has no dequantizer for it); y = d*qs. */
+static void dequant_q8_k(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 292, dst += 256) {
+        float d;
+        memcpy(&d, src, 4);
+        const int8_t *qs = (const int8_t *)(src + 4);
+        for (int j = 0; j < 256; j++)
+            dst[j] = d * (float)qs[j];
+    }
+}
+
+/* The 16 non-linear levels of IQ4_NL / IQ4_XS (gguf-py IQ4_NL.kvalues,
+ * ggml-common.h kvalues_iq4nl). */
+static const int8_t IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+/* IQ4_NL (18 B / 32): d f16, qs u8[16]; nibble order as Q4_0;
+ * y = d*levels[n]. */
+static void dequant_iq4_nl(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 18, dst += 32) {
+        const float d = load_f16(src);
+        for (int j = 0; j < 16; j++) {
+            dst[j] = d * (float)IQ4_LEVELS[src[2 + j] & 0xF];
+            dst[j + 16] = d * (float)IQ4_LEVELS[src[2 + j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS (136 B / 256): d f16, scales_h u16 (LE), scales_l u8[4], qs
+ * u8[128].  Sub-block j (32 outputs): scale ls = (nibble j%2 of
+ * scales_l[j/2]) | (bits 2j.. of scales_h) << 4, dl = d*(ls-32); its 16
+ * bytes qs[16j..] hold outputs l (low nibble) and l+16 (high);
+ * y = dl*levels[n] (gguf-py quants.py IQ4_XS). */
+static void dequant_iq4_xs(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 136) {
+        const float d = load_f16(src);
+        const unsigned sh = (unsigned)src[2] | (unsigned)src[3] << 8;
+        const uint8_t *sl = src + 4, *qs = src + 8;
+        for (int j = 0; j < 8; j++, dst += 32) {
+            const int ls = ((sl[j / 2] >> (4 * (j & 1))) & 0xF) | (int)((sh >> (2 * j)) & 3) << 4;
+            const float dl = d * (float)(ls - 32);
+            for (int l = 0; l < 16; l++) {
+                dst[l] = dl * (float)IQ4_LEVELS[qs[16 * j + l] & 0xF];
+                dst[l + 16] = dl * (float)IQ4_LEVELS[qs[16 * j + l] >> 4];
+            }
+        }
+    }
+}
+
 /* Converts n elements of a supported type to f32.  The caller guarantees
  * a supported type and n a multiple of its block size; anything else is a
  * caller bug, answered with NaN output so that it cannot pass unnoticed. */
@@ -282,5 +448,13 @@ void plume_dequantize(plume_dtype type, const void *src, float *dst, int64_t n)
     case PLUME_DTYPE_Q4_1: dequant_q4_1(s, dst, nb); break;
     case PLUME_DTYPE_Q4_K: dequant_q4_k(s, dst, nb); break;
     case PLUME_DTYPE_Q6_K: dequant_q6_k(s, dst, nb); break;
+    case PLUME_DTYPE_Q5_0: dequant_q5_0(s, dst, nb); break;
+    case PLUME_DTYPE_Q5_1: dequant_q5_1(s, dst, nb); break;
+    case PLUME_DTYPE_Q2_K: dequant_q2_k(s, dst, nb); break;
+    case PLUME_DTYPE_Q3_K: dequant_q3_k(s, dst, nb); break;
+    case PLUME_DTYPE_Q5_K: dequant_q5_k(s, dst, nb); break;
+    case PLUME_DTYPE_Q8_K: dequant_q8_k(s, dst, nb); break;
+    case PLUME_DTYPE_IQ4_NL: dequant_iq4_nl(s, dst, nb); break;
+    case PLUME_DTYPE_IQ4_XS: dequant_iq4_xs(s, dst, nb); break;
     }
 }

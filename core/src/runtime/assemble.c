@@ -1,10 +1,26 @@
 /* plume_pipeline_build: a resolved pipeline into a backend, a model on it
  * and an engine with the pipeline's providers — the one assembly every
  * command and program uses. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plume/model.h"
 #include "plume/pipeline.h"
+#include "runtime/pipeline_internal.h"
+
+/* `backend: auto` with a choice (a plugin registered another backend):
+ * says on stderr which one it picked. */
+static void say_auto_backend(const plume_pipeline *p, const plume_registry *reg)
+{
+    char names[512];
+    plume_registry_names(reg, PLUME_KIND_BACKEND, names, sizeof names);
+    if (!p->backend_auto || !strchr(names, ','))
+        return;
+    fprintf(stderr, "plume: backend: auto picked %s (registered: %s; cpu unless another is "
+                    "usable on this machine)\n",
+            ((const plume_backend_vtable *)p->backend.vt)->name, names);
+}
 
 /* The engine's providers from the pipeline: a sampler other than the
  * built-in standard one, the proposer. */
@@ -39,6 +55,7 @@ int plume_pipeline_build(const plume_pipeline *p, plume_registry *reg, const plu
     lp.format = plume_pipeline_weight_format(p, NULL);
     lp.backend_vt = plume_pipeline_backend(p, &lp.backend_settings);
     lp.n_threads = o->n_threads > 0 ? o->n_threads : plume_pipeline_threads(p);
+    say_auto_backend(p, reg);
     plume_model *m;
     if (plume_model_load_ex(plume_pipeline_model(p), &lp, &m, err))
         return -1;

@@ -267,9 +267,16 @@ static int do_backend(plume_pipeline *p, plume_error *err)
                        name, plume_registry_names(p->reg, PLUME_KIND_BACKEND, names, sizeof names));
     }
     const plume_backend_vtable *b = s->vt;
-    if (!p->backend_auto && b->score && b->score() == 0)
-        return fail_at(p, v, err, "backend: %s is not usable on this machine (no device or "
-                                  "driver); use backend: auto or cpu", name);
+    if (!p->backend_auto && b->score && b->score() == 0) {
+        /* create fails the same way, with the backend's own reason */
+        plume_error why = {0};
+        plume_backend *inst = NULL;
+        if (b->create(s->prov, 0, &inst, &why) == 0) {
+            b->destroy(inst);
+            snprintf(why.msg, sizeof why.msg, "no device or driver; use backend: auto or cpu");
+        }
+        return fail_at(p, v, err, "backend: %s is not usable on this machine: %s", name, why.msg);
+    }
     s->present = true;
     return validate_slot(p, s, "backend", b->validate, err);
 }

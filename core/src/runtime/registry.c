@@ -57,7 +57,8 @@ static const kind_info kinds[PLUME_KIND_COUNT] = {
         {"create", "destroy", "supports", "buf_alloc", "buf_free", "upload", "download",
          "weight_prepare", "weight_free", "kv_alloc", "kv_free", "embed", "rmsnorm", "rope",
          "kv_store", "attention", "swiglu", "add", "add_bias", "gather_out_rows", "matmul"},
-        2, "version 2 owns buffers, weights, the KV cache and the layer ops"},
+        3, "version 3's attention takes plume_attn_params (scale, sliding window); version 2 "
+           "owns buffers, weights, the KV cache and the layer ops"},
     [PLUME_KIND_SAMPLER] = {"sampler", sizeof(plume_sampler_vtable),
         END(plume_sampler_vtable, probs), PLUME_SAMPLER_INTERFACE_VERSION,
         {OFF(plume_sampler_vtable, create), OFF(plume_sampler_vtable, destroy),

@@ -1,5 +1,5 @@
 /* plume-backend-ref: the reference backend.  Every slot of
- * plume_backend_vtable (plume/backend.h, interface version 2) written as
+ * plume_backend_vtable (plume/backend.h, interface version 3) written as
  * plain scalar C on f32, one small function per op, each with the op's
  * contract in a comment above it.  Meant to be read: it is the definition a
  * new backend (CUDA, Metal, ...) is checked against, and the companion of
@@ -595,17 +595,21 @@ static int64_t slot_of(const plume_kv_pool *kv, const plume_step_seq *q, int32_t
 
 /* One query head of one row against its sequence's cache, two-pass
  * softmax in double:
- *     s_p = (q · K[p]) / sqrt(head_dim)               for p = 0 .. pos
+ *     s_p = (q · K[p]) * scale                        for p = lo .. pos
  *     out = Σ_p exp(s_p - max s) V[p]  /  Σ_p exp(s_p - max s)
- * score is scratch for pos + 1 doubles, acc for head_dim. */
+ * scale = 1/sqrt(head_dim) unless ap->scale > 0; lo = 0, or with a sliding
+ * window (ap->window > 0) max(0, pos - window + 1).  score is scratch for
+ * pos + 1 doubles, acc for head_dim. */
 static int attend_head(const plume_kv_pool *kv, const unsigned char *kc, const unsigned char *vc,
                        int32_t layer, const plume_step_seq *q, int32_t pos, int32_t kv_head,
-                       const float *qh, float *out, double *score, double *acc, plume_error *err)
+                       const plume_attn_params *ap, const float *qh, float *out, double *score,
+                       double *acc, plume_error *err)
 {
     const int32_t hd = kv->head_dim;
-    const double scale = 1.0 / sqrt((double)hd);
+    const double scale = ap->scale > 0 ? (double)ap->scale : 1.0 / sqrt((double)hd);
+    const int32_t lo = ap->window > 0 && pos + 1 > ap->window ? pos + 1 - ap->window : 0;
     double max = -INFINITY;
-    for (int32_t p = 0; p <= pos; p++) {
+    for (int32_t p = lo; p <= pos; p++) {
         const int64_t slot = slot_of(kv, q, p);
         if (slot < 0)
             return plume_err(err, PLUME_ERR_RANGE,
@@ -624,7 +628,7 @@ static int attend_head(const plume_kv_pool *kv, const unsigned char *kc, const u
     double sum = 0.0;
     for (int32_t d = 0; d < hd; d++)
         acc[d] = 0.0;
-    for (int32_t p = 0; p <= pos; p++) {
+    for (int32_t p = lo; p <= pos; p++) {
         const double e = exp(score[p] - max);
         const unsigned char *val = vc + kv_offset(kv, layer, slot_of(kv, q, p), kv_head);
         sum += e;
@@ -638,14 +642,20 @@ static int attend_head(const plume_kv_pool *kv, const unsigned char *kc, const u
 
 /* attention: causal paged attention.  For every row r (of sequence q, at
  * position st->pos[r]) and query head h < n_head: q[r][h] attends over
- * positions 0 .. pos of q in layer's cache, reading kv head
+ * positions 0 .. pos of q (ap->window > 0: pos - window + 1 .. pos) in
+ * layer's cache with scale ap->scale (0: 1/sqrt(head_dim)), reading kv head
  * h / (n_head / n_head_kv) (grouped-query), and the normalized result goes
  * to out[r][h].  q and out are [n_rows][n_head * head_dim]; out may be q
  * (a head is read completely before its result is written). */
 static int ref_attention(plume_backend *b, const plume_step *st, const plume_kv_pool *kv,
-                         int32_t layer, const plume_buf *q, int32_t n_head, plume_buf *out,
-                         plume_error *err)
+                         int32_t layer, const plume_buf *q, const plume_attn_params *ap,
+                         plume_buf *out, plume_error *err)
 {
+    const int32_t n_head = ap->n_head;
+    if (ap->window < 0 || !(ap->scale >= 0))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "backend ref: attention: window %d, scale %g: want both >= 0",
+                         ap->window, (double)ap->scale);
     if (n_head <= 0 || n_head % kv->n_head_kv != 0)
         return plume_err(err, PLUME_ERR_INVALID,
                          "backend ref: attention: %d query heads is not a positive multiple of "
@@ -674,7 +684,7 @@ static int ref_attention(plume_backend *b, const plume_step *st, const plume_kv_
         for (int32_t r = sq->row0; r < sq->row0 + sq->n && rc == 0; r++) {
             for (int32_t h = 0; h < n_head && rc == 0; h++) {
                 const float *qh = qf + (size_t)r * row + (size_t)h * hd;
-                rc = attend_head(kv, kc->bytes, vc->bytes, layer, sq, st->pos[r], h / group, qh,
+                rc = attend_head(kv, kc->bytes, vc->bytes, layer, sq, st->pos[r], h / group, ap, qh,
                                  head, score, acc, err);
                 if (rc == 0)
                     memcpy(of + (size_t)r * row + (size_t)h * hd, head, sizeof(float) * (size_t)hd);

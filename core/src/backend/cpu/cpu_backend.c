@@ -4,6 +4,7 @@
  * address, which host_ptr hands to host-side plugin kernels); a prepared
  * weight keeps a view of its checkpoint tensor plus, for the matmul, the
  * repacked copy. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,10 +251,17 @@ static int cpu_kv_store(plume_backend *be, const plume_step *st, plume_kv_pool *
 }
 
 static int cpu_attention(plume_backend *be, const plume_step *st, const plume_kv_pool *kv,
-                         int32_t layer, const plume_buf *q, int32_t n_head, plume_buf *out,
-                         plume_error *err)
+                         int32_t layer, const plume_buf *q, const plume_attn_params *p,
+                         plume_buf *out, plume_error *err)
 {
     cpu_backend *b = cpu(be);
+    if (p->n_head <= 0 || p->n_head % kv->n_head_kv != 0 || p->window < 0 || !(p->scale >= 0))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "cpu backend: attention: %d query heads over %d kv heads, scale %g, "
+                         "window %d (want a positive multiple of the kv heads, a scale >= 0 "
+                         "and a window >= 0): a bug in the caller",
+                         p->n_head, kv->n_head_kv, (double)p->scale, p->window);
+    const float scale = p->scale > 0 ? p->scale : 1.0f / sqrtf((float)kv->head_dim);
     if (st->n_rows > b->rows_cap) {
         plume_attn_row *rows = realloc(b->rows, sizeof *rows * (size_t)st->n_rows);
         if (!rows)
@@ -269,7 +277,8 @@ static int cpu_attention(plume_backend *be, const plume_step *st, const plume_kv
     const uint8_t *kc = (const uint8_t *)kv->k + (size_t)layer * kv->layer_stride;
     const uint8_t *vc = (const uint8_t *)kv->v + (size_t)layer * kv->layer_stride;
     plume_paged_attention(b->pool, CF(q), kc, vc, kv->dtype == PLUME_KV_F16, b->rows, st->n_rows,
-                          kv->block_size, n_head, kv->n_head_kv, kv->head_dim, F(out));
+                          kv->block_size, p->n_head, kv->n_head_kv, kv->head_dim, scale,
+                          p->window, F(out));
     return 0;
 }
 

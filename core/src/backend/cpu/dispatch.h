@@ -25,6 +25,11 @@ typedef struct plume_q8_act {
     /* int32[n_tok][K/32] = Σq per block; needed by the repacked kernels
      * (mm_r) of Q4_0 and Q8_0, may be NULL for the others. */
     const int32_t *isum;
+    /* int32[n_tok][K/16] = Σq per 16 values and float[n_tok][K/16] =
+     * d * that sum; needed by the mm_r kernels of the formats in
+     * repack_k.h (PLUME_KR_Q5_0 and after), may be NULL for the others. */
+    const int32_t *isum16;
+    const float *s16;
 } plume_q8_act;
 
 /* Weight formats with a matmul kernel, indexing plume_kernels.mm_q/mm_f. */
@@ -32,7 +37,12 @@ enum { PLUME_KQ_Q4_0, PLUME_KQ_Q4_1, PLUME_KQ_Q8_0, PLUME_KQ_Q4_K, PLUME_KQ_Q6_K
 enum { PLUME_KF_F32, PLUME_KF_F16, PLUME_KF_BF16, PLUME_KF_COUNT };
 /* Weight formats with a repacked (row-interleaved) kernel, indexing
  * plume_kernels.mm_r; layouts in repack.h. */
-enum { PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0, PLUME_KR_COUNT };
+enum {
+    PLUME_KR_Q4_0, PLUME_KR_Q4_1, PLUME_KR_Q8_0,  /* repack.h */
+    PLUME_KR_Q5_0, PLUME_KR_Q5_1, PLUME_KR_IQ4_NL, PLUME_KR_Q4_K, PLUME_KR_Q5_K, /* repack_k.h */
+    PLUME_KR_Q6_K, PLUME_KR_Q2_K, PLUME_KR_Q3_K, PLUME_KR_IQ4_XS,
+    PLUME_KR_COUNT
+};
 
 /* y[t*ldy + r] = Σ_k W[r][k] · a[t][k] for r < n_rows, t < n_tok, with row r
  * of W at w + r*rb in its block format. */
@@ -43,8 +53,10 @@ typedef void (*plume_mm_q_fn)(const uint8_t *w, size_t rb, int n_rows, const plu
 typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,
                               int64_t ldx, int n_tok, float *y, int64_t ldy);
 
-/* The same on repacked weights (repack.h): w holds ceil(n_rows/16) groups
- * of 16 interleaved rows of K = a->K values, each group nb = K/32 blocks;
+/* The same on repacked weights (repack.h, repack_k.h): w holds
+ * ceil(n_rows/16) groups of 16 interleaved rows of K = a->K values, each
+ * group nb = K/32 blocks (plus, for the K-quants, one scale record per 256
+ * values; plume_rp_group_bytes gives a group's size);
  * y[t*ldy + r] for r < n_rows (the padding rows of the last group are not
  * written).  Every row's result depends only on that row and that token:
  * not on n_rows, n_tok or where the call's rows start. */
@@ -83,22 +95,24 @@ typedef struct plume_kernels {
      * IEEE f16 (kv_f16 = 1) values: position p's key starts stride values
      * after k for each slot, at slot block_table[p / block_size] *
      * block_size + p % block_size (v likewise); writes the normalized
-     * o[nq][hd].  Online softmax over slices of keys that may span blocks
+     * o[nq][hd].  window > 0: only positions max(0, n_pos - window) ..
+     * n_pos-1 (a sliding window); slices keep their absolute boundaries.  Online softmax over slices of keys that may span blocks
      * (f16 rows converted once per slice for the whole group); a query's
      * result does not depend on nq, nor on anything but its row. */
     void (*attn_paged)(const float *q, int nq, const void *k, const void *v, int64_t stride,
                        int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
-                       float scale, float *o);
+                       float scale, int window, float *o);
     /* attn_paged for nr consecutive query rows of one sequence: row r
      * (0 <= r < nr) has its nq queries at q + r*q_stride, attends to
-     * positions 0 .. n_pos0+r-1 and writes o + r*o_stride.  Each slice of
+     * positions 0 .. n_pos0+r-1 (window > 0: the last window of them) and
+     * writes o + r*o_stride.  Each slice of
      * keys is gathered (f16: converted) once for the whole tile.  Every
      * row's result is bit-identical to attn_paged's for that row alone: it
      * does not depend on nr, on where the tile starts, nor on other rows. */
     void (*attn_paged_tile)(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_f16,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
-                            float scale, float *o, int64_t o_stride);
+                            float scale, int window, float *o, int64_t o_stride);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple

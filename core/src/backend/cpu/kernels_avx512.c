@@ -23,6 +23,7 @@
 #define KX_OWN_MM_Q 1
 #include "backend/cpu/kernels_x86.h"
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_k.h"
 
 /* ---- 512-bit integer matmul: two 32-weight sub-blocks per vector ----
  * The same arithmetic as kx_tile (kernels_x86.h) on zmm registers: one
@@ -320,23 +321,175 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
 }
 
+/* ---- the repack_k.h formats on zmm: zr_tile's scheme (16 rows per
+ * vector, tokens ZK_T at a time, per token the same instructions whatever
+ * the tile), with the bits above the low 4 (or 2) merged in from their
+ * packed slices (shift + vpternlogd), IQ4's levels looked up with vpshufb
+ * (+128 so that they are unsigned, corrected by −128·Σq), two integer
+ * sums per block (weights 0..15 and 16..31) for the per-16 corrections
+ * and scales, then the float steps listed in repack_k.h. */
+#define ZK_T 6
+
+/* v shifted left by s bits (right by −s) in 16-bit lanes. */
+KX_INLINE __m512i zk_shift(__m512i v, int s)
+{
+    return s >= 0 ? _mm512_sll_epi16(v, _mm_cvtsi32_si128(s)) : _mm512_srl_epi16(v, _mm_cvtsi32_si128(-s));
+}
+
+KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
+                       const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
+{
+    const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
+    const int64_t K = a->K;
+    const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
+    const size_t sbb = plume_rpk_super_bytes(f);
+    const uint8_t *super = wg + bb * (size_t)nb;
+    const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
+    const int corr = f.iq4 ? -128 : f.corr;
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(3);
+    const __m512i hmask = _mm512_set1_epi8((char)(f.hi_bits == 2 ? 0x30 : 1 << f.lo_bits));
+    __m512i lut = _mm512_setzero_si512();
+    if (f.iq4) {
+        int8_t l[16];
+        for (int i = 0; i < 16; i++)
+            l[i] = (int8_t)(PLUME_IQ4_LEVELS[i] + 128);
+        lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)l));
+    }
+    __m512 facc[ZK_T], macc[ZK_T];
+    for (int t = 0; t < T; t++) {
+        facc[t] = _mm512_setzero_ps();
+        macc[t] = _mm512_setzero_ps();
+    }
+    __m512 dsb = _mm512_setzero_ps(), msb = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; j++) {
+        const uint8_t *b = wg + (size_t)j * bb;
+        if (f.ksuper && (j & 7) == 0) {
+            const uint8_t *rec = super + (size_t)(j >> 3) * sbb;
+            dsb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
+            if (f.dmin)
+                msb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 32)));
+        }
+        __m512i W[8];
+        if (f.lo_bits == 4) {
+            for (int h = 0; h < 4; h++) {
+                const __m512i p = _mm512_loadu_si512(b + 64 * h);
+                W[h] = _mm512_and_si512(p, lo4);
+                W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
+            }
+        } else {
+            const __m512i S0 = _mm512_loadu_si512(b), S1 = _mm512_loadu_si512(b + 64);
+            for (int g = 0; g < 8; g++)
+                W[g] = _mm512_and_si512(zk_shift(g < 4 ? S0 : S1, -2 * (g & 3)), lo2);
+        }
+        if (f.hi_bits == 1) {
+            const __m512i H = _mm512_loadu_si512(b + lob);
+            for (int g = 0; g < 8; g++) /* W | (H shifted & mask) */
+                W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(H, f.lo_bits - g), hmask, 0xF8);
+        } else if (f.hi_bits == 2) {
+            const __m512i H0 = _mm512_loadu_si512(b + lob), H1 = _mm512_loadu_si512(b + lob + 64);
+            for (int g = 0; g < 8; g++)
+                W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(g < 4 ? H0 : H1, 4 - 2 * (g & 3)),
+                                                 hmask, 0xF8);
+        }
+        if (f.iq4)
+            for (int g = 0; g < 8; g++)
+                W[g] = _mm512_shuffle_epi8(lut, W[g]);
+        const uint8_t *sc = b + so;
+        __m512 dd0, dd1 = _mm512_setzero_ps(), mm0 = _mm512_setzero_ps(), mm1 = _mm512_setzero_ps();
+        switch (f.sk) {
+        case PLUME_SK_D16: dd0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)); break;
+        case PLUME_SK_DM16:
+            dd0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+            mm0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+            break;
+        case PLUME_SK_K32M:
+            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+            mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
+            break;
+        case PLUME_SK_K16:
+            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+            dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
+            break;
+        case PLUME_SK_K16M: {
+            const __m512i x0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
+            const __m512i x1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)));
+            const __m512i m4 = _mm512_set1_epi32(15);
+            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x0, m4)));
+            dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x1, m4)));
+            mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x0, 4)));
+            mm1 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x1, 4)));
+            break;
+        }
+        default: /* K32 */
+            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+            break;
+        }
+        for (int t = 0; t < T; t++) {
+            const size_t tt = (size_t)(t0 + t);
+            const int8_t *q = a->q + tt * (size_t)K + 32 * j;
+            const int32_t *is16 = a->isum16 + tt * 2 * (size_t)nb + 2 * j;
+            __m512i i0 = corr ? _mm512_set1_epi32(corr * is16[0]) : _mm512_setzero_si512();
+            __m512i i1 = corr ? _mm512_set1_epi32(corr * is16[1]) : _mm512_setzero_si512();
+            i0 = zr_dp(i0, W[0], q + 0);
+            i1 = zr_dp(i1, W[4], q + 16);
+            i0 = zr_dp(i0, W[1], q + 4);
+            i1 = zr_dp(i1, W[5], q + 20);
+            i0 = zr_dp(i0, W[2], q + 8);
+            i1 = zr_dp(i1, W[6], q + 24);
+            i0 = zr_dp(i0, W[3], q + 12);
+            i1 = zr_dp(i1, W[7], q + 28);
+            const __m512 da = _mm512_set1_ps(a->d[tt * nb + j]);
+            if (two) {
+                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(dd0, da), facc[t]);
+                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(dd1, da), facc[t]);
+            } else {
+                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
+                                          _mm512_mul_ps(dd0, da), facc[t]);
+            }
+            if (f.sk == PLUME_SK_DM16) {
+                macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+            } else if (mk == 1) {
+                macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+            } else if (mk == 2) {
+                const float *s16 = a->s16 + tt * 2 * (size_t)nb + 2 * j;
+                macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(s16[0]), macc[t]);
+                macc[t] = _mm512_fnmadd_ps(mm1, _mm512_set1_ps(s16[1]), macc[t]);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const __m512 r = mk ? _mm512_add_ps(facc[t], macc[t]) : facc[t];
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy, mask, r);
+    }
+}
+
+/* A tile of either family of layouts. */
+KX_INLINE void zrk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
+                      const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
+{
+    if (kr >= PLUME_KR_Q5_0)
+        zk_tile(kr, T, wg, nb, a, t0, y, ldy, mask);
+    else
+        zr_tile(kr, T, wg, nb, a, t0, y, ldy, mask);
+}
+
 KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
                      int n_tok, float *y, int64_t ldy)
 {
     const int64_t nb = a->K / 32;
-    const size_t gb = plume_rp_block_bytes(kr) * (size_t)nb;
+    const size_t gb = plume_rp_group_bytes(kr, nb);
     for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
         const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
         const __mmask16 mask = (__mmask16)((1u << nr) - 1);
         int t = 0;
         for (; t + ZR_T <= n_tok; t += ZR_T)
-            zr_tile(kr, ZR_T, w, nb, a, t, y + g0, ldy, mask);
+            zrk_tile(kr, ZR_T, w, nb, a, t, y + g0, ldy, mask);
         switch (n_tok - t) {
-        case 5: zr_tile(kr, 5, w, nb, a, t, y + g0, ldy, mask); break;
-        case 4: zr_tile(kr, 4, w, nb, a, t, y + g0, ldy, mask); break;
-        case 3: zr_tile(kr, 3, w, nb, a, t, y + g0, ldy, mask); break;
-        case 2: zr_tile(kr, 2, w, nb, a, t, y + g0, ldy, mask); break;
-        case 1: zr_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
+        case 5: zrk_tile(kr, 5, w, nb, a, t, y + g0, ldy, mask); break;
+        case 4: zrk_tile(kr, 4, w, nb, a, t, y + g0, ldy, mask); break;
+        case 3: zrk_tile(kr, 3, w, nb, a, t, y + g0, ldy, mask); break;
+        case 2: zrk_tile(kr, 2, w, nb, a, t, y + g0, ldy, mask); break;
+        case 1: zrk_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
         default: break;
         }
     }
@@ -351,6 +504,16 @@ KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
 ZR_MM(zr_mm_q4_0, PLUME_KR_Q4_0)
 ZR_MM(zr_mm_q4_1, PLUME_KR_Q4_1)
 ZR_MM(zr_mm_q8_0, PLUME_KR_Q8_0)
+
+ZR_MM(zk_mm_q5_0, PLUME_KR_Q5_0)
+ZR_MM(zk_mm_q5_1, PLUME_KR_Q5_1)
+ZR_MM(zk_mm_iq4_nl, PLUME_KR_IQ4_NL)
+ZR_MM(zk_mm_q4_k, PLUME_KR_Q4_K)
+ZR_MM(zk_mm_q5_k, PLUME_KR_Q5_K)
+ZR_MM(zk_mm_q6_k, PLUME_KR_Q6_K)
+ZR_MM(zk_mm_q2_k, PLUME_KR_Q2_K)
+ZR_MM(zk_mm_q3_k, PLUME_KR_Q3_K)
+ZR_MM(zk_mm_iq4_xs, PLUME_KR_IQ4_XS)
 
 /* Twelve independent 512-bit FMA chains (written in assembly so that the
  * accumulators stay in registers); operands are zero, so no denormals. */
@@ -404,7 +567,8 @@ static const plume_kernels K = {
     .quantize_q8 = kx_quantize_q8,
     .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
     .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16},
-    .mm_r = {zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0},
+    .mm_r = {zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1, zk_mm_iq4_nl,
+             zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs},
     .dot = kx_dotf,
     .axpy = kx_axpy,
     .rmsnorm = kx_rmsnorm,

@@ -8,6 +8,7 @@
 #include "backend/cpu/dispatch.h"
 #include "plume/fp16.h"
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_k.h"
 
 static void quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
 {
@@ -109,6 +110,83 @@ static void mm_r(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, in
 MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
 MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
 MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
+
+/* Weight e (0..31) of row lane r in block b of a repack_k.h format: u. */
+static inline int rpk_u(plume_rpk_fmt f, const uint8_t *b, int r, int e)
+{
+    const int g = e >> 2, i = e & 3;
+    const size_t lob = plume_rpk_lo_bytes(f);
+    int u = f.lo_bits == 4 ? (b[64 * (g & 3) + 4 * r + i] >> (4 * (g >> 2))) & 0xF
+                           : (b[64 * (g >> 2) + 4 * r + i] >> (2 * (g & 3))) & 3;
+    if (f.hi_bits == 1)
+        u |= ((b[lob + 4 * r + i] >> g) & 1) << f.lo_bits;
+    else if (f.hi_bits == 2)
+        u |= ((b[lob + 64 * (g >> 2) + 4 * r + i] >> (2 * (g & 3))) & 3) << f.lo_bits;
+    return u;
+}
+
+/* The repack_k.h formats, in the order of float steps given there. */
+static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
+                  float *y, int64_t ldy)
+{
+    const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
+    const int64_t K = a->K, nb = K / 32;
+    const size_t bb = plume_rpk_block_bytes(f), gb = plume_rpk_group_bytes(f, nb);
+    const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
+    for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
+        const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
+        for (int r = 0; r < nr; r++)
+            for (int t = 0; t < n_tok; t++) {
+                const int8_t *q = a->q + (size_t)t * K;
+                const int32_t *is16 = a->isum16 + (size_t)t * 2 * nb;
+                const float *s16 = a->s16 + (size_t)t * 2 * nb;
+                float facc = 0.0f, macc = 0.0f;
+                for (int64_t j = 0; j < nb; j++) {
+                    const uint8_t *b = w + (size_t)j * bb;
+                    int32_t i0 = f.corr * is16[2 * j], i1 = f.corr * is16[2 * j + 1];
+                    for (int e = 0; e < 32; e++) {
+                        const int u = rpk_u(f, b, r, e);
+                        const int v = f.iq4 ? PLUME_IQ4_LEVELS[u] : u;
+                        if (e < 16)
+                            i0 += v * q[32 * j + e];
+                        else
+                            i1 += v * q[32 * j + e];
+                    }
+                    const plume_rpk_scales sc = plume_rpk_row_scales(f, w, nb, j, r);
+                    const float da = a->d[(size_t)t * nb + j];
+                    if (two) {
+                        facc += (float)i0 * (sc.dd0 * da);
+                        facc += (float)i1 * (sc.dd1 * da);
+                    } else {
+                        facc += (float)(i0 + i1) * (sc.dd0 * da);
+                    }
+                    if (mk == 1) {
+                        macc += sc.mm0 * a->s[(size_t)t * nb + j];
+                    } else if (mk == 2) {
+                        macc += sc.mm0 * s16[2 * j];
+                        macc += sc.mm1 * s16[2 * j + 1];
+                    }
+                }
+                y[(size_t)t * ldy + g0 + r] = facc + macc;
+            }
+    }
+}
+
+#define MM_RK(name, kr)                                                                        \
+    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
+                     int64_t ldy)                                                              \
+    {                                                                                          \
+        mm_rk(kr, w, n_rows, a, n_tok, y, ldy);                                                \
+    }
+MM_RK(mm_r_q5_0, PLUME_KR_Q5_0)
+MM_RK(mm_r_q5_1, PLUME_KR_Q5_1)
+MM_RK(mm_r_iq4_nl, PLUME_KR_IQ4_NL)
+MM_RK(mm_r_q4_k, PLUME_KR_Q4_K)
+MM_RK(mm_r_q5_k, PLUME_KR_Q5_K)
+MM_RK(mm_r_q6_k, PLUME_KR_Q6_K)
+MM_RK(mm_r_q2_k, PLUME_KR_Q2_K)
+MM_RK(mm_r_q3_k, PLUME_KR_Q3_K)
+MM_RK(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
 
 static inline float wval(int kf, const uint8_t *row, int64_t k)
 {
@@ -243,34 +321,55 @@ static void attn_step(const float *q, int nq, const float *k, const float *v, in
  * of this many floats each, then attn_step. */
 #define ATTN_BUF 4096
 
+/* The first position a query that sees n_pos keys attends to: with a
+ * sliding window (window > 0) only the last window keys, else all. */
+static int attn_lo(int n_pos, int window)
+{
+    return window > 0 && n_pos > window ? n_pos - window : 0;
+}
+
+/* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16) into
+ * kb / vb (hd floats per key). */
+static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16,
+                        const int32_t *block_table, int block_size, int p0, int ns, int hd,
+                        float *kb, float *vb)
+{
+    for (int i = 0; i < ns; i++) {
+        const int p = p0 + i;
+        const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                            (size_t)(p % block_size)) * (size_t)stride;
+        for (int d = 0; d < hd; d++) {
+            if (kv_f16) {
+                kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
+                vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
+            } else {
+                kb[i * hd + d] = ((const float *)k)[off + d];
+                vb[i * hd + d] = ((const float *)v)[off + d];
+            }
+        }
+    }
+}
+
+/* Slices start at absolute positions that are multiples of slice; a query
+ * folds, of each slice, only the keys in its own range lo .. n_pos-1, so
+ * its result is the same whichever other rows share the gathered slice. */
 static void attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
                        int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
-                       float scale, float *o)
+                       float scale, int window, float *o)
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
     const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
+    const int lo = attn_lo(n_pos, window);
     for (int qi = 0; qi < nq; qi++) {
         const float *qq = q + (size_t)qi * hd;
         float *oq = o + (size_t)qi * hd;
         float m = -INFINITY, l = 0.0f;
         memset(oq, 0, sizeof(float) * (size_t)hd);
-        for (int p0 = 0; p0 < n_pos; p0 += slice) {
-            const int ns = n_pos - p0 < slice ? n_pos - p0 : slice;
-            for (int i = 0; i < ns; i++) {
-                const int p = p0 + i;
-                const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                    (size_t)(p % block_size)) * (size_t)stride;
-                for (int d = 0; d < hd; d++) {
-                    if (kv_f16) {
-                        kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
-                        vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
-                    } else {
-                        kb[i * hd + d] = ((const float *)k)[off + d];
-                        vb[i * hd + d] = ((const float *)v)[off + d];
-                    }
-                }
-            }
-            attn_step(qq, 1, kb, vb, hd, ns, hd, scale, &m, &l, oq);
+        for (int p0 = lo / slice * slice; p0 < n_pos; p0 += slice) {
+            const int a = p0 > lo ? p0 : lo;
+            const int e = n_pos - p0 < slice ? n_pos : p0 + slice;
+            attn_gather(k, v, stride, kv_f16, block_table, block_size, a, e - a, hd, kb, vb);
+            attn_step(qq, 1, kb, vb, hd, e - a, hd, scale, &m, &l, oq);
         }
         const float inv = 1.0f / l;
         for (int d = 0; d < hd; d++)
@@ -285,7 +384,7 @@ static void attn_paged(const float *q, int nq, const void *k, const void *v, int
 static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_f16,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
-                            float scale, float *o, int64_t o_stride)
+                            float scale, int window, float *o, int64_t o_stride)
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
     const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
@@ -305,30 +404,20 @@ static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, co
                 }
             }
             const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
-            for (int p0 = 0; p0 < n_max; p0 += slice) {
-                const int ns = n_max - p0 < slice ? n_max - p0 : slice;
-                for (int i = 0; i < ns; i++) {
-                    const int p = p0 + i;
-                    const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                        (size_t)(p % block_size)) * (size_t)stride;
-                    for (int d = 0; d < hd; d++) {
-                        if (kv_f16) {
-                            kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
-                            vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
-                        } else {
-                            kb[i * hd + d] = ((const float *)k)[off + d];
-                            vb[i * hd + d] = ((const float *)v)[off + d];
-                        }
-                    }
-                }
+            const int lo0 = attn_lo(n_pos0 + r0, window); /* the first row's first key */
+            for (int p0 = lo0 / slice * slice; p0 < n_max; p0 += slice) {
+                const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
+                const int e = n_max - p0 < slice ? n_max : p0 + slice;
+                attn_gather(k, v, stride, kv_f16, block_table, block_size, g, e - g, hd, kb, vb);
                 for (int r = 0; r < nrs; r++) {
-                    const int n_pos = n_pos0 + r0 + r;
-                    if (n_pos <= p0)
+                    const int n_pos = n_pos0 + r0 + r, lo = attn_lo(n_pos, window);
+                    const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
+                    if (er <= a)
                         continue;
-                    const int nsr = n_pos - p0 < ns ? n_pos - p0 : ns;
                     for (int qi = 0; qi < nqs; qi++)
-                        attn_step(q + (size_t)(r0 + r) * q_stride + (size_t)(q0 + qi) * hd, 1, kb,
-                                  vb, hd, nsr, hd, scale, m + r * nqs + qi, l + r * nqs + qi,
+                        attn_step(q + (size_t)(r0 + r) * q_stride + (size_t)(q0 + qi) * hd, 1,
+                                  kb + (size_t)(a - g) * hd, vb + (size_t)(a - g) * hd, hd, er - a,
+                                  hd, scale, m + r * nqs + qi, l + r * nqs + qi,
                                   o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd);
                 }
             }
@@ -397,7 +486,8 @@ static const plume_kernels K = {
     .quantize_q8 = quantize_q8,
     .mm_q = {mm_q4_0, mm_q4_1, mm_q8_0, mm_q4_k, mm_q6_k},
     .mm_f = {mm_f32, mm_f16, mm_bf16},
-    .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0},
+    .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0, mm_r_q5_0, mm_r_q5_1, mm_r_iq4_nl, mm_r_q4_k,
+             mm_r_q5_k, mm_r_q6_k, mm_r_q2_k, mm_r_q3_k, mm_r_iq4_xs},
     .dot = dot,
     .axpy = axpy,
     .rmsnorm = rmsnorm,

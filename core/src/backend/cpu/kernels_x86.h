@@ -656,11 +656,21 @@ KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv
     }
 }
 
-/* Whole rows over a paged cache (dispatch.h: attn_paged). */
+/* The first position a query that sees n_pos keys attends to: with a
+ * sliding window (window > 0) only the last window keys, else all. */
+KX_INLINE int kx_attn_lo(int n_pos, int window)
+{
+    return window > 0 && n_pos > window ? n_pos - window : 0;
+}
+
+/* Whole rows over a paged cache (dispatch.h: attn_paged).  Slices start at
+ * absolute positions that are multiples of slice; a query folds, of each,
+ * only the keys of its own range lo .. n_pos-1. */
 static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
                           int kv_f16, const int32_t *block_table, int block_size, int n_pos,
-                          int hd, float scale, float *o)
+                          int hd, float scale, int window, float *o)
 {
+    const int lo = kx_attn_lo(n_pos, window);
     const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     _Alignas(32) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
     int slice = KX_ATTN_SLICE;
@@ -674,9 +684,10 @@ static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, 
             l[qi] = 0.0f;
         }
         memset(o + (size_t)q0 * hd, 0, sizeof(float) * (size_t)nqs * (size_t)hd);
-        for (int p0 = 0; p0 < n_pos; p0 += slice) {
-            const int ns = n_pos - p0 < slice ? n_pos - p0 : slice;
-            kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, p0, ns, hd, kbuf, vbuf, kp, vp);
+        for (int p0 = lo / slice * slice; p0 < n_pos; p0 += slice) {
+            const int a = p0 > lo ? p0 : lo;
+            const int ns = (n_pos - p0 < slice ? n_pos : p0 + slice) - a;
+            kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, a, ns, hd, kbuf, vbuf, kp, vp);
             for (int qi = 0; qi < nqs; qi++)
                 kx_attn_slice(q + (size_t)(q0 + qi) * hd, kp, vp, ns, hd, scale, m + qi, l + qi,
                               o + (size_t)(q0 + qi) * hd);
@@ -700,7 +711,7 @@ static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, 
 static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                                const void *v, int64_t stride, int kv_f16,
                                const int32_t *block_table, int block_size, int n_pos0, int hd,
-                               float scale, float *o, int64_t o_stride)
+                               float scale, int window, float *o, int64_t o_stride)
 {
     const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     _Alignas(32) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
@@ -723,19 +734,21 @@ static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq,
                 }
             }
             const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
-            for (int p0 = 0; p0 < n_max; p0 += slice) {
-                const int ns = n_max - p0 < slice ? n_max - p0 : slice;
-                kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, p0, ns, hd, kbuf, vbuf, kp, vp);
+            const int lo0 = kx_attn_lo(n_pos0 + r0, window); /* the first row's first key */
+            for (int p0 = lo0 / slice * slice; p0 < n_max; p0 += slice) {
+                const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
+                const int e = n_max - p0 < slice ? n_max : p0 + slice;
+                kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
                 for (int r = 0; r < nrs; r++) {
-                    const int n_pos = n_pos0 + r0 + r;
-                    if (n_pos <= p0)
+                    const int n_pos = n_pos0 + r0 + r, lo = kx_attn_lo(n_pos, window);
+                    const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
+                    if (er <= a)
                         continue;
-                    const int nsr = n_pos - p0 < ns ? n_pos - p0 : ns;
                     const float *qr = q + (size_t)(r0 + r) * q_stride;
                     float *orow = o + (size_t)(r0 + r) * o_stride;
                     for (int qi = 0; qi < nqs; qi++)
-                        kx_attn_slice(qr + (size_t)(q0 + qi) * hd, kp, vp, nsr, hd, scale,
-                                      m + r * nqs + qi, l + r * nqs + qi,
+                        kx_attn_slice(qr + (size_t)(q0 + qi) * hd, kp + (a - g), vp + (a - g),
+                                      er - a, hd, scale, m + r * nqs + qi, l + r * nqs + qi,
                                       orow + (size_t)(q0 + qi) * hd);
                 }
             }

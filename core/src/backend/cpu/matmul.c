@@ -13,6 +13,7 @@
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/repack.h"
+#include "backend/cpu/repack_k.h"
 
 /* Values per quantization job below which the caller quantizes alone. */
 #define SERIAL_QUANT_VALUES 16384
@@ -85,7 +86,7 @@ static void mm_worker(void *ctx, int ith, int nth)
     mm_job *j = ctx;
     (void)ith;
     (void)nth;
-    const plume_q8_act act = {j->aq, j->ad, j->as, j->K, NULL};
+    const plume_q8_act act = {j->aq, j->ad, j->as, j->K, NULL, NULL, NULL};
     for (;;) {
         const int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
         if (r0 >= j->N)
@@ -142,7 +143,10 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
         return;
     mm_job j = {.k = k, .w = w->data, .rb = plume_dtype_row_bytes(w->type, K),
                 .K = K, .N = N, .kq = kq_index(w->type), .kf = kf_index(w->type)};
-    if ((j.kq < 0 && j.kf < 0) || j.rb == 0 || (j.kq >= 0 && K % 32 != 0)) {
+    /* Types with no integer kernel at all (Q8_K) take the dequantizing
+     * f32 path below: correct, not fast. */
+    const bool deq_only = j.kq < 0 && j.kf < 0 && plume_dtype_supported(w->type);
+    if ((j.kq < 0 && j.kf < 0 && !deq_only) || j.rb == 0 || (j.kq >= 0 && K % 32 != 0)) {
         fprintf(stderr, "plume: matmul on tensor '%s' of type %s with %lld columns is not "
                         "supported; output set to NaN\n",
                 w->name ? w->name : "?", plume_dtype_name(w->type), (long long)K);
@@ -156,7 +160,7 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
     /* Tokens per pass: all of them unless the workspace cannot grow. */
     int step = n_tok;
     uint8_t *ws = NULL;
-    if (j.kq >= 0 && plume_cpu_f32_activations()) {
+    if (deq_only || (j.kq >= 0 && plume_cpu_f32_activations())) {
         ws = plume_pool_workspace(pool, sizeof(float) * (size_t)nth * (size_t)K);
         if (!ws) {
             fprintf(stderr, "plume: out of memory for dequantized rows; matmul output set to NaN\n");
@@ -218,6 +222,15 @@ static int kr_index(uint32_t type)
     case PLUME_DTYPE_Q4_0: return PLUME_KR_Q4_0;
     case PLUME_DTYPE_Q4_1: return PLUME_KR_Q4_1;
     case PLUME_DTYPE_Q8_0: return PLUME_KR_Q8_0;
+    case PLUME_DTYPE_Q5_0: return PLUME_KR_Q5_0;
+    case PLUME_DTYPE_Q5_1: return PLUME_KR_Q5_1;
+    case PLUME_DTYPE_IQ4_NL: return PLUME_KR_IQ4_NL;
+    case PLUME_DTYPE_Q4_K: return PLUME_KR_Q4_K;
+    case PLUME_DTYPE_Q5_K: return PLUME_KR_Q5_K;
+    case PLUME_DTYPE_Q6_K: return PLUME_KR_Q6_K;
+    case PLUME_DTYPE_Q2_K: return PLUME_KR_Q2_K;
+    case PLUME_DTYPE_Q3_K: return PLUME_KR_Q3_K;
+    case PLUME_DTYPE_IQ4_XS: return PLUME_KR_IQ4_XS;
     default: return -1;
     }
 }
@@ -234,16 +247,22 @@ int plume_cpu_weight_init(plume_cpu_weight *w, const plume_tensor *t, plume_erro
         return 0;
     const int64_t nb = w->K / 32, ng = (w->N + PLUME_RP_ROWS - 1) / PLUME_RP_ROWS;
     const size_t rb = plume_dtype_row_bytes(t->type, w->K);
-    if (rb != plume_rp_src_block_bytes(kr) * (size_t)nb)
+    const int ext = kr >= PLUME_KR_Q5_0; /* a repack_k.h format */
+    if (rb == 0 || (!ext && rb != plume_rp_src_block_bytes(kr) * (size_t)nb))
         return 0;
-    w->group_bytes = plume_rp_block_bytes(kr) * (size_t)nb;
+    w->group_bytes = plume_rp_group_bytes(kr, nb);
     const size_t bytes = (w->group_bytes * (size_t)ng + 63) / 64 * 64;
     w->packed = aligned_alloc(64, bytes);
     if (!w->packed)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory repacking '%s' (%zu MiB)",
                          t->name ? t->name : "?", bytes >> 20);
-    for (int64_t g = 0; g < ng; g++)
-        plume_rp_pack_group(kr, t->data, rb, w->N, g, nb, w->packed + (size_t)g * w->group_bytes);
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *dst = w->packed + (size_t)g * w->group_bytes;
+        if (ext)
+            plume_rpk_pack_group(kr, t->data, rb, w->N, g, nb, dst);
+        else
+            plume_rp_pack_group(kr, t->data, rb, w->N, g, nb, dst);
+    }
     w->kr = kr;
     return 0;
 }
@@ -269,8 +288,8 @@ typedef struct mr_job {
     /* quantization */
     const float *x;
     int8_t *aq;
-    float *ad, *as;
-    int32_t *ai;
+    float *ad, *as, *as16;
+    int32_t *ai, *ai16;
     atomic_llong next;
 } mr_job;
 
@@ -279,12 +298,20 @@ static void mr_quantize_token(const mr_job *j, int t)
     const int64_t K = j->act.K, nb = K / 32;
     int8_t *q = j->aq + (size_t)t * K;
     j->k->quantize_q8(j->x + (size_t)t * K, K, q, j->ad + (size_t)t * nb, j->as + (size_t)t * nb);
-    int32_t *is = j->ai + (size_t)t * nb;
+    int32_t *is = j->ai + (size_t)t * nb, *is16 = j->ai16 + (size_t)t * 2 * nb;
+    float *s16 = j->as16 + (size_t)t * 2 * nb;
+    const float *d = j->ad + (size_t)t * nb;
     for (int64_t b = 0; b < nb; b++) {
-        int32_t sum = 0;
-        for (int i = 0; i < 32; i++)
-            sum += q[32 * b + i];
-        is[b] = sum;
+        int32_t s0 = 0, s1 = 0;
+        for (int i = 0; i < 16; i++) {
+            s0 += q[32 * b + i];
+            s1 += q[32 * b + 16 + i];
+        }
+        is[b] = s0 + s1;
+        is16[2 * b] = s0;
+        is16[2 * b + 1] = s1;
+        s16[2 * b] = d[b] * (float)s0;
+        s16[2 * b + 1] = d[b] * (float)s1;
     }
 }
 
@@ -337,10 +364,11 @@ static void mr_worker(void *ctx, int ith, int nth)
     }
 }
 
-/* Bytes of workspace for n tokens of K quantized values with block sums. */
+/* Bytes of workspace for n tokens of K quantized values with block sums
+ * (d, s, isum per 32; isum16, s16 per 16). */
 static size_t mr_act_bytes(int n, int64_t K)
 {
-    return ((size_t)n * (size_t)K + 63) / 64 * 64 + 3 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 64;
+    return ((size_t)n * (size_t)K + 63) / 64 * 64 + 7 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 64;
 }
 
 void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
@@ -399,7 +427,9 @@ void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
         j.ad = (float *)(ws + ((size_t)nt * (size_t)K + 63) / 64 * 64);
         j.as = j.ad + (size_t)nt * (size_t)nb;
         j.ai = (int32_t *)(j.as + (size_t)nt * (size_t)nb);
-        j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai};
+        j.ai16 = j.ai + (size_t)nt * (size_t)nb;
+        j.as16 = (float *)(j.ai16 + 2 * (size_t)nt * (size_t)nb);
+        j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16};
         if (nth > 1 && (int64_t)nt * K >= SERIAL_QUANT_VALUES) {
             atomic_init(&j.next, 0);
             plume_pool_run(pool, mr_quant_worker, &j);

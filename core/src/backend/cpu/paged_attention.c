@@ -24,6 +24,8 @@ typedef struct job {
     const tile *tiles;
     int32_t n_tiles, block_size;
     int n_head, n_head_kv, head_dim;
+    float scale;
+    int window;
     int per_head; /* items are (tile, head) rather than (tile, kv head) */
     float *out;
 } job;
@@ -39,7 +41,7 @@ static void worker(void *ctx, int ith, int nth)
     const job *j = ctx;
     const plume_kernels *kern = plume_kernels_active();
     const int hd = j->head_dim, kv_dim = j->n_head_kv * hd, group = j->n_head / j->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = j->scale;
     const int q_stride = j->n_head * hd;
     const int per_tile = j->per_head ? j->n_head : j->n_head_kv;
     const size_t esz = j->kv_f16 ? 2 : 4;
@@ -55,11 +57,11 @@ static void worker(void *ctx, int ith, int nth)
         const void *v = (const char *)j->v + esz * (size_t)kvh * hd;
         if (tl->nr == 1)
             kern->attn_paged(q, nq, k, v, kv_dim, j->kv_f16, row->block_table, j->block_size,
-                             row->pos + 1, hd, scale, o);
+                             row->pos + 1, hd, scale, j->window, o);
         else
             kern->attn_paged_tile(q, q_stride, tl->nr, nq, k, v, kv_dim, j->kv_f16,
-                                  row->block_table, j->block_size, row->pos + 1, hd, scale, o,
-                                  q_stride);
+                                  row->block_table, j->block_size, row->pos + 1, hd, scale,
+                                  j->window, o, q_stride);
     }
 }
 
@@ -82,10 +84,11 @@ static void run(plume_pool *pool, job *j, tile *tiles, int32_t n_rows)
 
 void plume_paged_attention(plume_pool *pool, const float *q, const void *k_layer,
                            const void *v_layer, int kv_f16, const plume_attn_row *rows, int32_t n_rows,
-                           int32_t block_size, int n_head, int n_head_kv, int head_dim, float *out)
+                           int32_t block_size, int n_head, int n_head_kv, int head_dim, float scale,
+                           int window, float *out)
 {
     job j = {q, k_layer, v_layer, kv_f16, rows, NULL, 0, block_size, n_head, n_head_kv, head_dim,
-             0, out};
+             scale, window, 0, out};
     tile small[64];
     tile *tiles = n_rows <= 64 ? small : malloc(sizeof(tile) * (size_t)n_rows);
     if (!tiles) { /* no memory for the tile list: one row per item, in chunks */

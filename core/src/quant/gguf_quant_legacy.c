@@ -1,0 +1,202 @@
+/* GGUF legacy block quantizers (32 weights a block): Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q8_0, as ggml-quants.c quantize_row_*_ref does them (formats.md
+ * §3.2), and the dispatcher over every type of gguf_quant.h.  All in float
+ * arithmetic in the reference's order, so that the bytes equal gguf-py's
+ * numpy quantizers (which follow the same reference). */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "plume/fp16.h"
+#include "plume/tensor.h"
+#include "quant/gguf_quant.h"
+
+static void put_f16(uint8_t *p, float f)
+{
+    uint16_t h = plume_fp32_to_fp16(f);
+    p[0] = (uint8_t)(h & 0xff);
+    p[1] = (uint8_t)(h >> 8);
+}
+
+/* The value of largest magnitude (the first one on ties), with its sign. */
+static float signed_absmax(const float *x, int n)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
+static void min_max(const float *x, int n, float *mn, float *mx)
+{
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < lo)
+            lo = x[j];
+        if (x[j] > hi)
+            hi = x[j];
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+/* Symmetric 4/5-bit: d = max / -2^(b-1) (the extreme weight lands on code
+ * 0), q = min(2^b - 1, trunc(x/d + 2^(b-1) + 0.5)). */
+static void sym_codes(const float *x, int bits, uint8_t q[32], float *d_out)
+{
+    const float half = (float)(1 << (bits - 1));
+    const float d = signed_absmax(x, 32) / -half;
+    const float id = d ? 1.0f / d : 0.0f;
+    const int top = (1 << bits) - 1;
+    for (int j = 0; j < 32; j++) {
+        int v = (int8_t)(x[j] * id + (half + 0.5f));
+        q[j] = (uint8_t)(v < top ? v : top);
+    }
+    *d_out = d;
+}
+
+/* Asymmetric 4/5-bit: d = (max - min) / (2^b - 1), m = min. */
+static void asym_codes(const float *x, int bits, uint8_t q[32], float *d_out, float *m_out)
+{
+    float mn, mx;
+    min_max(x, 32, &mn, &mx);
+    const int top = (1 << bits) - 1;
+    const float d = (mx - mn) / (float)top;
+    const float id = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 32; j++) {
+        int v = (int8_t)((x[j] - mn) * id + 0.5f);
+        q[j] = (uint8_t)(v < top ? v : top);
+    }
+    *d_out = d;
+    *m_out = mn;
+}
+
+/* Low nibbles: byte j holds weight j (low) and j + 16 (high); the fifth
+ * bits of Q5_* go to a little-endian u32, bit j for weight j. */
+static void pack_nibbles(const uint8_t q[32], uint8_t *qs)
+{
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)((q[j] & 0x0f) | ((q[j + 16] & 0x0f) << 4));
+}
+
+static void pack_high_bits(const uint8_t q[32], uint8_t *qh)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < 32; j++)
+        h |= (uint32_t)((q[j] >> 4) & 1) << j;
+    for (int b = 0; b < 4; b++)
+        qh[b] = (uint8_t)(h >> (8 * b));
+}
+
+void gq_row_q4_0(const float *x, uint8_t *y, int64_t k)
+{
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 18) {
+        uint8_t q[32];
+        float d;
+        sym_codes(x, 4, q, &d);
+        put_f16(y, d);
+        pack_nibbles(q, y + 2);
+    }
+}
+
+void gq_row_q4_1(const float *x, uint8_t *y, int64_t k)
+{
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 20) {
+        uint8_t q[32];
+        float d, m;
+        asym_codes(x, 4, q, &d, &m);
+        put_f16(y, d);
+        put_f16(y + 2, m);
+        pack_nibbles(q, y + 4);
+    }
+}
+
+void gq_row_q5_0(const float *x, uint8_t *y, int64_t k)
+{
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 22) {
+        uint8_t q[32];
+        float d;
+        sym_codes(x, 5, q, &d);
+        put_f16(y, d);
+        pack_high_bits(q, y + 2);
+        pack_nibbles(q, y + 6);
+    }
+}
+
+void gq_row_q5_1(const float *x, uint8_t *y, int64_t k)
+{
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 24) {
+        uint8_t q[32];
+        float d, m;
+        asym_codes(x, 5, q, &d, &m);
+        put_f16(y, d);
+        put_f16(y + 2, m);
+        pack_high_bits(q, y + 4);
+        pack_nibbles(q, y + 8);
+    }
+}
+
+void gq_row_q8_0(const float *x, uint8_t *y, int64_t k)
+{
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 34) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.0f;
+        const float id = d ? 1.0f / d : 0.0f;
+        put_f16(y, d);
+        for (int j = 0; j < 32; j++)
+            y[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id); /* ties away from zero */
+    }
+}
+
+bool gguf_quant_supported(uint32_t type)
+{
+    switch (type) {
+    case GQ_F32: case GQ_F16: case GQ_Q4_0: case GQ_Q4_1: case GQ_Q5_0: case GQ_Q5_1:
+    case GQ_Q8_0: case GQ_Q2_K: case GQ_Q3_K: case GQ_Q4_K: case GQ_Q5_K: case GQ_Q6_K:
+    case GQ_IQ4_NL: case GQ_IQ4_XS:
+        return true;
+    default:
+        return false;
+    }
+}
+
+size_t gguf_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nrows,
+                          int64_t n_per_row)
+{
+    size_t rb = plume_dtype_row_bytes(type, n_per_row);
+    if (!rb || !gguf_quant_supported(type))
+        return 0;
+    void (*fn)(const float *, uint8_t *, int64_t) = NULL;
+    switch (type) {
+    case GQ_Q4_0: fn = gq_row_q4_0; break;
+    case GQ_Q4_1: fn = gq_row_q4_1; break;
+    case GQ_Q5_0: fn = gq_row_q5_0; break;
+    case GQ_Q5_1: fn = gq_row_q5_1; break;
+    case GQ_Q8_0: fn = gq_row_q8_0; break;
+    case GQ_Q2_K: fn = gq_row_q2_k; break;
+    case GQ_Q3_K: fn = gq_row_q3_k; break;
+    case GQ_Q4_K: fn = gq_row_q4_k; break;
+    case GQ_Q5_K: fn = gq_row_q5_k; break;
+    case GQ_Q6_K: fn = gq_row_q6_k; break;
+    case GQ_IQ4_NL: fn = gq_row_iq4_nl; break;
+    case GQ_IQ4_XS: fn = gq_row_iq4_xs; break;
+    default: break;
+    }
+    uint8_t *out = dst;
+    for (int64_t r = 0; r < nrows; r++, src += n_per_row, out += rb) {
+        if (type == GQ_F32) {
+            memcpy(out, src, sizeof(float) * (size_t)n_per_row);
+        } else if (type == GQ_F16) {
+            for (int64_t j = 0; j < n_per_row; j++)
+                put_f16(out + 2 * j, src[j]);
+        } else {
+            fn(src, out, n_per_row);
+        }
+    }
+    return rb * (size_t)nrows;
+}

@@ -1,0 +1,312 @@
+/* backend-cuda: the bodies of every kernel, as functions of explicit
+ * indices (row, head, lane, element).  cuda_kernels.cu wraps each in a
+ * __global__ that derives the indices from blockIdx/threadIdx; the CPU
+ * emulation (tests/backend-cuda/test_cuda_emu.c) includes this file as
+ * plain C (-DCK_EMU) and calls the same functions for every index, so the
+ * index arithmetic (block tables, rope pairs, quantized block walks, warp
+ * reductions) is exactly what runs on the device.
+ *
+ * Warp-cooperative kernels (rmsnorm, the row matmul, attention) are split
+ * into a per-lane part and ck_warp_sum, a butterfly over the 32 lanes
+ * (lane i adds lane i^16, i^8, ..., i^1): every lane ends with the same
+ * bits, and the emulation repeats the butterfly exactly.
+ *
+ * No shared memory and no __syncthreads: each warp (or thread) works
+ * alone, which keeps the kernels few, simple and emulable. */
+#ifndef PLUME_CUDA_BODIES_H
+#define PLUME_CUDA_BODIES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CK_WARP 32
+#define CK_GEMV_ROWS 4     /* activation rows one warp of the row matmul serves */
+#define CK_HD_MAX 256      /* largest head_dim the attention kernel holds */
+#define CK_HD_LANE (CK_HD_MAX / CK_WARP)
+
+/* Weight types on the device (the plume_dtype ids). */
+enum { CK_F16 = 1, CK_Q4_0 = 2, CK_Q4_1 = 3, CK_Q8_0 = 8 };
+
+/* A prepared matrix: N rows (out-features) of K values (in-features),
+ * row_bytes apart; f16 values, or GGUF blocks of 32 as the checkpoint
+ * stores them (formats.md §3.2). */
+typedef struct ck_weight {
+    const uint8_t *data;
+    int64_t K, N;
+    int64_t row_bytes;
+    int type;
+} ck_weight;
+
+/* ---- per-step metadata on the device (cuda_backend.c builds it) ---- */
+typedef struct ck_step {
+    const int32_t *tokens, *pos, *slots; /* [n_rows] */
+    const int32_t *bt_off;               /* [n_rows]: the row's block table in tables */
+    const int32_t *out_rows;             /* [n_out] */
+    const int32_t *tables;               /* every sequence's block table, concatenated */
+} ck_step;
+
+/* One attention call (cuda_backend.c fills it; k and v are the layer's cache). */
+typedef struct ck_attn {
+    const float *q;
+    const uint8_t *k, *v; /* the layer's cache */
+    int kv_f16;
+    int32_t block_size, n_head, n_head_kv, head_dim, window;
+    int64_t slot_elems; /* n_head_kv * head_dim */
+    float scale;
+    float *out;
+} ck_attn;
+
+typedef struct ck_attn_lane {
+    float m, l, acc[CK_HD_LANE];
+} ck_attn_lane;
+
+/* Host C (cuda_backend.c) sees only the types above and below; the bodies
+ * are compiled by nvcc and by the emulation (-DCK_EMU). */
+#if defined(__CUDACC__) || defined(CK_EMU)
+#ifdef CK_EMU
+#include <math.h>
+#include <string.h>
+#include "plume/fp16.h"
+#define CK_FN static inline
+static inline float ck_h2f(uint16_t h) { return plume_fp16_to_fp32(h); }
+static inline uint16_t ck_f2h(float f) { return plume_fp32_to_fp16(f); }
+static inline uint16_t ck_ld16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+#else
+#include <cuda_fp16.h>
+#define CK_FN static __device__ __forceinline__
+CK_FN float ck_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+CK_FN uint16_t ck_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
+CK_FN uint16_t ck_ld16(const uint8_t *p) { return *(const uint16_t *)p; } /* 2-aligned */
+#endif
+
+/* Element (o, i) of W as f32 — the one block walk every kernel uses.
+ * Q8_0: [d f16][32 int8]; Q4_0: [d f16][16 bytes]; Q4_1: [d f16][m f16]
+ * [16 bytes]; in a 4-bit block the low nibble of byte j is element j and
+ * the high nibble element j + 16. */
+CK_FN float ck_w_at(const ck_weight *W, int64_t o, int64_t i)
+{
+    const uint8_t *row = W->data + o * W->row_bytes;
+    const int j = (int)(i % 32);
+    switch (W->type) {
+    case CK_Q8_0: {
+        const uint8_t *b = row + (i / 32) * 34;
+        return ck_h2f(ck_ld16(b)) * (float)(int8_t)b[2 + j];
+    }
+    case CK_Q4_0: {
+        const uint8_t *b = row + (i / 32) * 18;
+        const int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+        return ck_h2f(ck_ld16(b)) * (float)(q - 8);
+    }
+    case CK_Q4_1: {
+        const uint8_t *b = row + (i / 32) * 20;
+        const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+        return ck_h2f(ck_ld16(b)) * (float)q + ck_h2f(ck_ld16(b + 2));
+    }
+    default: /* CK_F16 */
+        return ck_h2f(ck_ld16(row + 2 * i));
+    }
+}
+
+/* The butterfly of one value per lane, in place over v[0..32) (the
+ * emulation's form of the device's __shfl_xor_sync loop). */
+#ifdef CK_EMU
+static inline void ck_emu_warp_sum(float v[CK_WARP])
+{
+    for (int off = 16; off > 0; off /= 2) {
+        float n[CK_WARP];
+        for (int l = 0; l < CK_WARP; l++)
+            n[l] = v[l] + v[l ^ off];
+        memcpy(v, n, sizeof n);
+    }
+}
+#else
+CK_FN float ck_warp_sum(float v)
+{
+    for (int off = 16; off > 0; off /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+#endif
+
+
+/* The cache slot of position p of row r's sequence. */
+CK_FN int64_t ck_slot_of(const ck_step *S, int64_t r, int32_t p, int32_t block_size)
+{
+    return (int64_t)S->tables[S->bt_off[r] + p / block_size] * block_size + p % block_size;
+}
+
+/* ---- element-wise kernels: one thread per element idx ---- */
+
+/* x[r][i] = table[tokens[r]][i], idx = r * dim + i. */
+CK_FN void ck_embed(const ck_step *S, const ck_weight *T, float *x, int32_t dim, int64_t idx)
+{
+    const int64_t r = idx / dim, i = idx % dim;
+    x[idx] = ck_w_at(T, S->tokens[r], i);
+}
+
+/* Rotates pair i of head h of row r; idx = (r * n_heads + h) * half + i. */
+CK_FN void ck_rope(const ck_step *S, float *x, int32_t n_heads, int32_t head_dim,
+                   const float *inv_freq, int adjacent, int64_t idx)
+{
+    const int32_t half = head_dim / 2;
+    const int64_t i = idx % half, rh = idx / half, r = rh / n_heads;
+    float *v = x + rh * head_dim;
+    const float angle = (float)S->pos[r] * inv_freq[i];
+    const float c = cosf(angle), s = sinf(angle);
+    const int64_t a = adjacent ? 2 * i : i, b = adjacent ? 2 * i + 1 : i + half;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+}
+
+/* k and v element e of row r into the row's slot; idx = r * kv_dim + e.
+ * The layer base pointers k_layer/v_layer already include layer *
+ * layer_stride; slot_stride is in elements here. */
+CK_FN void ck_kv_store(const ck_step *S, void *k_layer, void *v_layer, int kv_f16,
+                       int64_t slot_elems, const float *k, const float *v, int32_t kv_dim,
+                       int64_t idx)
+{
+    const int64_t r = idx / kv_dim, e = idx % kv_dim;
+    const int64_t at = (int64_t)S->slots[r] * slot_elems + e;
+    if (kv_f16) {
+        ((uint16_t *)k_layer)[at] = ck_f2h(k[idx]);
+        ((uint16_t *)v_layer)[at] = ck_f2h(v[idx]);
+    } else {
+        ((float *)k_layer)[at] = k[idx];
+        ((float *)v_layer)[at] = v[idx];
+    }
+}
+
+CK_FN void ck_swiglu(float *gate, const float *up, int64_t i)
+{
+    const float g = gate[i];
+    gate[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+CK_FN void ck_add(float *x, const float *y, int64_t i) { x[i] += y[i]; }
+
+/* idx = r * dim + i. */
+CK_FN void ck_add_bias(float *y, const float *bias, int32_t dim, int64_t idx)
+{
+    y[idx] += bias[idx % dim];
+}
+
+/* dst[j][d] = src[out_rows[j]][d]; idx = j * dim + d. */
+CK_FN void ck_gather(const ck_step *S, float *dst, const float *src, int32_t dim, int64_t idx)
+{
+    const int64_t j = idx / dim, d = idx % dim;
+    dst[idx] = src[(int64_t)S->out_rows[j] * dim + d];
+}
+
+/* For cuBLAS: x as IEEE half, and W dequantized into an f16 slab of rows
+ * [o0, o0 + rows) laid out [rows][K]; idx = (o - o0) * K + i. */
+CK_FN void ck_to_f16(const float *x, uint16_t *xh, int64_t i) { xh[i] = ck_f2h(x[i]); }
+
+CK_FN void ck_dequant_slab(const ck_weight *W, int64_t o0, uint16_t *slab, int64_t idx)
+{
+    slab[idx] = ck_f2h(ck_w_at(W, o0 + idx / W->K, idx % W->K));
+}
+
+/* ---- rmsnorm: one warp per row ---- */
+
+/* Lane's share of Σ x[r][i]², i = lane, lane + 32, ... */
+CK_FN float ck_rms_lane(const float *x, int32_t dim, int64_t r, int lane)
+{
+    const float *xr = x + r * dim;
+    float s = 0.0f;
+    for (int32_t i = lane; i < dim; i += CK_WARP)
+        s += xr[i] * xr[i];
+    return s;
+}
+
+/* With the row's sum of squares: the lane's outputs (out may be x). */
+CK_FN void ck_rms_write(float *out, const float *x, const float *w, int32_t dim, float eps,
+                        int64_t r, int lane, float sumsq)
+{
+    const float inv = 1.0f / sqrtf(sumsq / (float)dim + eps);
+    for (int32_t i = lane; i < dim; i += CK_WARP)
+        out[r * dim + i] = x[r * dim + i] * inv * w[i];
+}
+
+/* ---- the row matmul: one warp per (output o, group of CK_GEMV_ROWS rows) ----
+ * acc[j] = lane's share of Σ_i W[o][i] · x[t0 + j][i] over i = lane, lane +
+ * 32, ... (one GGUF block per step of the warp), for j < nt.  Each row's
+ * sum has the same operations in the same order whatever t0, nt and
+ * n_rows: the result of (t, o) depends only on W's row o and x's row t. */
+CK_FN void ck_gemv_lane(const ck_weight *W, const float *x, int64_t o, int64_t t0, int nt,
+                        int lane, float acc[CK_GEMV_ROWS])
+{
+    for (int j = 0; j < CK_GEMV_ROWS; j++)
+        acc[j] = 0.0f;
+    for (int64_t i = lane; i < W->K; i += CK_WARP) {
+        const float w = ck_w_at(W, o, i);
+        for (int j = 0; j < nt; j++)
+            acc[j] += w * x[(t0 + j) * W->K + i];
+    }
+}
+
+/* ---- paged attention: one warp per (row, query head) ----
+ * The warp walks the row's positions in order through the block table;
+ * lane holds dimensions d = lane + 32 k of the output (online softmax, the
+ * running max m and sum l the same in every lane: ck_attn_lane). */
+/* Positions row r attends to: [*p0, p1]. */
+CK_FN void ck_attn_range(const ck_attn *A, const ck_step *S, int64_t r, int32_t *p0, int32_t *p1)
+{
+    const int32_t pos = S->pos[r];
+    *p1 = pos;
+    *p0 = A->window > 0 && pos - A->window + 1 > 0 ? pos - A->window + 1 : 0;
+}
+
+CK_FN float ck_kv_at(const ck_attn *A, const uint8_t *base, int64_t slot, int32_t kvh, int32_t d)
+{
+    const int64_t at = slot * A->slot_elems + (int64_t)kvh * A->head_dim + d;
+    return A->kv_f16 ? ck_h2f(((const uint16_t *)base)[at]) : ((const float *)base)[at];
+}
+
+CK_FN void ck_attn_init(ck_attn_lane *L)
+{
+    L->m = -INFINITY;
+    L->l = 0.0f;
+    for (int k = 0; k < CK_HD_LANE; k++)
+        L->acc[k] = 0.0f;
+}
+
+/* Lane's share of q[r][h] · k[slot][kvh]. */
+CK_FN float ck_attn_dot_lane(const ck_attn *A, int64_t r, int32_t h, int64_t slot, int lane)
+{
+    const int32_t kvh = h / (A->n_head / A->n_head_kv);
+    const float *q = A->q + (r * A->n_head + h) * A->head_dim;
+    float s = 0.0f;
+    for (int32_t d = lane; d < A->head_dim; d += CK_WARP)
+        s += q[d] * ck_kv_at(A, A->k, slot, kvh, d);
+    return s;
+}
+
+/* Folds the position with score dot (q·k, unscaled) into the lane's state. */
+CK_FN void ck_attn_update(const ck_attn *A, ck_attn_lane *L, int32_t h, int64_t slot, int lane,
+                          float dot)
+{
+    const int32_t kvh = h / (A->n_head / A->n_head_kv);
+    const float s = dot * A->scale;
+    const float m = s > L->m ? s : L->m;
+    const float corr = expf(L->m - m), p = expf(s - m);
+    L->l = L->l * corr + p;
+    for (int32_t d = lane, k = 0; d < A->head_dim; d += CK_WARP, k++)
+        L->acc[k] = L->acc[k] * corr + p * ck_kv_at(A, A->v, slot, kvh, d);
+    L->m = m;
+}
+
+CK_FN void ck_attn_write(const ck_attn *A, const ck_attn_lane *L, int64_t r, int32_t h, int lane)
+{
+    float *o = A->out + (r * A->n_head + h) * A->head_dim;
+    for (int32_t d = lane, k = 0; d < A->head_dim; d += CK_WARP, k++)
+        o[d] = L->acc[k] / L->l;
+}
+
+#endif /* bodies */
+#endif

@@ -1,0 +1,52 @@
+/* backend-cuda: the kernel launchers (cuda_kernels.cu), called by the host
+ * side (cuda_backend.c).  Plain C: device pointers in, a cudaError_t out
+ * (the launch's, from cudaGetLastError).  Every launch is on the stream
+ * given; shapes are checked by the caller. */
+#ifndef PLUME_CUDA_KERNELS_H
+#define PLUME_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+
+#include "cuda_bodies.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* n_rows x dim: x = rows of the table. */
+cudaError_t ck_launch_embed(const ck_step *S, const ck_weight *T, float *x, int32_t n_rows,
+                            int32_t dim, cudaStream_t st);
+cudaError_t ck_launch_rmsnorm(float *out, const float *x, const float *w, int32_t n_rows,
+                              int32_t dim, float eps, cudaStream_t st);
+cudaError_t ck_launch_rope(const ck_step *S, float *x, int32_t n_rows, int32_t n_heads,
+                           int32_t head_dim, const float *inv_freq, int adjacent, cudaStream_t st);
+cudaError_t ck_launch_kv_store(const ck_step *S, void *k_layer, void *v_layer, int kv_f16,
+                               int64_t slot_elems, const float *k, const float *v, int32_t n_rows,
+                               int32_t kv_dim, cudaStream_t st);
+/* One warp per (row, head); head_dim <= CK_HD_MAX. */
+cudaError_t ck_launch_attention(const ck_step *S, const ck_attn *A, int32_t n_rows,
+                                cudaStream_t st);
+cudaError_t ck_launch_swiglu(float *gate, const float *up, int64_t n, cudaStream_t st);
+cudaError_t ck_launch_add(float *x, const float *y, int64_t n, cudaStream_t st);
+cudaError_t ck_launch_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim,
+                               cudaStream_t st);
+cudaError_t ck_launch_gather(const ck_step *S, float *dst, const float *src, int32_t n_out,
+                             int32_t dim, cudaStream_t st);
+/* y[t][o] = Σ_i W[o][i] x[t][i], the row matmul (bits independent of n_rows). */
+cudaError_t ck_launch_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *y,
+                           cudaStream_t st);
+cudaError_t ck_launch_to_f16(const float *x, int64_t n, uint16_t *xh, cudaStream_t st);
+/* Rows [o0, o0 + rows) of W as f16 into slab ([rows][K]). */
+cudaError_t ck_launch_dequant_slab(const ck_weight *W, int64_t o0, int64_t rows, uint16_t *slab,
+                                   cudaStream_t st);
+/* Reads the whole of n bytes at p (for the bench's bandwidth probe):
+ * sink gets one value per block so the reads are not optimized away. */
+cudaError_t ck_launch_read_probe(const float4 *p, int64_t n4, float *sink, cudaStream_t st);
+/* Checks that this device can run the kernels (a kernel image for its
+ * architecture is present). */
+cudaError_t ck_kernel_probe(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

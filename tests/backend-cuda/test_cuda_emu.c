@@ -1,0 +1,391 @@
+/* backend-cuda's kernel bodies (plugins/backend-cuda/cuda_bodies.h,
+ * included as C with -DCK_EMU) run on the CPU for every index the device
+ * launch would give them — warps as 32 lanes with the same butterfly
+ * reduction — over steps packed by the plugin's own ck_step_pack, and
+ * checked against the cpu backend (plume_builtin_cpu) on random inputs:
+ * the quantized block walk (exactly plume_dequantize), the row matmul
+ * (within the cpu's int8-activation error, and bit-identical whatever the
+ * row grouping), rmsnorm, rope (both pair styles), kv_store (the same
+ * cache bytes, f32 and f16), paged attention over shuffled block tables
+ * (f32/f16 cache, GQA, scale, sliding window), embedding, swiglu, add,
+ * add_bias, gather_out_rows, and the f16 slab cuBLAS is given.  Needs no
+ * GPU and no CUDA toolkit. */
+#define CK_EMU 1
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cpu/cpu_test_util.h"
+#include "cuda_bodies.h"
+#include "cuda_step.h"
+#include "plume/backend.h"
+#include "runtime/builtin.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static const plume_backend_vtable *CPU = &plume_builtin_cpu;
+static plume_backend *cpu_b;
+static plume_error err;
+
+/* The largest |a - b| over n values. */
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (!(d <= m)) /* NaN counts as a difference */
+            m = isnan(d) ? INFINITY : d;
+    }
+    return m;
+}
+
+static plume_bweight *cpu_weight(uint32_t type, int n_dims, int64_t ne0, int64_t ne1,
+                                 const void *data, size_t nbytes)
+{
+    plume_tensor t = {"t", type, n_dims, {ne0, ne1, 1, 1}, data, nbytes};
+    plume_bweight *w = NULL;
+    if (CPU->weight_prepare(cpu_b, &t, &w, &err)) {
+        printf("FAIL: cpu weight_prepare: %s\n", err.msg);
+        exit(1);
+    }
+    return w;
+}
+
+/* ---- the block walk and the row matmul ---- */
+
+/* The warp kernel k_gemv for every (output, row group), as launched. */
+static void emu_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *y)
+{
+    for (int64_t o = 0; o < W->N; o++)
+        for (int64_t t0 = 0; t0 < n_rows; t0 += CK_GEMV_ROWS) {
+            const int nt = n_rows - t0 < CK_GEMV_ROWS ? (int)(n_rows - t0) : CK_GEMV_ROWS;
+            float acc[CK_WARP][CK_GEMV_ROWS];
+            for (int l = 0; l < CK_WARP; l++)
+                ck_gemv_lane(W, x, o, t0, nt, l, acc[l]);
+            for (int j = 0; j < nt; j++) {
+                float v[CK_WARP];
+                for (int l = 0; l < CK_WARP; l++)
+                    v[l] = acc[l][j];
+                ck_emu_warp_sum(v);
+                y[(t0 + j) * W->N + o] = v[0];
+            }
+        }
+}
+
+static void test_matmul(void)
+{
+    const uint32_t types[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_F16};
+    enum { K = 256, N = 37, T = 9 };
+    for (size_t ti = 0; ti < 4; ti++) {
+        const uint32_t type = types[ti];
+        size_t rb;
+        uint8_t *wd = tu_weights(type, K, N, &rb);
+        const ck_weight W = {wd, K, N, (int64_t)rb, (int)type};
+        /* the block walk is plume_dequantize, element for element */
+        float row[K];
+        int walk_bad = 0;
+        for (int64_t o = 0; o < N; o++) {
+            plume_dequantize((plume_dtype)type, wd + o * rb, row, K);
+            for (int64_t i = 0; i < K; i++)
+                walk_bad += ck_w_at(&W, o, i) != row[i];
+        }
+        CHECK(walk_bad == 0, "%s: %d elements of the block walk differ from plume_dequantize",
+              plume_dtype_name(type), walk_bad);
+        /* the slab handed to cuBLAS: f16 of the walk, rows [o0, o0 + 5) */
+        uint16_t slab[5 * K];
+        for (int64_t idx = 0; idx < 5 * K; idx++)
+            ck_dequant_slab(&W, 3, slab, idx);
+        int slab_bad = 0;
+        for (int64_t idx = 0; idx < 5 * K; idx++)
+            slab_bad += slab[idx] != plume_fp32_to_fp16(ck_w_at(&W, 3 + idx / K, idx % K));
+        CHECK(slab_bad == 0, "%s: dequantized slab wrong at %d elements", plume_dtype_name(type),
+              slab_bad);
+
+        float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N);
+        float *yc = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N);
+        tu_fill(x, (size_t)T * K, -1, 1);
+        emu_gemv(&W, x, T, y);
+        plume_bweight *cw = cpu_weight(type, 2, K, N, wd, rb * N);
+        const plume_bweight *cws[1] = {cw};
+        plume_buf *ys[1] = {(plume_buf *)yc};
+        CHECK(CPU->matmul(cpu_b, cws, 1, (const plume_buf *)x, T, ys, &err) == 0, "cpu matmul: %s",
+              err.msg);
+        for (int t = 0; t < T; t++) {
+            /* alone: the same bits as in the batch of T */
+            emu_gemv(&W, x + (size_t)t * K, 1, y1);
+            CHECK(memcmp(y1, y + (size_t)t * N, sizeof(float) * N) == 0,
+                  "%s: row %d alone differs from the same row in a batch of %d",
+                  plume_dtype_name(type), t, T);
+            for (int64_t o = 0; o < N; o++) {
+                plume_dequantize((plume_dtype)type, wd + o * rb, row, K);
+                /* exact sum, and the bound: the cpu's int8 activations (half a
+                 * step of amax/127 per 32-block) plus f32 accumulation */
+                double exact = 0, absum = 0, q8 = 0;
+                for (int b = 0; b < K / 32; b++) {
+                    double amax = 0, wabs = 0;
+                    for (int i = 32 * b; i < 32 * b + 32; i++) {
+                        const double xi = x[(size_t)t * K + i];
+                        exact += (double)row[i] * xi;
+                        absum += fabs((double)row[i] * xi);
+                        amax = fmax(amax, fabs(xi));
+                        wabs += fabs(row[i]);
+                    }
+                    q8 += amax / 127.0 / 2.0 * wabs;
+                }
+                const double acc_tol = 2.0 * K * 0x1p-24 * absum + 1e-30;
+                const float ye = y[(size_t)t * N + o], yv = yc[(size_t)t * N + o];
+                CHECK(fabs(ye - exact) <= acc_tol, "%s: y[%d][%lld] = %.9g, exact %.9g (tol %.3g)",
+                      plume_dtype_name(type), t, (long long)o, ye, exact, acc_tol);
+                CHECK(fabs(ye - yv) <= q8 * 1.01 + 2 * acc_tol,
+                      "%s: y[%d][%lld] = %.9g, cpu backend %.9g (tol %.3g)",
+                      plume_dtype_name(type), t, (long long)o, ye, yv, q8 * 1.01 + 2 * acc_tol);
+            }
+        }
+        CPU->weight_free(cpu_b, cw);
+        free(x), free(y), free(yc), free(y1), free(wd);
+    }
+}
+
+/* ---- a step over two sequences with shuffled block tables ---- */
+
+enum { BS = 16, NB = 24, NA = 37, NBR = 21, NROW = NA + NBR, MAXH = 6, NKV = 2, HDMAX = 72 };
+
+typedef struct step_data {
+    int32_t tokens[NROW], pos[NROW], slots[NROW], out_rows[NROW];
+    int32_t ta[NB / 2], tb[NB / 2];
+    plume_step_seq seqs[2];
+    plume_step st;
+    int32_t packed[4 * NROW + NROW + NB];
+    ck_step S;
+} step_data;
+
+/* Sequence A: positions 0 .. NA-1; sequence B: positions 4 .. 4+NBR-1
+ * (a later prefill chunk); rows of B first in the tables' interleave. */
+static void make_step(step_data *d, int32_t n_vocab)
+{
+    for (int i = 0; i < NB / 2; i++) {
+        d->ta[i] = (i * 7 + 3) % (NB / 2) * 2;
+        d->tb[i] = (i * 5 + 1) % (NB / 2) * 2 + 1;
+    }
+    for (int r = 0; r < NROW; r++) {
+        const int a = r < NA;
+        d->pos[r] = a ? r : 4 + r - NA;
+        const int32_t *t = a ? d->ta : d->tb;
+        d->slots[r] = t[d->pos[r] / BS] * BS + d->pos[r] % BS;
+        d->tokens[r] = (int32_t)(tu_u32() % (uint32_t)n_vocab);
+    }
+    int n_out = 0;
+    for (int r = 0; r < NROW; r += 3)
+        d->out_rows[n_out++] = r;
+    d->seqs[0] = (plume_step_seq){0, NA, 0, d->ta, (NA + BS - 1) / BS};
+    d->seqs[1] = (plume_step_seq){NA, NBR, 4, d->tb, (4 + NBR + BS - 1) / BS};
+    d->st = (plume_step){NROW, d->tokens, d->pos, d->slots, d->seqs, 2, d->out_rows, n_out, NULL};
+    CHECK(ck_step_size(&d->st) <= sizeof d->packed / sizeof d->packed[0], "packed step too big");
+    ck_step_pack(&d->st, d->packed);
+    d->S = ck_step_view(d->packed, &d->st);
+    for (int r = 0; r < NROW; r++) { /* the view gives back what was packed */
+        const int32_t *t = r < NA ? d->ta : d->tb;
+        CHECK(d->S.tokens[r] == d->tokens[r] && d->S.pos[r] == d->pos[r] &&
+                  d->S.slots[r] == d->slots[r] &&
+                  ck_slot_of(&d->S, r, d->pos[r], BS) == t[d->pos[r] / BS] * BS + d->pos[r] % BS,
+              "packed step row %d", r);
+    }
+}
+
+static void emu_attention(const ck_step *S, const ck_attn *A, int32_t n_rows)
+{
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int32_t h = 0; h < A->n_head; h++) {
+            int32_t p0, p1;
+            ck_attn_range(A, S, r, &p0, &p1);
+            ck_attn_lane L[CK_WARP];
+            for (int l = 0; l < CK_WARP; l++)
+                ck_attn_init(&L[l]);
+            for (int32_t p = p0; p <= p1; p++) {
+                const int64_t slot = ck_slot_of(S, r, p, A->block_size);
+                float dot[CK_WARP];
+                for (int l = 0; l < CK_WARP; l++)
+                    dot[l] = ck_attn_dot_lane(A, r, h, slot, l);
+                ck_emu_warp_sum(dot);
+                for (int l = 0; l < CK_WARP; l++)
+                    ck_attn_update(A, &L[l], h, slot, l, dot[l]);
+            }
+            for (int l = 0; l < CK_WARP; l++)
+                ck_attn_write(A, &L[l], r, h, l);
+        }
+}
+
+static void test_kv_and_attention(void)
+{
+    step_data d;
+    make_step(&d, 1000);
+    const int hds[] = {64, 40, 72};
+    for (int hi = 0; hi < 3; hi++)
+        for (int f16 = 0; f16 <= 1; f16++) {
+            const int HD = hds[hi], kv_dim = NKV * HD;
+            plume_kv_pool pool = {.n_layer = 1, .n_blocks = NB, .block_size = BS, .n_head_kv = NKV,
+                                  .head_dim = HD, .dtype = f16 ? PLUME_KV_F16 : PLUME_KV_F32};
+            CHECK(CPU->kv_alloc(cpu_b, &pool, &err) == 0, "kv_alloc: %s", err.msg);
+            const size_t bytes = pool.layer_stride;
+            uint8_t *ek = calloc(1, bytes), *ev = calloc(1, bytes);
+            memset(pool.k, 0, bytes);
+            memset(pool.v, 0, bytes);
+            float *k = malloc(sizeof(float) * NROW * kv_dim), *v = malloc(sizeof(float) * NROW * kv_dim);
+            tu_fill(k, (size_t)NROW * kv_dim, -2, 2);
+            tu_fill(v, (size_t)NROW * kv_dim, -1, 1);
+            for (int64_t idx = 0; idx < (int64_t)NROW * kv_dim; idx++)
+                ck_kv_store(&d.S, ek, ev, f16, kv_dim, k, v, kv_dim, idx);
+            CHECK(CPU->kv_store(cpu_b, &d.st, &pool, 0, (plume_buf *)k, (plume_buf *)v, &err) == 0,
+                  "cpu kv_store: %s", err.msg);
+            CHECK(memcmp(ek, pool.k, bytes) == 0 && memcmp(ev, pool.v, bytes) == 0,
+                  "kv_store (hd %d, %s): cache bytes differ from the cpu backend's", HD,
+                  f16 ? "f16" : "f32");
+            float *q = malloc(sizeof(float) * NROW * MAXH * HD);
+            float *oe = malloc(sizeof(float) * NROW * MAXH * HD), *oc = malloc(sizeof(float) * NROW * MAXH * HD);
+            tu_fill(q, (size_t)NROW * MAXH * HD, -2, 2);
+            const plume_attn_params ps[] = {{6, 0, 0}, {6, 0.3f, 0}, {6, 0, 7}, {2, 0, 1}, {4, 0.05f, 20}};
+            for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+                const plume_attn_params *p = &ps[pi];
+                const ck_attn A = {q, ek, ev, f16, BS, p->n_head, NKV, HD, p->window, kv_dim,
+                                   p->scale > 0 ? p->scale : 1.0f / sqrtf((float)HD), oe};
+                emu_attention(&d.S, &A, NROW);
+                CHECK(CPU->attention(cpu_b, &d.st, &pool, 0, (plume_buf *)q, p, (plume_buf *)oc,
+                                     &err) == 0,
+                      "cpu attention: %s", err.msg);
+                /* outputs are convex combinations of v in [-1, 1] */
+                const double md = max_diff(oe, oc, (size_t)NROW * p->n_head * HD);
+                CHECK(md <= 2e-5, "attention (hd %d, %s, %d heads, scale %g, window %d): max "
+                                  "|emu - cpu| = %.3g > 2e-5",
+                      HD, f16 ? "f16" : "f32", p->n_head, (double)p->scale, p->window, md);
+            }
+            CPU->kv_free(cpu_b, &pool);
+            free(ek), free(ev), free(k), free(v), free(q), free(oe), free(oc);
+        }
+}
+
+/* ---- rows: rmsnorm, rope, embed, element-wise, gather ---- */
+
+static void test_rows(void)
+{
+    step_data d;
+    enum { DIM = 200, V = 50, NH = 3, HD = 64, XW = 256 /* >= DIM, NH * HD */ };
+    make_step(&d, V);
+    float *x = malloc(sizeof(float) * NROW * XW), *xe = malloc(sizeof(float) * NROW * XW);
+    float *xc = malloc(sizeof(float) * NROW * XW), *w = malloc(sizeof(float) * DIM);
+    tu_fill(x, (size_t)NROW * XW, -3, 3);
+    tu_fill(w, DIM, 0.5f, 1.5f);
+    plume_bweight *cw = cpu_weight(PLUME_DTYPE_F32, 1, DIM, 1, w, sizeof(float) * DIM);
+    /* rmsnorm, out of place and in place (one warp per row) */
+    for (int inplace = 0; inplace <= 1; inplace++) {
+        memcpy(xe, x, sizeof(float) * NROW * DIM);
+        for (int64_t r = 0; r < NROW; r++) {
+            float s[CK_WARP];
+            for (int l = 0; l < CK_WARP; l++)
+                s[l] = ck_rms_lane(xe, DIM, r, l);
+            ck_emu_warp_sum(s);
+            for (int l = 0; l < CK_WARP; l++)
+                ck_rms_write(inplace ? xe : xc, xe, w, DIM, 1e-5f, r, l, s[l]);
+        }
+        float *res = inplace ? xe : xc;
+        float *ref = malloc(sizeof(float) * NROW * DIM);
+        CPU->rmsnorm(cpu_b, (plume_buf *)ref, (const plume_buf *)x, cw, NROW, DIM, 1e-5f, &err);
+        double md = 0;
+        for (size_t i = 0; i < (size_t)NROW * DIM; i++)
+            md = fmax(md, fabs((double)res[i] - ref[i]) / (fabs(ref[i]) + 1e-3));
+        CHECK(md <= 1e-5, "rmsnorm%s: max relative difference %.3g", inplace ? " in place" : "", md);
+        free(ref);
+    }
+    CPU->weight_free(cpu_b, cw);
+    /* rope, both pair styles */
+    float inv[HD / 2];
+    for (int i = 0; i < HD / 2; i++)
+        inv[i] = powf(10000.0f, -2.0f * i / HD);
+    plume_bweight *cf = cpu_weight(PLUME_DTYPE_F32, 1, HD / 2, 1, inv, sizeof inv);
+    for (int adj = 0; adj <= 1; adj++) {
+        memcpy(xe, x, sizeof(float) * NROW * NH * HD);
+        memcpy(xc, x, sizeof(float) * NROW * NH * HD);
+        for (int64_t idx = 0; idx < (int64_t)NROW * NH * (HD / 2); idx++)
+            ck_rope(&d.S, xe, NH, HD, inv, adj, idx);
+        CPU->rope(cpu_b, &d.st, (plume_buf *)xc, NH, HD, cf, adj, &err);
+        const double md = max_diff(xe, xc, (size_t)NROW * NH * HD);
+        CHECK(md <= 1e-5, "rope (adjacent %d): max |emu - cpu| = %.3g", adj, md);
+    }
+    CPU->weight_free(cpu_b, cf);
+    /* embedding from a Q8_0 table: the same values exactly */
+    size_t rb;
+    uint8_t *tab = tu_weights(PLUME_DTYPE_Q8_0, DIM - 8, V, &rb);
+    const ck_weight T = {tab, DIM - 8, V, (int64_t)rb, CK_Q8_0};
+    plume_bweight *ct = cpu_weight(PLUME_DTYPE_Q8_0, 2, DIM - 8, V, tab, rb * V);
+    for (int64_t idx = 0; idx < (int64_t)NROW * (DIM - 8); idx++)
+        ck_embed(&d.S, &T, xe, DIM - 8, idx);
+    CPU->embed(cpu_b, &d.st, ct, (plume_buf *)xc, DIM - 8, &err);
+    CHECK(memcmp(xe, xc, sizeof(float) * NROW * (DIM - 8)) == 0, "embed differs from the cpu's");
+    CPU->weight_free(cpu_b, ct);
+    free(tab);
+    /* swiglu, add, add_bias, gather */
+    const size_t n = (size_t)NROW * DIM;
+    float *up = malloc(sizeof(float) * n);
+    tu_fill(up, n, -2, 2);
+    memcpy(xe, x, sizeof(float) * n);
+    memcpy(xc, x, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        ck_swiglu(xe, up, (int64_t)i);
+    CPU->swiglu(cpu_b, (plume_buf *)xc, (const plume_buf *)up, n, &err);
+    double md = 0;
+    for (size_t i = 0; i < n; i++)
+        md = fmax(md, fabs((double)xe[i] - xc[i]) / (fabs(xc[i]) + 1e-3));
+    CHECK(md <= 1e-5, "swiglu: max relative difference %.3g", md);
+    memcpy(xe, x, sizeof(float) * n);
+    memcpy(xc, x, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        ck_add(xe, up, (int64_t)i);
+    CPU->add(cpu_b, (plume_buf *)xc, (const plume_buf *)up, n, &err);
+    CHECK(memcmp(xe, xc, sizeof(float) * n) == 0, "add differs");
+    plume_bweight *cb = cpu_weight(PLUME_DTYPE_F32, 1, DIM, 1, up, sizeof(float) * DIM);
+    for (size_t i = 0; i < n; i++)
+        ck_add_bias(xe, up, DIM, (int64_t)i);
+    CPU->add_bias(cpu_b, (plume_buf *)xc, cb, NROW, DIM, &err);
+    CHECK(memcmp(xe, xc, sizeof(float) * n) == 0, "add_bias differs");
+    CPU->weight_free(cpu_b, cb);
+    float *ge = malloc(sizeof(float) * n), *gc = malloc(sizeof(float) * n);
+    for (int64_t idx = 0; idx < (int64_t)d.st.n_out * DIM; idx++)
+        ck_gather(&d.S, ge, x, DIM, idx);
+    CPU->gather_out_rows(cpu_b, &d.st, (plume_buf *)gc, (const plume_buf *)x, DIM, &err);
+    CHECK(memcmp(ge, gc, sizeof(float) * (size_t)d.st.n_out * DIM) == 0, "gather_out_rows differs");
+    /* to_f16: round to nearest even, as the cache's f16 */
+    uint16_t h[64];
+    for (int i = 0; i < 64; i++)
+        ck_to_f16(x, h, i);
+    for (int i = 0; i < 64; i++)
+        CHECK(h[i] == plume_fp32_to_fp16(x[i]), "to_f16 %d", i);
+    free(x), free(xe), free(xc), free(w), free(up), free(ge), free(gc);
+}
+
+int main(void)
+{
+    if (CPU->create(NULL, 1, &cpu_b, &err)) {
+        printf("FAIL: cpu backend: %s\n", err.msg);
+        return 1;
+    }
+    test_matmul();
+    test_kv_and_attention();
+    test_rows();
+    CPU->destroy(cpu_b);
+    if (failures) {
+        printf("%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("ok: the cuda kernel bodies match the cpu backend\n");
+    return 0;
+}

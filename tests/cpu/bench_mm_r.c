@@ -1,0 +1,90 @@
+/* Per-type speed of the repacked (mm_r) matmul kernels, for comparing
+ * weight formats with each other: one thread, a 1536 x 8192 weight (K x N),
+ * n_tok tokens, best of 15 runs in thread CPU time (so that a loaded
+ * machine's preemption does not count; the weight stays in a large last-level
+ * cache, so this measures the kernels' own speed, not memory bandwidth).
+ * Prints per type the repacked bits per weight, GB/s of repacked bytes and
+ * weights/s; for Q4_K and Q6_K also the unrepacked mm_q kernels.
+ * Usage: bench_mm_r [scalar|avx2|avx512] [n_tok]   (defaults: best level, 1)
+ * Not a test: it asserts nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "backend/cpu/ops.h"
+#include "cpu_test_util.h"
+
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    plume_cpu_level level = plume_cpu_level_max();
+    plume_error err;
+    if (argc > 1 && plume_cpu_level_parse(argv[1], &level, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 2;
+    }
+    const int nt = argc > 2 ? atoi(argv[2]) : 1;
+    const plume_kernels *k = plume_kernels_for(level);
+    if (!k || nt < 1) {
+        fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_tok >= 1] (a level this CPU runs)\n", argv[0]);
+        return 2;
+    }
+    const int64_t K = 1536, N = 8192, nb = K / 32;
+    float *x = malloc(sizeof(float) * (size_t)(K * nt));
+    int8_t *aq = malloc((size_t)(K * nt));
+    float *ad = malloc(sizeof(float) * (size_t)(nb * nt)), *as = malloc(sizeof(float) * (size_t)(nb * nt));
+    float *as16 = malloc(sizeof(float) * (size_t)(2 * nb * nt));
+    int32_t *ai = calloc((size_t)(nb * nt), sizeof(int32_t)), *ai16 = calloc((size_t)(2 * nb * nt), sizeof(int32_t));
+    float *y = malloc(sizeof(float) * (size_t)(N * nt));
+    tu_fill(x, (size_t)(K * nt), -1, 1);
+    for (int t = 0; t < nt; t++)
+        k->quantize_q8(x + t * K, K, aq + t * K, ad + t * nb, as + t * nb);
+    for (int64_t i = 0; i < 2 * nb * nt; i++)
+        as16[i] = 0.1f;
+    const plume_q8_act act = {aq, ad, as, K, ai, ai16, as16};
+    printf("level %s, %d token(s), K=%lld N=%lld, one thread, best of 15 (thread CPU time)\n",
+           plume_cpu_level_name(k->level), nt, (long long)K, (long long)N);
+    for (size_t ti = 0; ti < TU_N_RP_TYPES; ti++) {
+        const uint32_t type = TU_RP_TYPES[ti];
+        size_t rb;
+        uint8_t *w = tu_weights(type, K, (int)N, &rb);
+        plume_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, N, 1, 1}, .data = w,
+                          .nbytes = rb * (size_t)N};
+        plume_cpu_weight pw;
+        if (plume_cpu_weight_init(&pw, &t, NULL) || pw.kr < 0) {
+            fprintf(stderr, "%s: not repacked\n", plume_dtype_name(type));
+            return 1;
+        }
+        const double bytes = (double)pw.group_bytes * (double)((N + 15) / 16);
+        double best = 1e30;
+        for (int rep = 0; rep < 15; rep++) {
+            const double t0 = cpu_seconds();
+            k->mm_r[pw.kr](pw.packed, (int)N, &act, nt, y, N);
+            const double dt = cpu_seconds() - t0;
+            best = dt < best ? dt : best;
+        }
+        printf("  %-7s %.3f bits/weight  %6.2f GB/s  %6.1f Gweights/s\n", plume_dtype_name(type),
+               8.0 * bytes / (double)(K * N), bytes / best * 1e-9, (double)(K * N * nt) / best * 1e-9);
+        if (type == PLUME_DTYPE_Q4_K || type == PLUME_DTYPE_Q6_K) {
+            best = 1e30;
+            for (int rep = 0; rep < 15; rep++) {
+                const double t0 = cpu_seconds();
+                k->mm_q[tu_kq(type)](w, rb, (int)N, &act, nt, y, N);
+                const double dt = cpu_seconds() - t0;
+                best = dt < best ? dt : best;
+            }
+            printf("  %-7s unrepacked mm_q kernel      %6.1f Gweights/s\n", plume_dtype_name(type),
+                   (double)(K * N * nt) / best * 1e-9);
+        }
+        plume_cpu_weight_release(&pw);
+        free(w);
+    }
+    free(x); free(aq); free(ad); free(as); free(as16); free(ai); free(ai16); free(y);
+    return 0;
+}
