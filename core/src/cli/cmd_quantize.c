@@ -26,9 +26,15 @@ static const char help[] =
     "                 blocks of 128, optional act-order (--desc-act)\n"
     "  --method rtn   round-to-nearest with the same quantizer and packing (the\n"
     "                 baseline); --calib is optional and only reports the error\n"
+    "  --method awq   AWQ (Lin et al.), written as an AutoAWQ GEMM checkpoint\n"
+    "                 (quant-awq plugin; 4-bit with zero points, --calib required):\n"
+    "                 per layer, input-channel scales searched on the calibration\n"
+    "                 activations and folded into the preceding norm or linear,\n"
+    "                 then a clipping search, then min-max rounding; --sym,\n"
+    "                 --desc-act, --damp and --format do not apply\n"
     "\n"
     "options (defaults in brackets):\n"
-    "  --method gptq|rtn     algorithm [gptq]\n"
+    "  --method gptq|rtn|awq algorithm [gptq]\n"
     "  --bits N              2, 3, 4 or 8 [4]\n"
     "  --group-size N        inputs per scale/zero group, -1 = one group per row [128]\n"
     "  --sym true|false      symmetric (zero point 2^(bits-1)) or asymmetric [true]\n"
@@ -223,8 +229,9 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "plume quantize: give MODEL_DIR and OUT_DIR\n\n%s", help);
         return 2;
     }
-    if (strcmp(method, "gptq") != 0 && strcmp(method, "rtn") != 0) {
-        fprintf(stderr, "plume quantize: --method must be gptq or rtn, got '%s'\n", method);
+    const bool awq = strcmp(method, "awq") == 0;
+    if (strcmp(method, "gptq") != 0 && strcmp(method, "rtn") != 0 && !awq) {
+        fprintf(stderr, "plume quantize: --method must be gptq, rtn or awq, got '%s'\n", method);
         return 2;
     }
     if (strcmp(dtype, "f16") != 0 && strcmp(dtype, "f32") != 0) {
@@ -242,12 +249,15 @@ int cmd_quantize(int argc, char **argv)
             goto fail;
     if (plume_registry_add_default_search_path(reg, &err))
         goto fail;
-    /* both algorithms write GPTQ checkpoints: the quant-gptq plugin's "gptq" method */
-    if (!plume_registry_find_linear(reg, "gptq") && plume_registry_load(reg, "quant-gptq", &err))
+    /* gptq and rtn write GPTQ checkpoints (the quant-gptq plugin's "gptq"
+     * method), awq AutoAWQ ones (quant-awq's "awq") */
+    const char *lin = awq ? "awq" : "gptq", *plugin = awq ? "quant-awq" : "quant-gptq";
+    if (!plume_registry_find_linear(reg, lin) && plume_registry_load(reg, plugin, &err))
         goto fail;
-    const plume_linear_vtable *vt = plume_registry_find_linear(reg, "gptq");
+    const plume_linear_vtable *vt = plume_registry_find_linear(reg, lin);
     if (!vt) {
-        plume_err(&err, PLUME_ERR_UNSUPPORTED, "plugin quant-gptq registers no \"gptq\" method");
+        plume_err(&err, PLUME_ERR_UNSUPPORTED, "plugin %s registers no \"%s\" method", plugin,
+                  lin);
         goto fail;
     }
     if (plume_settings_new("plume quantize", &s, &err))
@@ -296,7 +306,7 @@ int cmd_quantize(int argc, char **argv)
         printf("{\"method\": \"%s\", \"bits\": %lld, \"group_size\": %lld, \"sym\": %s, "
                "\"desc_act\": %s, \"linears\": %d, \"samples\": %d, \"seq_len\": %d, "
                "\"tokens\": %lld, \"total_loss\": %.9g, \"seconds\": %.3f, \"bytes\": %llu}\n",
-               method, bits, group, sym, desc_act ? "true" : "false", rep.n_linears,
+               method, bits, group, awq ? "false" : sym, desc_act ? "true" : "false", rep.n_linears,
                rep.n_samples, rep.seq_len, (long long)rep.n_tokens, rep.total_loss, rep.seconds,
                (unsigned long long)rep.bytes_written);
     status = 0;

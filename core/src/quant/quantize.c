@@ -14,6 +14,7 @@
 #include "model/model_internal.h"
 #include "model/runner.h"
 #include "plume/model.h"
+#include "quant/awq_driver.h"
 #include "quant/hessian.h"
 #include "quant/quant_output.h"
 #include "runtime/builtin.h"
@@ -35,6 +36,7 @@ typedef struct qrun {
     plume_tensor deq_t[7];
     quant_output out;
     plume_quantize_report *rep;
+    awq_driver *awq;        /* the "awq" method's scale search and folds, else NULL */
     struct timespec t0;
     int layer;
 } qrun;
@@ -167,6 +169,8 @@ static int do_linear(qrun *r, int l, int i, plume_error *err)
     plume_dequantize((plume_dtype)t->type, t->data, r->w, in * out);
     if (r->n)
         memcpy(r->H, r->Hbase, sizeof(double) * (size_t)(in * in));
+    if (r->awq && awq_driver_prepare(r->awq, i, r->w, in, out, r->H, err))
+        return plume_err_prefix(err, "quantizing %s", prefix);
     if (r->n && !(r->deq[i] = malloc(sizeof(float) * (size_t)(in * out))))
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory quantizing %s", prefix);
     plume_quant_job job = {prefix, in, out, r->w, r->n ? r->H : NULL, r->n};
@@ -182,6 +186,8 @@ static int do_linear(qrun *r, int l, int i, plume_error *err)
     }
     if (rc)
         return plume_err_prefix(err, "quantizing %s", prefix);
+    if (r->awq)
+        awq_driver_finish(r->awq, res.w_deq, in, out);
     if (r->n) {
         r->deq_t[i] = (plume_tensor){.name = t->name, .type = PLUME_DTYPE_F32, .n_dims = 2,
                                      .ne = {in, out, 1, 1}, .data = r->deq[i],
@@ -228,6 +234,8 @@ static int calib_hook(void *ctx, int l, int which, const plume_buf *x, int32_t n
     int64_t K = layer_tensor(r->m, l, first[which], "weight")->ne[0];
     if (plume_hessian(r->m->bvt, r->m->b, hx, n, K, r->Hbase, err))
         return -1;
+    if (r->awq && awq_driver_group(r->awq, &r->out, l, which, hx, n, K, r->Hbase, err))
+        return plume_err_prefix(err, "layer %d", l);
     for (int i = first[which]; i < first[which] + count[which]; i++)
         if (do_linear(r, l, i, err))
             return -1;
@@ -366,6 +374,7 @@ static void free_run(qrun *r)
     free(r->Hbase);
     free(r->H);
     quant_output_free(&r->out);
+    awq_driver_free(r->awq);
 }
 
 /* Every input tensor except the quantized linears' weights, as float. */
@@ -435,6 +444,8 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     rep->seq_len = (int32_t)r.T;
     rep->n_tokens = r.n;
     rep->total_loss = r.n ? 0 : -1;
+    if (strcmp(o->method->name, "awq") == 0 && awq_driver_create(r.m, o->settings, &r.awq, err))
+        goto done;
     if (alloc_run(&r, err) || copy_float_tensors(&r, err) || run_layers(&r, ids, err))
         goto done;
     if (quant_output_write(&r.out, out_dir, &rep->bytes_written, err) ||

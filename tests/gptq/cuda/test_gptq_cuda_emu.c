@@ -196,64 +196,36 @@ static int cmp(const char *what, const char *desc, int T, int64_t N, const float
     return bad;
 }
 
-static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, int64_t K,
-                int64_t N, bool with_bias, bool pass_gidx)
+/* The emulated kernels on the layer d describes (prepared by the plugin's
+ * own gptq_cuda_prepare) against ref, the CPU reference layer built from
+ * the same arrays, on random tokens; Wd [N][K] is what they dequantize to.
+ * Shared with tests/awq (AWQ layers converted for these kernels). */
+static void check_layer(const gptq_cuda_layer_desc *dp, const gptq_layer *ref, const float *Wd,
+                        const char *desc)
 {
-    char desc[200];
-    snprintf(desc, sizeof desc,
-             "bits=%d %s v%d desc_act=%d group=%" PRId64 " K=%" PRId64 " N=%" PRId64
-             " bias=%d g_idx=%d",
-             bits, sym ? "sym" : "asym", (int)fmt, act, gs, K, N, with_bias, pass_gidx);
+    const gptq_cuda_layer_desc d = *dp;
+    const int64_t K = d.K, N = d.N;
+    const int bits = d.bits;
+    const float *bp = d.bias;
     const int TMAX = 11; /* two gemv chunks: 8 + 3 */
     plume_error err = {0};
-    float *W = malloc((size_t)(N * K) * sizeof *W), *Wd = malloc((size_t)(N * K) * sizeof *Wd);
-    float *bias = malloc((size_t)N * sizeof *bias), *x = malloc((size_t)(TMAX * K) * sizeof *x);
+    float *x = malloc((size_t)(TMAX * K) * sizeof *x);
     float *yr = malloc((size_t)(TMAX * N) * sizeof *yr), *y = malloc((size_t)(TMAX * N) * sizeof *y);
     double *S = malloc((size_t)(TMAX * N) * sizeof *S);
-    int32_t *perm = malloc((size_t)K * sizeof *perm);
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t k = 0; k < K; k++)
-            W[n * K + k] = 0.05f * rndf() + (sym ? 0.0f : 0.02f);
-        bias[n] = rndf();
-    }
     for (int64_t i = 0; i < TMAX * K; i++)
         x[i] = rndf();
-    for (int64_t i = 0; i < K; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = K - 1; i > 0; i--) {
-        int64_t j = rnd() % (uint32_t)(i + 1);
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    gptq_qconfig qc = {.bits = bits, .group_size = gs, .sym = sym, .fmt = fmt};
-    gptq_tensors t = {0};
-    if (gptq_rtn_quantize(W, N, K, &qc, act ? perm : NULL, &t, &err)) {
-        printf("FAIL rtn (%s): %s\n", desc, err.msg);
-        failures++;
-        return;
-    }
-    const int32_t *gidx = pass_gidx ? t.g_idx : NULL;
-    const float *bp = with_bias ? bias : NULL;
-    gptq_load_config lc = {.bits = bits, .group_size = gs, .sym = sym, .desc_act = act, .fmt = fmt};
-    gptq_layer *ref = NULL;
-    if (gptq_layer_build(t.qweight, t.qzeros, t.scales, gidx, bp, K, N, t.G, &lc, &ref, &err) ||
-        gptq_forward_ref(ref, x, TMAX, yr, &err) ||
-        gptq_dequantize(t.qweight, t.qzeros, t.scales, gidx, K, N, t.G, gs, bits, fmt, Wd, &err)) {
+    if (gptq_forward_ref(ref, x, TMAX, yr, &err)) {
         printf("FAIL reference (%s): %s\n", desc, err.msg);
         failures++;
         return;
     }
     for (int tt = 0; tt < TMAX; tt++)
         for (int64_t n = 0; n < N; n++) {
-            double s = with_bias ? fabs(bias[n]) : 0.0;
+            double s = bp ? fabs(bp[n]) : 0.0;
             for (int64_t k = 0; k < K; k++)
                 s += fabs((double)x[tt * K + k] * Wd[n * K + k]);
             S[tt * N + n] = s;
         }
-    gptq_cuda_layer_desc d = {.qweight = t.qweight, .qzeros = t.qzeros, .scales = t.scales,
-                              .g_idx = gidx, .bias = bp, .K = K, .N = N, .G = t.G, .bits = bits,
-                              .group_size = gs, .fmt = fmt};
     gptq_cuda_host_layout h;
     if (gptq_cuda_prepare(&d, &h, &err)) {
         printf("FAIL prepare (%s): %s\n", desc, err.msg);
@@ -265,9 +237,9 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
                gptq_layer_permuted(ref));
         failures++;
     }
-    gptq_cuda_dev L = {.qweight = h.qweight ? h.qweight : t.qweight, .scales = t.scales,
+    gptq_cuda_dev L = {.qweight = h.qweight ? h.qweight : d.qweight, .scales = d.scales,
                        .zeros = h.zeros, .gs = h.gs, .gend = h.gend, .perm = h.perm,
-                       .bias = bp, .K = K, .N = N, .G = t.G, .bits = bits};
+                       .bias = bp, .K = K, .N = N, .G = d.G, .bits = bits};
     const double u = ldexp(1.0, -24), f32rel = 2.0 * (K + 2) * u / (1.0 - (K + 2) * u);
 
     /* gemv: T = 1, 3, 11 (chunks 8 + 3 as forward_gemv does), every ksplit */
@@ -347,15 +319,64 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
             free(w);
         }
     gptq_cuda_host_layout_free(&h);
+    free(x);
+    free(yr);
+    free(y);
+    free(S);
+}
+
+
+static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, int64_t K,
+                int64_t N, bool with_bias, bool pass_gidx)
+{
+    char desc[200];
+    snprintf(desc, sizeof desc,
+             "bits=%d %s v%d desc_act=%d group=%" PRId64 " K=%" PRId64 " N=%" PRId64
+             " bias=%d g_idx=%d",
+             bits, sym ? "sym" : "asym", (int)fmt, act, gs, K, N, with_bias, pass_gidx);
+    plume_error err = {0};
+    float *W = malloc((size_t)(N * K) * sizeof *W), *Wd = malloc((size_t)(N * K) * sizeof *Wd);
+    float *bias = malloc((size_t)N * sizeof *bias);
+    int32_t *perm = malloc((size_t)K * sizeof *perm);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++)
+            W[n * K + k] = 0.05f * rndf() + (sym ? 0.0f : 0.02f);
+        bias[n] = rndf();
+    }
+    for (int64_t i = 0; i < K; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = K - 1; i > 0; i--) {
+        int64_t j = rnd() % (uint32_t)(i + 1);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    gptq_qconfig qc = {.bits = bits, .group_size = gs, .sym = sym, .fmt = fmt};
+    gptq_tensors t = {0};
+    if (gptq_rtn_quantize(W, N, K, &qc, act ? perm : NULL, &t, &err)) {
+        printf("FAIL rtn (%s): %s\n", desc, err.msg);
+        failures++;
+        return;
+    }
+    const int32_t *gidx = pass_gidx ? t.g_idx : NULL;
+    const float *bp = with_bias ? bias : NULL;
+    gptq_load_config lc = {.bits = bits, .group_size = gs, .sym = sym, .desc_act = act, .fmt = fmt};
+    gptq_layer *ref = NULL;
+    if (gptq_layer_build(t.qweight, t.qzeros, t.scales, gidx, bp, K, N, t.G, &lc, &ref, &err) ||
+        gptq_dequantize(t.qweight, t.qzeros, t.scales, gidx, K, N, t.G, gs, bits, fmt, Wd, &err)) {
+        printf("FAIL reference (%s): %s\n", desc, err.msg);
+        failures++;
+        return;
+    }
+    gptq_cuda_layer_desc d = {.qweight = t.qweight, .qzeros = t.qzeros, .scales = t.scales,
+                              .g_idx = gidx, .bias = bp, .K = K, .N = N, .G = t.G, .bits = bits,
+                              .group_size = gs, .fmt = fmt};
+    check_layer(&d, ref, Wd, desc);
     gptq_layer_free(ref);
     gptq_tensors_free(&t);
     free(W);
     free(Wd);
     free(bias);
-    free(x);
-    free(yr);
-    free(y);
-    free(S);
     free(perm);
 }
 
