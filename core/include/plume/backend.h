@@ -85,6 +85,14 @@ typedef struct plume_attn_params {
                         positions max(0, p - window + 1) .. p only; 0: all of 0 .. p */
 } plume_attn_params;
 
+/* Bytes of K and V one cached position takes over all layers (from the
+ * layout kv_alloc filled in). */
+static inline int64_t plume_kv_pool_bytes_per_token(const plume_kv_pool *kv)
+{
+    const int64_t slots = (int64_t)kv->n_blocks * kv->block_size;
+    return slots ? 2 * (int64_t)kv->layer_stride * kv->n_layer / slots : 0;
+}
+
 /* One sequence's share of a step: positions pos0 .. pos0+n-1, its rows
  * consecutive in the step, its block table covering them. */
 typedef struct plume_step_seq {

@@ -355,4 +355,9 @@ int64_t plume_seq_runner_free_tokens(const plume_seq_runner *r)
     return (int64_t)r->n_free * r->p.block_size;
 }
 
+int64_t plume_seq_runner_kv_bytes_per_token(const plume_seq_runner *r)
+{
+    return plume_kv_pool_bytes_per_token(&r->kv->pool);
+}
+
 const plume_model *plume_seq_runner_model(const plume_seq_runner *r) { return r->m; }
