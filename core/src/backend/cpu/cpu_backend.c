@@ -18,6 +18,7 @@ typedef struct cpu_backend {
     plume_pool *pool;
     plume_attn_row *rows; /* attention's per-row context, grown as needed */
     int32_t rows_cap;
+    plume_attn_scratch attn; /* attention's tiles and split-K partials */
 } cpu_backend;
 
 struct plume_bweight {
@@ -52,6 +53,7 @@ static void cpu_destroy(plume_backend *be)
         return;
     plume_pool_free(b->pool);
     free(b->rows);
+    plume_attn_scratch_free(&b->attn);
     free(b);
 }
 
@@ -276,9 +278,10 @@ static int cpu_attention(plume_backend *be, const plume_step *st, const plume_kv
         }
     const uint8_t *kc = (const uint8_t *)kv->k + (size_t)layer * kv->layer_stride;
     const uint8_t *vc = (const uint8_t *)kv->v + (size_t)layer * kv->layer_stride;
-    plume_paged_attention(b->pool, CF(q), kc, vc, kv->dtype == PLUME_KV_F16, b->rows, st->n_rows,
-                          kv->block_size, p->n_head, kv->n_head_kv, kv->head_dim, scale,
-                          p->window, F(out));
+    if (plume_paged_attention(b->pool, &b->attn, CF(q), kc, vc, kv->dtype == PLUME_KV_F16, b->rows,
+                              st->n_rows, kv->block_size, p->n_head, kv->n_head_kv, kv->head_dim,
+                              scale, p->window, F(out)))
+        return plume_err(err, PLUME_ERR_NOMEM, "cpu backend: out of memory for attention scratch");
     return 0;
 }
 

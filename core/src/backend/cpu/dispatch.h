@@ -51,6 +51,11 @@ typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows
 typedef void (*plume_mm_r_fn)(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
                               float *y, int64_t ldy);
 
+/* Keys per split-K chunk of the attention kernels: a row's result is the
+ * in-order merge of its partials over chunks at absolute positions c *
+ * PLUME_ATTN_CHUNK, however the work is divided. */
+#define PLUME_ATTN_CHUNK 256
+
 typedef struct plume_kernels {
     plume_cpu_level level;
     /* Quantizes one token's K values (K % 32 == 0) into q[K], d[K/32],
@@ -101,6 +106,24 @@ typedef struct plume_kernels {
                             const void *v, int64_t stride, int kv_f16,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, float *o, int64_t o_stride);
+    /* The split-K pieces of attn_paged_tile.  attn_partial: for nr rows as
+     * in attn_paged_tile (nq queries each at q + r*q_stride), the
+     * unnormalized online-softmax state over the keys of the chunk c0 ..
+     * c0+PLUME_ATTN_CHUNK-1 (c0 a multiple of it) within each row's own
+     * range: m[r*nq+qi], l[r*nq+qi] and o[(r*nq+qi)*hd ..] (m = -INFINITY,
+     * l = 0, o = 0 for a row with no key there).  attn_merge: folds n such
+     * states (m[i], l[i], o + i*hd) into running ones (M[i], L[i],
+     * O + i*O_stride; start from M = -INFINITY: the first state is copied).
+     * attn_paged_tile is, for every pass of rows, attn_partial of each chunk
+     * from the first row's first key, merged in chunk order, then O / L:
+     * merging the same partials in the same order elsewhere (the threads of
+     * paged_attention.c) gives the same bits. */
+    void (*attn_partial)(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                         const void *v, int64_t stride, int kv_f16, const int32_t *block_table,
+                         int block_size, int n_pos0, int hd, float scale, int window, int c0,
+                         float *m, float *l, float *o);
+    void (*attn_merge)(float *M, float *L, float *O, const float *m, const float *l,
+                       const float *o, int n, int hd, int64_t O_stride);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple
