@@ -245,7 +245,8 @@ static void test_paged_attention_batch(void **state)
                 const int r0 = sub == 2 ? 20 : 0, nr = sub == 1 ? 20 : n - r0;
                 memset(o, 0, sizeof(float) * (size_t)n * qs);
                 assert_int_equal(plume_paged_attention(pool, &scratch, q + (size_t)r0 * qs, kx, vx,
-                                                       f16, rows + r0, nr, BS, NH, NKV, HD, scale,
+                                                       f16, kv_dim, HD, rows + r0, nr, BS, NH, NKV,
+                                                       HD, scale,
                                                        0, o + (size_t)r0 * qs),
                                  0);
                 for (int r = r0; r < r0 + nr; r++)

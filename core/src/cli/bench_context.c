@@ -28,7 +28,7 @@ static const char help[] =
     "options:\n"
     "  --model PATH      a .gguf file or an HF model directory (required)\n"
     "  --depths LIST     comma-separated context depths (default 0,512,2048,6144)\n"
-    "  --kv-dtype T      KV cache storage: f32, f16 (default f16)\n"
+    "  --kv-dtype T      KV cache storage: f32, f16, int8 (default f16)\n"
     "  --steps N         decode steps per measurement (default 32)\n"
     "  --chunk N         prefill chunk, tokens per forward pass (default 512)\n"
     "  --reps N          repetitions (default 3)\n"
@@ -157,7 +157,10 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     return rc;
 }
 
-static const char *kv_name(int dt) { return dt == PLUME_KV_F16 ? "f16" : "f32"; }
+static const char *kv_name(int dt)
+{
+    return dt == PLUME_KV_INT8 ? "int8" : dt == PLUME_KV_F16 ? "f16" : "f32";
+}
 
 static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *rows, int64_t kvb)
 {

@@ -70,7 +70,7 @@ void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
  * "plume <cmd>: ..."). */
 int cli_prepare_out_dir(const char *cmd, const char *dir);
 
-/* A --kv-dtype value (f32, f16) as a plume_kv_dtype; anything else prints
+/* A --kv-dtype value (f32, f16, int8) as a plume_kv_dtype; anything else prints
  * an error naming `plume <cmd>` and the choices, and exits 2. */
 int cli_kv_dtype(const char *cmd, const char *v);
 

@@ -87,7 +87,9 @@ int cli_kv_dtype(const char *cmd, const char *v)
         return PLUME_KV_F32;
     if (strcmp(v, "f16") == 0)
         return PLUME_KV_F16;
-    fprintf(stderr, "plume %s: --kv-dtype is f32 or f16, got '%s'\n", cmd, v);
+    if (strcmp(v, "int8") == 0)
+        return PLUME_KV_INT8;
+    fprintf(stderr, "plume %s: --kv-dtype is f32, f16 or int8, got '%s'\n", cmd, v);
     exit(2);
 }
 

@@ -149,9 +149,10 @@ static void kx_attn_step(const float *q, int nq, const float *k, const float *v,
 #define KX_ATTN_F16_BUF 4096
 
 /* Points kp[i] / vp[i] (i < ns) at the K/V rows of positions p0 .. p0+ns-1
- * of a paged cache, walking the block table block by block; f16 rows are
- * converted into kbuf / vbuf (ns * hd floats each) first. */
-KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv_f16,
+ * of a paged cache, walking the block table block by block; f16 and int8
+ * rows (dispatch.h: PLUME_KV_TYPE_*) are converted into kbuf / vbuf (ns * hd
+ * floats each) first, int8 as value x the row's scale (one rounding). */
+KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int p0, int ns, int hd,
                             float *kbuf, float *vbuf, const float **kp, const float **vp)
 {
@@ -164,14 +165,34 @@ KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv
                             (size_t)in;
         for (int e = 0; e < cnt; e++, i++) {
             const size_t off = (slot + (size_t)e) * (size_t)stride;
-            if (!kv_f16) {
+            if (!kv_type) {
                 kp[i] = (const float *)k + off;
                 vp[i] = (const float *)v + off;
                 continue;
             }
-            const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
             float *kd = kbuf + (size_t)i * hd, *vd = vbuf + (size_t)i * hd;
             int d = 0;
+            if (kv_type == PLUME_KV_TYPE_I8) {
+                const int8_t *k8 = (const int8_t *)k + off, *v8 = (const int8_t *)v + off;
+                float ks, vs;
+                memcpy(&ks, k8 + PLUME_KV_I8_SCALE_AT(hd), sizeof ks);
+                memcpy(&vs, v8 + PLUME_KV_I8_SCALE_AT(hd), sizeof vs);
+                const __m256 ksv = _mm256_set1_ps(ks), vsv = _mm256_set1_ps(vs);
+                for (; d + 8 <= hd; d += 8) {
+                    const __m256i kq = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(k8 + d)));
+                    const __m256i vq = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(v8 + d)));
+                    _mm256_storeu_ps(kd + d, _mm256_mul_ps(_mm256_cvtepi32_ps(kq), ksv));
+                    _mm256_storeu_ps(vd + d, _mm256_mul_ps(_mm256_cvtepi32_ps(vq), vsv));
+                }
+                for (; d < hd; d++) {
+                    kd[d] = (float)k8[d] * ks;
+                    vd[d] = (float)v8[d] * vs;
+                }
+                kp[i] = kd;
+                vp[i] = vd;
+                continue;
+            }
+            const uint16_t *k16 = (const uint16_t *)k + off, *v16 = (const uint16_t *)v + off;
             for (; d + 8 <= hd; d += 8) {
                 _mm256_storeu_ps(kd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k16 + d))));
                 _mm256_storeu_ps(vd + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v16 + d))));
@@ -196,10 +217,10 @@ KX_INLINE int kx_attn_lo(int n_pos, int window)
 /* Keys per slice: KX_ATTN_SLICE, halved while a slice of f16 rows would not
  * fit the conversion buffers; always a power of two, so that slices tile
  * the split-K chunks (PLUME_ATTN_CHUNK) exactly. */
-KX_INLINE int kx_attn_slice_len(int kv_f16, int hd)
+KX_INLINE int kx_attn_slice_len(int kv_type, int hd)
 {
     int slice = KX_ATTN_SLICE;
-    while (kv_f16 && slice > 1 && slice * hd > KX_ATTN_F16_BUF)
+    while (kv_type && slice > 1 && slice * hd > KX_ATTN_F16_BUF)
         slice >>= 1;
     return slice;
 }
@@ -208,13 +229,13 @@ KX_INLINE int kx_attn_slice_len(int kv_f16, int hd)
  * slice length; each is gathered once for the tile and a row folds only
  * the keys of its own range. */
 static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
-                            const void *v, int64_t stride, int kv_f16,
+                            const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, int c0, float *m, float *l, float *o)
 {
     const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     _Alignas(32) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
-    const int slice = kx_attn_slice_len(kv_f16, hd);
+    const int slice = kx_attn_slice_len(kv_type, hd);
     for (int i = 0; i < nr * nq; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
@@ -229,7 +250,7 @@ static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
     for (; p0 < end; p0 += slice) {
         const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
         const int e = end - p0 < slice ? end : p0 + slice;
-        kx_gather_kv(k, v, stride, kv_f16, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
+        kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
         for (int r = 0; r < nr; r++) {
             const int n_pos = n_pos0 + r, lo = kx_attn_lo(n_pos, window);
             const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
@@ -286,7 +307,7 @@ static void kx_attn_merge(float *M, float *L, float *O, const float *m, const fl
  * result is that of the row alone, and that of the split-K path of
  * paged_attention.c which merges the same partials in the same order. */
 static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
-                               const void *v, int64_t stride, int kv_f16,
+                               const void *v, int64_t stride, int kv_type,
                                const int32_t *block_table, int block_size, int n_pos0, int hd,
                                float scale, int window, float *o, int64_t o_stride)
 {
@@ -308,7 +329,7 @@ static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq,
             for (int c0 = lo0 / PLUME_ATTN_CHUNK * PLUME_ATTN_CHUNK; c0 < n_max;
                  c0 += PLUME_ATTN_CHUNK) {
                 kx_attn_partial(q + (size_t)r0 * q_stride + (size_t)q0 * hd, q_stride, nrs, nqs, k,
-                                v, stride, kv_f16, block_table, block_size, n_pos0 + r0, hd, scale,
+                                v, stride, kv_type, block_table, block_size, n_pos0 + r0, hd, scale,
                                 window, c0, pm, pl, po);
                 for (int r = 0; r < nrs; r++)
                     kx_attn_merge(M + r * nqs, L + r * nqs,
@@ -328,10 +349,10 @@ static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq,
 
 /* Whole rows over a paged cache (dispatch.h: attn_paged): a tile of one. */
 static void kx_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                          int kv_f16, const int32_t *block_table, int block_size, int n_pos,
+                          int kv_type, const int32_t *block_table, int block_size, int n_pos,
                           int hd, float scale, int window, float *o)
 {
-    kx_attn_paged_tile(q, 0, 1, nq, k, v, stride, kv_f16, block_table, block_size, n_pos, hd,
+    kx_attn_paged_tile(q, 0, 1, nq, k, v, stride, kv_type, block_table, block_size, n_pos, hd,
                        scale, window, o, 0);
 }
 

@@ -250,9 +250,9 @@ static int attn_lo(int n_pos, int window)
     return window > 0 && n_pos > window ? n_pos - window : 0;
 }
 
-/* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16) into
- * kb / vb (hd floats per key). */
-static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16,
+/* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16;
+ * int8: value x the row's scale) into kb / vb (hd floats per key). */
+static void attn_gather(const void *k, const void *v, int64_t stride, int kv_type,
                         const int32_t *block_table, int block_size, int p0, int ns, int hd,
                         float *kb, float *vb)
 {
@@ -260,8 +260,19 @@ static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16
         const int p = p0 + i;
         const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
                             (size_t)(p % block_size)) * (size_t)stride;
+        if (kv_type == PLUME_KV_TYPE_I8) {
+            const int8_t *k8 = (const int8_t *)k + off, *v8 = (const int8_t *)v + off;
+            float ks, vs;
+            memcpy(&ks, k8 + PLUME_KV_I8_SCALE_AT(hd), sizeof ks);
+            memcpy(&vs, v8 + PLUME_KV_I8_SCALE_AT(hd), sizeof vs);
+            for (int d = 0; d < hd; d++) {
+                kb[i * hd + d] = (float)k8[d] * ks;
+                vb[i * hd + d] = (float)v8[d] * vs;
+            }
+            continue;
+        }
         for (int d = 0; d < hd; d++) {
-            if (kv_f16) {
+            if (kv_type) {
                 kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
                 vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
             } else {
@@ -285,7 +296,7 @@ static int attn_slice_len(int hd)
 /* dispatch.h: attn_partial.  Slices start at absolute multiples of the
  * slice length; a row folds only the keys of its own range. */
 static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
-                         const void *v, int64_t stride, int kv_f16, const int32_t *block_table,
+                         const void *v, int64_t stride, int kv_type, const int32_t *block_table,
                          int block_size, int n_pos0, int hd, float scale, int window, int c0,
                          float *m, float *l, float *o)
 {
@@ -305,7 +316,7 @@ static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const
     for (; p0 < end; p0 += slice) {
         const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
         const int e = end - p0 < slice ? end : p0 + slice;
-        attn_gather(k, v, stride, kv_f16, block_table, block_size, g, e - g, hd, kb, vb);
+        attn_gather(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kb, vb);
         for (int r = 0; r < nr; r++) {
             const int n_pos = n_pos0 + r, lo = attn_lo(n_pos, window);
             const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
@@ -350,7 +361,7 @@ static void attn_merge(float *M, float *L, float *O, const float *m, const float
  * and queries, the partial of each chunk merged in chunk order. */
 #define ATTN_TILE_Q 32
 static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
-                            const void *v, int64_t stride, int kv_f16,
+                            const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, float *o, int64_t o_stride)
 {
@@ -372,7 +383,7 @@ static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, co
             for (int c0 = lo0 / PLUME_ATTN_CHUNK * PLUME_ATTN_CHUNK; c0 < n_max;
                  c0 += PLUME_ATTN_CHUNK) {
                 attn_partial(q + (size_t)r0 * q_stride + (size_t)q0 * hd, q_stride, nrs, nqs, k, v,
-                             stride, kv_f16, block_table, block_size, n_pos0 + r0, hd, scale,
+                             stride, kv_type, block_table, block_size, n_pos0 + r0, hd, scale,
                              window, c0, pm, pl, po);
                 for (int r = 0; r < nrs; r++)
                     attn_merge(M + r * nqs, L + r * nqs,
@@ -392,10 +403,10 @@ static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, co
 
 /* One row: a tile of one. */
 static void attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                       int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
+                       int kv_type, const int32_t *block_table, int block_size, int n_pos, int hd,
                        float scale, int window, float *o)
 {
-    attn_paged_tile(q, 0, 1, nq, k, v, stride, kv_f16, block_table, block_size, n_pos, hd, scale,
+    attn_paged_tile(q, 0, 1, nq, k, v, stride, kv_type, block_table, block_size, n_pos, hd, scale,
                     window, o, 0);
 }
 

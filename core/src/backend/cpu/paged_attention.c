@@ -21,7 +21,8 @@ typedef struct tile {
 typedef struct job {
     const float *q;
     const void *k, *v;
-    int kv_f16;
+    int kv_type;
+    int64_t stride, head_stride; /* elements per slot, per kv head */
     const plume_attn_row *rows;
     const tile *tiles;
     int32_t n_tiles, block_size;
@@ -52,10 +53,10 @@ static void worker(void *ctx, int ith, int nth)
 {
     const job *j = ctx;
     const plume_kernels *kern = plume_kernels_active();
-    const int hd = j->head_dim, kv_dim = j->n_head_kv * hd, group = j->n_head / j->n_head_kv;
+    const int hd = j->head_dim, group = j->n_head / j->n_head_kv;
     const int q_stride = j->n_head * hd;
     const int per_tile = j->per_head ? j->n_head : j->n_head_kv;
-    const size_t esz = j->kv_f16 ? 2 : 4;
+    const size_t esz = j->kv_type == PLUME_KV_TYPE_F32 ? 4 : j->kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
     for (int item = ith; item < j->n_tiles * per_tile; item += nth) {
         const int t = item / per_tile, i = item % per_tile;
         const int h0 = j->per_head ? i : i * group, nq = j->per_head ? 1 : group;
@@ -64,9 +65,9 @@ static void worker(void *ctx, int ith, int nth)
         const plume_attn_row *row = &j->rows[tl->r0];
         const float *q = j->q + (size_t)tl->r0 * q_stride + (size_t)h0 * hd;
         float *o = j->out + (size_t)tl->r0 * q_stride + (size_t)h0 * hd;
-        const void *k = (const char *)j->k + esz * (size_t)kvh * hd;
-        const void *v = (const char *)j->v + esz * (size_t)kvh * hd;
-        kern->attn_paged_tile(q, q_stride, tl->nr, nq, k, v, kv_dim, j->kv_f16, row->block_table,
+        const void *k = (const char *)j->k + esz * (size_t)kvh * j->head_stride;
+        const void *v = (const char *)j->v + esz * (size_t)kvh * j->head_stride;
+        kern->attn_paged_tile(q, q_stride, tl->nr, nq, k, v, j->stride, j->kv_type, row->block_table,
                               j->block_size, row->pos + 1, hd, j->scale, j->window, o, q_stride);
     }
 }
@@ -83,9 +84,10 @@ static void split_worker(void *ctx, int ith, int nth)
 {
     const job *j = ctx;
     const plume_kernels *kern = plume_kernels_active();
-    const int hd = j->head_dim, kv_dim = j->n_head_kv * hd, group = j->n_head / j->n_head_kv;
+    const int hd = j->head_dim, group = j->n_head / j->n_head_kv;
     const int q_stride = j->n_head * hd;
-    const size_t esz = j->kv_f16 ? 2 : 4, pf = part_floats(group, hd);
+    const size_t esz = j->kv_type == PLUME_KV_TYPE_F32 ? 4 : j->kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
+    const size_t pf = part_floats(group, hd);
     int t = 0;
     for (int item = ith; item < j->n_items; item += nth) {
         while (j->tiles[t].item0 + j->tiles[t].n_chunks * j->n_head_kv <= item)
@@ -95,8 +97,9 @@ static void split_worker(void *ctx, int ith, int nth)
         const plume_attn_row *row = &j->rows[tl->r0];
         float *m = j->part + (size_t)item * pf, *l = m + TILE_ROWS * group, *o = l + TILE_ROWS * group;
         kern->attn_partial(j->q + (size_t)tl->r0 * q_stride + (size_t)kvh * group * hd, q_stride,
-                           tl->nr, group, (const char *)j->k + esz * (size_t)kvh * hd,
-                           (const char *)j->v + esz * (size_t)kvh * hd, kv_dim, j->kv_f16,
+                           tl->nr, group, (const char *)j->k + esz * (size_t)kvh * j->head_stride,
+                           (const char *)j->v + esz * (size_t)kvh * j->head_stride, j->stride,
+                           j->kv_type,
                            row->block_table, j->block_size, row->pos + 1, hd, j->scale, j->window,
                            (tl->c_first + c) * PLUME_ATTN_CHUNK, m, l, o);
     }
@@ -155,8 +158,8 @@ static int grow(void **p, size_t *cap, size_t n, size_t sz)
 }
 
 int plume_paged_attention(plume_pool *pool, plume_attn_scratch *s, const float *q,
-                          const void *k_layer, const void *v_layer, int kv_f16,
-                          const plume_attn_row *rows, int32_t n_rows, int32_t block_size,
+                          const void *k_layer, const void *v_layer, int kv_type, int64_t stride,
+                          int64_t head_stride, const plume_attn_row *rows, int32_t n_rows, int32_t block_size,
                           int n_head, int n_head_kv, int head_dim, float scale, int window,
                           float *out)
 {
@@ -177,7 +180,7 @@ int plume_paged_attention(plume_pool *pool, plume_attn_scratch *s, const float *
         r = e;
     }
     const int nth = plume_pool_threads(pool);
-    job j = {q, k_layer, v_layer, kv_f16, rows, tiles, n, block_size, n_head, n_head_kv, head_dim,
+    job j = {q, k_layer, v_layer, kv_type, stride, head_stride, rows, tiles, n, block_size, n_head, n_head_kv, head_dim,
              scale, window, 0, 0, NULL, out};
     if (n * n_head_kv < 4 * nth && max_chunks > 1) {
         /* few tiles over long contexts: split every tile's keys at the
