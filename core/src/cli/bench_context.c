@@ -13,9 +13,10 @@
 static const char help[] =
     "usage: plume bench context --model PATH [options]\n"
     "\n"
-    "For each depth D: prefills a prompt of D tokens (arbitrary ids) in chunks,\n"
-    "then decodes --steps single tokens (batch 1, greedy) after it (llama-bench's\n"
-    "-d), through a sequence runner with the chosen KV cache.  Reports:\n"
+    "One prompt (arbitrary ids) is prefilled in chunks through a sequence runner\n"
+    "with the chosen KV cache; at each depth D (ascending) it decodes --steps single\n"
+    "tokens (batch 1, greedy; llama-bench's -d), then cuts the sequence back to D\n"
+    "and goes on.  Prefill of D = the time from position 0 to D.  Reports:\n"
     "  decode:  tokens/s of the steps, and the roofline bandwidth / (weight bytes +\n"
     "           KV bytes read per step at the steps' mean depth)\n"
     "  prefill: tokens/s of the whole prompt, and the roofline N / (2 x parameters x\n"
@@ -61,29 +62,63 @@ static int32_t argmax(const float *v, int32_t n)
     return best;
 }
 
-/* One repetition at depth d: the prompt's prefill time (0 when d is 0) and
- * the decode steps' time after it. */
-static int run_depth(plume_seq_runner *r, const ctx_opts *o, const int32_t *prompt, int d,
-                     float *logits, int32_t nv, double *t_pre, double *t_dec, plume_error *err)
+static int run_tokens(plume_seq_runner *r, const int32_t *tokens, int n, bool logits_last,
+                      float *logits, plume_error *err)
 {
-    (void)plume_seq_runner_release(r, 0, NULL);
-    const int n0 = d > 0 ? d : 1; /* depth 0: decode after one token */
-    double t0 = cli_now();
-    for (int p = 0; p < n0; p += o->chunk) {
-        const int n = n0 - p < o->chunk ? n0 - p : o->chunk;
-        const plume_seq_run run = {0, prompt + p, n, p + n == n0};
-        if (plume_seq_runner_run(r, &run, 1, logits, err))
-            return -1;
-    }
-    *t_pre = d > 0 ? cli_now() - t0 : 0;
-    t0 = cli_now();
+    const plume_seq_run run = {0, tokens, n, logits_last};
+    return plume_seq_runner_run(r, &run, 1, logits, err);
+}
+
+/* Decodes o->steps greedy tokens after the sequence's context; returns the
+ * seconds they took, or -1. */
+static double decode_steps(plume_seq_runner *r, const ctx_opts *o, float *logits, int32_t nv,
+                           plume_error *err)
+{
+    const double t0 = cli_now();
     for (int s = 0; s < o->steps; s++) {
         const int32_t next = argmax(logits, nv);
-        const plume_seq_run run = {0, &next, 1, 1};
-        if (plume_seq_runner_run(r, &run, 1, logits, err))
+        if (run_tokens(r, &next, 1, true, logits, err))
             return -1;
     }
-    *t_dec = cli_now() - t0;
+    return cli_now() - t0;
+}
+
+/* One repetition of the whole sweep.  The depths (ascending) are reached
+ * by one prompt prefilled in chunks from position 0: the prefill time of
+ * depth d is the time from position 0 to d, the same work as a prompt of d
+ * tokens alone; after each depth's decode steps the sequence is cut back
+ * to d (plume_seq_runner_truncate) before the prompt goes on.  Depth 0 is
+ * a one-token prompt. */
+static int run_rep(plume_seq_runner *r, const ctx_opts *o, const int32_t *prompt, float *logits,
+                   int32_t nv, double *t_pre, double *t_dec, plume_error *err)
+{
+    (void)plume_seq_runner_release(r, 0, NULL);
+    int cur = 0;
+    double t_cum = 0;
+    for (int di = 0; di < o->n_depths; di++) {
+        const int d = o->depths[di];
+        if (d == 0) {
+            if (run_tokens(r, prompt, 1, true, logits, err) ||
+                (t_dec[di] = decode_steps(r, o, logits, nv, err)) < 0)
+                return -1;
+            (void)plume_seq_runner_release(r, 0, NULL);
+            t_pre[di] = 0;
+            continue;
+        }
+        const double t0 = cli_now();
+        for (int p = cur; p < d;) {
+            const int end = (p / o->chunk + 1) * o->chunk < d ? (p / o->chunk + 1) * o->chunk : d;
+            if (run_tokens(r, prompt + p, end - p, end == d, logits, err))
+                return -1;
+            p = end;
+        }
+        t_cum += cli_now() - t0;
+        t_pre[di] = t_cum;
+        if ((t_dec[di] = decode_steps(r, o, logits, nv, err)) < 0 ||
+            plume_seq_runner_truncate(r, 0, d, err))
+            return -1;
+        cur = d;
+    }
     return 0;
 }
 
@@ -121,21 +156,20 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     *kvb_out = kvb;
     float *logits = malloc(sizeof(float) * (size_t)nv);
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)max_d);
-    double *pre = malloc(sizeof(double) * (size_t)o->reps);
-    double *dec = malloc(sizeof(double) * (size_t)o->reps);
+    const size_t nd = (size_t)o->n_depths, nr = (size_t)o->reps;
+    double *tp = malloc(sizeof(double) * nd * nr), *td = malloc(sizeof(double) * nd * nr);
+    double *pre = malloc(sizeof(double) * nr), *dec = malloc(sizeof(double) * nr);
     for (int i = 0; i < max_d; i++) /* arbitrary ids spread over the vocabulary */
         prompt[i] = (int32_t)((1 + (int64_t)i * 7919) % nv);
     int rc = 0;
+    for (int rep = 0; rep < o->reps && rc == 0; rep++)
+        rc = run_rep(r, o, prompt, logits, nv, tp + (size_t)rep * nd, td + (size_t)rep * nd, &err);
     for (int di = 0; di < o->n_depths && rc == 0; di++) {
         const int d = o->depths[di];
-        for (int rep = 0; rep < o->reps && rc == 0; rep++) {
-            double tp = 1, td = 1;
-            rc = run_depth(r, o, prompt, d, logits, nv, &tp, &td, &err);
-            pre[rep] = d > 0 ? d / tp : 0;
-            dec[rep] = o->steps / td;
+        for (int rep = 0; rep < o->reps; rep++) {
+            pre[rep] = d > 0 ? d / tp[(size_t)rep * nd + (size_t)di] : 0;
+            dec[rep] = o->steps / td[(size_t)rep * nd + (size_t)di];
         }
-        if (rc)
-            break;
         ctx_row *row = &rows[di];
         row->depth = d;
         row->dec = bench_median(dec, o->reps);
@@ -152,6 +186,8 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     free(prompt);
     free(pre);
     free(dec);
+    free(tp);
+    free(td);
     plume_seq_runner_free(r);
     plume_model_free(m);
     return rc;
@@ -230,6 +266,11 @@ static void parse_depths(ctx_opts *o, const char *v)
         fprintf(stderr, "plume bench context: --depths is empty\n");
         exit(2);
     }
+    for (int i = 1; i < o->n_depths; i++)
+        if (o->depths[i] <= o->depths[i - 1]) {
+            fprintf(stderr, "plume bench context: --depths must be ascending, got '%s'\n", v);
+            exit(2);
+        }
 }
 
 int bench_context(int argc, char **argv)

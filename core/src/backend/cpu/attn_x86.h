@@ -5,6 +5,8 @@
 #ifndef PLUME_CPU_ATTN_X86_H
 #define PLUME_CPU_ATTN_X86_H
 
+#include "backend/cpu/attn_tile.h"
+
 /* Keys per slice of the attention kernels (scores on the stack). */
 #define KX_ATTN_SLICE 64
 
@@ -207,13 +209,6 @@ KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv
     }
 }
 
-/* The first position a query that sees n_pos keys attends to: with a
- * sliding window (window > 0) only the last window keys, else all. */
-KX_INLINE int kx_attn_lo(int n_pos, int window)
-{
-    return window > 0 && n_pos > window ? n_pos - window : 0;
-}
-
 /* Keys per slice: KX_ATTN_SLICE, halved while a slice of f16 rows would not
  * fit the conversion buffers; always a power of two, so that slices tile
  * the split-K chunks (PLUME_ATTN_CHUNK) exactly. */
@@ -243,7 +238,7 @@ static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
     memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
     const int n_max = n_pos0 + nr - 1; /* keys of the last row */
     const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
-    const int lo0 = kx_attn_lo(n_pos0, window); /* the first row's first key */
+    const int lo0 = plume_attn_lo(n_pos0, window); /* the first row's first key */
     int p0 = lo0 / slice * slice;
     if (p0 < c0)
         p0 = c0;
@@ -252,7 +247,7 @@ static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
         const int e = end - p0 < slice ? end : p0 + slice;
         kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r, lo = kx_attn_lo(n_pos, window);
+            const int n_pos = n_pos0 + r, lo = plume_attn_lo(n_pos, window);
             const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
             if (er <= a)
                 continue;
@@ -296,55 +291,23 @@ static void kx_attn_merge(float *M, float *L, float *O, const float *m, const fl
     }
 }
 
-/* Queries (rows x heads) per pass of kx_attn_paged_tile, and floats of
- * partial output they may use on the stack. */
-#define KX_TILE_Q 32
+/* Floats of partial output kx_attn_paged_tile keeps on the stack. */
 #define KX_PART_BUF 8192
 
 /* A tile of nr consecutive query rows of one sequence (dispatch.h:
- * attn_paged_tile): chunk by chunk (absolute boundaries), the partial of
- * every row of a pass, merged in chunk order, then normalized: each row's
- * result is that of the row alone, and that of the split-K path of
- * paged_attention.c which merges the same partials in the same order. */
+ * attn_paged_tile): attn_tile.h's driver over kx_attn_partial and
+ * kx_attn_merge, so each row's result is that of the row alone, and that of
+ * the split-K path of paged_attention.c which merges the same partials in
+ * the same order. */
 static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                                const void *v, int64_t stride, int kv_type,
                                const int32_t *block_table, int block_size, int n_pos0, int hd,
                                float scale, int window, float *o, int64_t o_stride)
 {
     _Alignas(32) float po[KX_PART_BUF];
-    float M[KX_TILE_Q], L[KX_TILE_Q], pm[KX_TILE_Q], pl[KX_TILE_Q];
-    int qmax = KX_PART_BUF / hd < KX_TILE_Q ? KX_PART_BUF / hd : KX_TILE_Q;
-    if (qmax < 1)
-        qmax = 1;
-    const int qc = nq < qmax ? nq : qmax; /* queries per row per pass */
-    const int rc = qmax / qc;             /* rows per pass */
-    for (int q0 = 0; q0 < nq; q0 += qc) {
-        const int nqs = nq - q0 < qc ? nq - q0 : qc;
-        for (int r0 = 0; r0 < nr; r0 += rc) {
-            const int nrs = nr - r0 < rc ? nr - r0 : rc;
-            for (int i = 0; i < nrs * nqs; i++)
-                M[i] = -INFINITY, L[i] = 0.0f;
-            const int n_max = n_pos0 + r0 + nrs - 1;
-            const int lo0 = kx_attn_lo(n_pos0 + r0, window);
-            for (int c0 = lo0 / PLUME_ATTN_CHUNK * PLUME_ATTN_CHUNK; c0 < n_max;
-                 c0 += PLUME_ATTN_CHUNK) {
-                kx_attn_partial(q + (size_t)r0 * q_stride + (size_t)q0 * hd, q_stride, nrs, nqs, k,
-                                v, stride, kv_type, block_table, block_size, n_pos0 + r0, hd, scale,
-                                window, c0, pm, pl, po);
-                for (int r = 0; r < nrs; r++)
-                    kx_attn_merge(M + r * nqs, L + r * nqs,
-                                  o + (size_t)(r0 + r) * o_stride + (size_t)q0 * hd, pm + r * nqs,
-                                  pl + r * nqs, po + (size_t)r * nqs * hd, nqs, hd, hd);
-            }
-            for (int r = 0; r < nrs; r++)
-                for (int qi = 0; qi < nqs; qi++) {
-                    const float inv = 1.0f / L[r * nqs + qi];
-                    float *oq = o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd;
-                    for (int d = 0; d < hd; d++)
-                        oq[d] *= inv;
-                }
-        }
-    }
+    plume_attn_tile_run(kx_attn_partial, kx_attn_merge, po, KX_PART_BUF, q, q_stride, nr, nq, k, v,
+                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, o,
+                        o_stride);
 }
 
 /* Whole rows over a paged cache (dispatch.h: attn_paged): a tile of one. */

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backend/cpu/attn_tile.h"
 #include "backend/cpu/blocks.h"
 #include "backend/cpu/dispatch.h"
 #include "plume/fp16.h"
@@ -243,13 +244,6 @@ static void attn_step(const float *q, int nq, const float *k, const float *v, in
  * of this many floats each, then attn_step. */
 #define ATTN_BUF 4096
 
-/* The first position a query that sees n_pos keys attends to: with a
- * sliding window (window > 0) only the last window keys, else all. */
-static int attn_lo(int n_pos, int window)
-{
-    return window > 0 && n_pos > window ? n_pos - window : 0;
-}
-
 /* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16;
  * int8: value x the row's scale) into kb / vb (hd floats per key). */
 static void attn_gather(const void *k, const void *v, int64_t stride, int kv_type,
@@ -309,7 +303,7 @@ static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const
     memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
     const int n_max = n_pos0 + nr - 1;
     const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
-    const int lo0 = attn_lo(n_pos0, window);
+    const int lo0 = plume_attn_lo(n_pos0, window);
     int p0 = lo0 / slice * slice;
     if (p0 < c0)
         p0 = c0;
@@ -318,7 +312,7 @@ static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const
         const int e = end - p0 < slice ? end : p0 + slice;
         attn_gather(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kb, vb);
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r, lo = attn_lo(n_pos, window);
+            const int n_pos = n_pos0 + r, lo = plume_attn_lo(n_pos, window);
             const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
             if (er <= a)
                 continue;
@@ -357,48 +351,17 @@ static void attn_merge(float *M, float *L, float *O, const float *m, const float
     }
 }
 
-/* attn_paged for a tile of consecutive rows (dispatch.h): per pass of rows
- * and queries, the partial of each chunk merged in chunk order. */
-#define ATTN_TILE_Q 32
+/* attn_paged for a tile of consecutive rows (dispatch.h): attn_tile.h's
+ * driver over attn_partial and attn_merge. */
 static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, float *o, int64_t o_stride)
 {
     float po[ATTN_BUF * 2];
-    float M[ATTN_TILE_Q], L[ATTN_TILE_Q], pm[ATTN_TILE_Q], pl[ATTN_TILE_Q];
-    int qmax = 2 * ATTN_BUF / hd < ATTN_TILE_Q ? 2 * ATTN_BUF / hd : ATTN_TILE_Q;
-    if (qmax < 1)
-        qmax = 1;
-    const int qc = nq < qmax ? nq : qmax;
-    const int rc = qmax / qc;
-    for (int q0 = 0; q0 < nq; q0 += qc) {
-        const int nqs = nq - q0 < qc ? nq - q0 : qc;
-        for (int r0 = 0; r0 < nr; r0 += rc) {
-            const int nrs = nr - r0 < rc ? nr - r0 : rc;
-            for (int i = 0; i < nrs * nqs; i++)
-                M[i] = -INFINITY, L[i] = 0.0f;
-            const int n_max = n_pos0 + r0 + nrs - 1;
-            const int lo0 = attn_lo(n_pos0 + r0, window);
-            for (int c0 = lo0 / PLUME_ATTN_CHUNK * PLUME_ATTN_CHUNK; c0 < n_max;
-                 c0 += PLUME_ATTN_CHUNK) {
-                attn_partial(q + (size_t)r0 * q_stride + (size_t)q0 * hd, q_stride, nrs, nqs, k, v,
-                             stride, kv_type, block_table, block_size, n_pos0 + r0, hd, scale,
-                             window, c0, pm, pl, po);
-                for (int r = 0; r < nrs; r++)
-                    attn_merge(M + r * nqs, L + r * nqs,
-                               o + (size_t)(r0 + r) * o_stride + (size_t)q0 * hd, pm + r * nqs,
-                               pl + r * nqs, po + (size_t)r * nqs * hd, nqs, hd, hd);
-            }
-            for (int r = 0; r < nrs; r++)
-                for (int qi = 0; qi < nqs; qi++) {
-                    const float inv = 1.0f / L[r * nqs + qi];
-                    float *oq = o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd;
-                    for (int d = 0; d < hd; d++)
-                        oq[d] *= inv;
-                }
-        }
-    }
+    plume_attn_tile_run(attn_partial, attn_merge, po, ATTN_BUF * 2, q, q_stride, nr, nq, k, v,
+                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, o,
+                        o_stride);
 }
 
 /* One row: a tile of one. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/attn_tile.h"
 #include "backend/cpu/dispatch.h"
 
 /* Most query rows of one sequence per tile of attn_paged_tile. */
@@ -36,12 +37,6 @@ typedef struct job {
     float *part;
     float *out;
 } job;
-
-/* The first key a row at position pos attends to. */
-static int32_t row_lo(int32_t pos, int window)
-{
-    return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
-}
 
 /* Unsplit: items are (tile, kv head) pairs strided over threads: the
  * kernel streams the sequence's K/V rows once for all query heads of the
@@ -172,7 +167,7 @@ int plume_paged_attention(plume_pool *pool, plume_attn_scratch *s, const float *
         while (e < n_rows && e - r < TILE_ROWS && rows[e].block_table == rows[r].block_table &&
                rows[e].pos == rows[e - 1].pos + 1)
             e++;
-        const int32_t c_first = row_lo(rows[r].pos, window) / PLUME_ATTN_CHUNK;
+        const int32_t c_first = plume_attn_lo(rows[r].pos + 1, window) / PLUME_ATTN_CHUNK;
         /* the chunks of keys lo(first row) .. pos(last row) */
         const int32_t n_chunks = rows[e - 1].pos / PLUME_ATTN_CHUNK - c_first + 1;
         tiles[n++] = (tile){r, e - r, c_first, n_chunks, 0};
