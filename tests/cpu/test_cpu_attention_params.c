@@ -1,8 +1,11 @@
 /* The cpu backend's attention op with plume_attn_params: softmax scales
- * other than 1/sqrt(head_dim) and sliding windows, over f32 and f16 caches
- * written by kv_store, against a float64 reference; every row's result the
- * same bits in a step of prefill runs of two sequences as alone in a
- * one-row step, at 1-3 threads; bad parameters refused with an error. */
+ * other than 1/sqrt(head_dim) and sliding windows, over f32, f16 and int8
+ * caches written by kv_store, against a float64 reference over the values
+ * the cache holds (read back through the pool's layout fields, which are
+ * checked against the stored values: f16 rounding, int8 within half a
+ * step); every row's result the same bits in a step of prefill runs of two
+ * sequences as alone in a one-row step (split-K), at 1-3 threads; bad
+ * parameters refused with an error. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +49,54 @@ static void reference(const int32_t *table, int pos, int g, const float *qh, dou
         want[d] /= sum;
 }
 
+/* Reads layer 1 of the cache back through the pool's layout into kref /
+ * vref, checking each value against what was stored (k, v rows at slots):
+ * f32 exact, f16 the rounded value, int8 within half a step of its scale
+ * (max |x| / 127 over the head). */
+static void read_cache(const plume_backend_vtable *B, plume_backend *b, const plume_kv_pool *kv,
+                       const float *k, const float *v, const int32_t *slots)
+{
+    plume_error err;
+    uint8_t *kc = malloc(kv->layer_stride), *vc = malloc(kv->layer_stride);
+    assert_int_equal(B->download(b, kc, kv->k, kv->layer_stride, kv->layer_stride, &err), 0);
+    assert_int_equal(B->download(b, vc, kv->v, kv->layer_stride, kv->layer_stride, &err), 0);
+    for (int r = 0; r < NROW; r++)
+        for (int w = 0; w < 2; w++) {
+            const uint8_t *c = w ? vc : kc;
+            const float *src = (w ? v : k) + (size_t)r * NKV * HD;
+            float(*ref)[NKV * HD] = w ? vref : kref;
+            for (int h = 0; h < NKV; h++) {
+                const uint8_t *head = c + (size_t)slots[r] * kv->slot_stride + h * kv->head_stride;
+                float amax = 0, scale = 0;
+                if (kv->dtype == PLUME_KV_INT8) {
+                    memcpy(&scale, head + kv->scale_offset, 4);
+                    for (int d = 0; d < HD; d++)
+                        amax = fmaxf(amax, fabsf(src[h * HD + d]));
+                    assert_true(fabsf(scale - amax / 127) <= 1e-6f * amax);
+                }
+                for (int d = 0; d < HD; d++) {
+                    const float x = src[h * HD + d];
+                    float got;
+                    if (kv->dtype == PLUME_KV_F32) {
+                        memcpy(&got, head + d * 4, 4);
+                        assert_true(got == x);
+                    } else if (kv->dtype == PLUME_KV_F16) {
+                        uint16_t hv;
+                        memcpy(&hv, head + d * 2, 2);
+                        got = plume_fp16_to_fp32(hv);
+                        assert_true(got == plume_fp16_to_fp32(plume_fp32_to_fp16(x)));
+                    } else {
+                        got = (float)(int8_t)head[d] * scale;
+                        assert_true(fabsf(got - x) <= 0.5f * scale * 1.0001f);
+                    }
+                    ref[slots[r]][h * HD + d] = got;
+                }
+            }
+        }
+    free(kc);
+    free(vc);
+}
+
 typedef struct rows {
     int32_t pos[NROW], slots[NROW], tokens[NROW];
     plume_step_seq seqs[2];
@@ -79,19 +130,16 @@ static void test_params(void **state)
     /* (n_head, scale, window) */
     const plume_attn_params ps[] = {{6, 0, 0},      {6, 0.3f, 0}, {6, 0, 64}, {6, 0.05f, 1},
                                     {6, 0.2f, 100}, {2, 0, 17},   {8, 0, 70}, {2, 0.5f, 300}};
-    for (int f16 = 0; f16 < 2; f16++) {
-        for (int r = 0; r < NROW; r++)
-            for (int e = 0; e < NKV * HD; e++) {
-                const float kx = k[(size_t)r * NKV * HD + e], vx = v[(size_t)r * NKV * HD + e];
-                kref[R.slots[r]][e] = f16 ? plume_fp16_to_fp32(plume_fp32_to_fp16(kx)) : kx;
-                vref[R.slots[r]][e] = f16 ? plume_fp16_to_fp32(plume_fp32_to_fp16(vx)) : vx;
-            }
+    static const char *const names[] = {"f32", "f16", "int8"};
+    for (int dt = 0; dt < 3; dt++) {
+        const char *f16 = names[dt];
         for (int nt = 1; nt <= 3; nt++) {
             plume_backend *b;
             plume_error err = {0};
             assert_int_equal(B->create(NULL, nt, &b, &err), 0);
             plume_kv_pool kv = {.n_layer = 2, .n_blocks = NB, .block_size = BS, .n_head_kv = NKV,
-                                .head_dim = HD, .dtype = f16 ? PLUME_KV_F16 : PLUME_KV_F32};
+                                .head_dim = HD, .dtype = (plume_kv_dtype)dt};
+            assert_int_equal(B->supports(b, PLUME_FEAT_KV_DTYPE, dt), 1);
             assert_int_equal(B->kv_alloc(b, &kv, &err), 0);
             plume_buf *kb = B->buf_alloc(b, sizeof(float) * NROW * NKV * HD, &err);
             plume_buf *vb = B->buf_alloc(b, sizeof(float) * NROW * NKV * HD, &err);
@@ -101,6 +149,7 @@ static void test_params(void **state)
             assert_int_equal(B->upload(b, kb, 0, k, sizeof(float) * NROW * NKV * HD, &err), 0);
             assert_int_equal(B->upload(b, vb, 0, v, sizeof(float) * NROW * NKV * HD, &err), 0);
             assert_int_equal(B->kv_store(b, &all, &kv, 1, kb, vb, &err), 0);
+            read_cache(B, b, &kv, k, v, R.slots);
             for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
                 const plume_attn_params *p = &ps[pi];
                 const int nh = p->n_head, row = nh * HD, grp = nh / NKV;
@@ -128,7 +177,7 @@ static void test_params(void **state)
                             if (!(fabs(got - want[d]) <= 3e-5))
                                 fail_msg("attention %s threads %d n_head %d scale %g window %d "
                                          "row %d head %d dim %d: got %.9g want %.9g",
-                                         f16 ? "f16" : "f32", nt, nh, (double)p->scale,
+                                         f16, nt, nh, (double)p->scale,
                                          p->window, r, h, d, got, want[d]);
                         }
                     }

@@ -236,6 +236,7 @@ static void test_paged_attention_batch(void **state)
         float *o1 = malloc(sizeof(float) * NKV * qs);
         tu_fill(q, (size_t)n * qs, -2, 2);
         const float scale = 1.0f / sqrtf((float)HD);
+        plume_attn_scratch scratch = {0};
         for (int nt = 1; nt <= 3; nt++) {
             plume_pool *pool;
             plume_error err;
@@ -243,8 +244,11 @@ static void test_paged_attention_batch(void **state)
             for (int sub = 0; sub < 3; sub++) { /* the whole batch, and its prefix/suffix */
                 const int r0 = sub == 2 ? 20 : 0, nr = sub == 1 ? 20 : n - r0;
                 memset(o, 0, sizeof(float) * (size_t)n * qs);
-                plume_paged_attention(pool, q + (size_t)r0 * qs, kx, vx, f16, rows + r0, nr, BS,
-                                      NH, NKV, HD, scale, 0, o + (size_t)r0 * qs);
+                assert_int_equal(plume_paged_attention(pool, &scratch, q + (size_t)r0 * qs, kx, vx,
+                                                       f16, kv_dim, HD, rows + r0, nr, BS, NH, NKV,
+                                                       HD, scale,
+                                                       0, o + (size_t)r0 * qs),
+                                 0);
                 for (int r = r0; r < r0 + nr; r++)
                     for (int g = 0; g < NKV; g++) {
                         const int grp = NH / NKV;
@@ -259,6 +263,7 @@ static void test_paged_attention_batch(void **state)
             }
             plume_pool_free(pool);
         }
+        plume_attn_scratch_free(&scratch);
         free(q); free(o); free(o1);
         free(kc); free(vc); free(kh); free(vh);
     }

@@ -116,7 +116,7 @@ static void test_wrong_types(void **state)
                  "t.yaml:1:8: model must be a path to a .gguf file or an HF model directory, got "
                  "a list");
     expect_error("model: m.gguf\nkv_cache: { dtype: bf16 }\n",
-                 "t.yaml:2:20: kv_cache.dtype must be one of f32, f16, got 'bf16'");
+                 "t.yaml:2:20: kv_cache.dtype must be one of f32, f16, int8, got 'bf16'");
     expect_error("model: m.gguf\nsampling: { temperature: .nan }\n",
                  "t.yaml:2:26: sampling.temperature must be a number in [0.0, 100.0], got '.nan'");
 }

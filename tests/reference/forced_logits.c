@@ -39,7 +39,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "%s\n", err.msg), 1;
     const int32_t nv = plume_model_n_vocab(m);
     plume_window *w;
-    if (plume_window_create(m, n, p, &w, &err))
+    if (plume_window_create(m, n, p, PLUME_KV_F32, &w, &err))
         return fprintf(stderr, "%s\n", err.msg), 1;
     FILE *f = fopen(argv[2], "wb");
     if (!f)

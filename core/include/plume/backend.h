@@ -61,13 +61,19 @@ typedef struct plume_bweight plume_bweight; /* a weight prepared by the backend 
 typedef enum plume_kv_dtype {
     PLUME_KV_F32 = 0,
     PLUME_KV_F16 = 1, /* half the memory and bandwidth; values rounded to binary16 */
+    PLUME_KV_INT8 = 2, /* about a quarter: each (slot, kv head)'s head_dim values as
+                          int8 q with one f32 scale d beside them, x ≈ q * d
+                          (d = max |x| / 127); see plume_kv_pool.scale_offset */
 } plume_kv_dtype;
 
 /* The KV cache of every layer.  The caller fills the shape fields; kv_alloc
  * allocates k and v and fills the layout: the value of (layer l, slot s,
  * kv head h, dimension d) is at byte l*layer_stride + s*slot_stride +
  * h*head_stride + d*elem_bytes of k (and v), where slot s = block *
- * block_size + position % block_size. */
+ * block_size + position % block_size.  With PLUME_KV_INT8 (elem_bytes 1),
+ * the f32 scale of (l, s, h) is at byte l*layer_stride + s*slot_stride +
+ * h*head_stride + scale_offset, inside the same buffer, so that copying a
+ * block's slots copies its scales (a KV connector ships both). */
 typedef struct plume_kv_pool {
     /* shape, set by the caller */
     int32_t n_layer, n_blocks, block_size, n_head_kv, head_dim;
@@ -75,6 +81,7 @@ typedef struct plume_kv_pool {
     /* set by kv_alloc */
     plume_buf *k, *v;
     size_t elem_bytes, head_stride, slot_stride, layer_stride;
+    size_t scale_offset; /* PLUME_KV_INT8: the scale's byte offset in a head; else 0 */
 } plume_kv_pool;
 
 /* What one attention call computes besides the cache and the queries. */
@@ -84,6 +91,14 @@ typedef struct plume_attn_params {
     int32_t window;  /* > 0: sliding window, a row at position p attends to
                         positions max(0, p - window + 1) .. p only; 0: all of 0 .. p */
 } plume_attn_params;
+
+/* Bytes of K and V one cached position takes over all layers (from the
+ * layout kv_alloc filled in). */
+static inline int64_t plume_kv_pool_bytes_per_token(const plume_kv_pool *kv)
+{
+    const int64_t slots = (int64_t)kv->n_blocks * kv->block_size;
+    return slots ? 2 * (int64_t)kv->layer_stride * kv->n_layer / slots : 0;
+}
 
 /* One sequence's share of a step: positions pos0 .. pos0+n-1, its rows
  * consecutive in the step, its block table covering them. */

@@ -87,6 +87,10 @@ PLUME_API const char *plume_model_arch(const plume_model *m);
 /* Number of parameters and bytes of weights as stored. */
 PLUME_API int64_t plume_model_n_params(const plume_model *m);
 PLUME_API int64_t plume_model_weight_bytes(const plume_model *m);
+/* The attention shape: layers, query heads, kv heads, head size (for
+ * rooflines and KV sizing; any pointer may be NULL). */
+PLUME_API void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,
+                                      int32_t *n_head_kv, int32_t *head_dim);
 /* Prints a human-readable description (architecture, sizes, tensor types,
  * tokenizer) to the stream f (a FILE *). */
 PLUME_API void plume_model_describe(const plume_model *m, void *f);

@@ -103,6 +103,11 @@ PLUME_API int32_t plume_seq_runner_length(const plume_seq_runner *r, int64_t seq
 PLUME_API int32_t plume_seq_runner_n_seqs(const plume_seq_runner *r);
 PLUME_API int64_t plume_seq_runner_free_tokens(const plume_seq_runner *r);
 
+/* Bytes of KV cache one cached token takes over all layers (K and V, with
+ * whatever the backend stores beside the values, e.g. int8 scales): what a
+ * decode step reads per token of context. */
+PLUME_API int64_t plume_seq_runner_kv_bytes_per_token(const plume_seq_runner *r);
+
 /* The model the runner was created for. */
 PLUME_API const plume_model *plume_seq_runner_model(const plume_seq_runner *r);
 

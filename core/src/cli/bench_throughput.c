@@ -29,7 +29,7 @@ static const char help[] =
     "  --seed S                workload seed (default 0)\n"
     "  --compare-sequential    also serve the same requests one at a time and print the\n"
     "                          speedup of continuous batching over that\n"
-    "  --threads N, --ctx-size N, --block-size N, --kv-dtype f32|f16, --max-num-seqs N,\n"
+    "  --threads N, --ctx-size N, --block-size N, --kv-dtype f32|f16|int8, --max-num-seqs N,\n"
     "  --max-batched-tokens N, --no-prefix-caching, --separate-batches\n"
     "                          engine settings, as for plume generate (ctx-size is the\n"
     "                          KV cache capacity; default 16384 here)\n"
@@ -174,11 +174,7 @@ int bench_throughput(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
             ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
-            ep.kv_dtype = strcmp(v, "f16") == 0 ? PLUME_KV_F16 : PLUME_KV_F32;
-            if (strcmp(v, "f16") != 0 && strcmp(v, "f32") != 0) {
-                fprintf(stderr, "plume bench throughput: --kv-dtype is f32 or f16\n");
-                return 2;
-            }
+            ep.kv_dtype = (plume_kv_dtype)cli_kv_dtype("bench throughput", v);
         } else if (cli_flag(argv, i, "--no-prefix-caching")) {
             ep.prefix_caching = false;
         } else if (cli_flag(argv, i, "--separate-batches")) {

@@ -22,6 +22,20 @@ int cmd_bench(int argc, char **argv);
 int bench_throughput(int argc, char **argv);
 int bench_spec(int argc, char **argv);
 int bench_serve(int argc, char **argv);
+int bench_context(int argc, char **argv);
+
+/* This machine as plume bench measures it with the active kernels on
+ * `threads` threads (medians of reps runs): streaming read bandwidth
+ * (bytes/s), peak f32 FMA and int8 dot-product rates (operations/s). */
+typedef struct bench_machine {
+    double bw, f32, i8;
+    char cpu[256], feats[256];
+    const char *level;
+} bench_machine;
+/* 0, or -1 after printing why (out of memory). */
+int bench_machine_measure(int threads, int reps, bench_machine *out);
+/* The median of v[0..n) (sorts v). */
+double bench_median(double *v, int n);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
@@ -58,6 +72,10 @@ void cli_unknown(const char *cmd, const char *arg) __attribute__((noreturn));
  * was created, 1 when it exists with entries, -1 on error (printed as
  * "plume <cmd>: ..."). */
 int cli_prepare_out_dir(const char *cmd, const char *dir);
+
+/* A --kv-dtype value (f32, f16, int8) as a plume_kv_dtype; anything else prints
+ * an error naming `plume <cmd>` and the choices, and exits 2. */
+int cli_kv_dtype(const char *cmd, const char *v);
 
 /* Monotonic seconds. */
 double cli_now(void);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "plume/backend.h"
 
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
 {
@@ -77,6 +78,18 @@ void cli_unknown(const char *cmd, const char *arg)
 {
     fprintf(stderr, "plume %s: unknown option or extra argument '%s' (see plume %s --help)\n", cmd,
             arg, cmd);
+    exit(2);
+}
+
+int cli_kv_dtype(const char *cmd, const char *v)
+{
+    if (strcmp(v, "f32") == 0)
+        return PLUME_KV_F32;
+    if (strcmp(v, "f16") == 0)
+        return PLUME_KV_F16;
+    if (strcmp(v, "int8") == 0)
+        return PLUME_KV_INT8;
+    fprintf(stderr, "plume %s: --kv-dtype is f32, f16 or int8, got '%s'\n", cmd, v);
     exit(2);
 }
 

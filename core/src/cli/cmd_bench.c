@@ -67,7 +67,7 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double median(double *v, int n)
+double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -115,7 +115,7 @@ static double micro_rate(plume_pool *pool, micro_job *j, int what, int reps)
         }
         rates[r] = total / dt;
     }
-    double m = median(rates, reps);
+    double m = bench_median(rates, reps);
     free(rates);
     return m;
 }
@@ -197,8 +197,8 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
     if (rc)
         fprintf(stderr, "plume bench: %s\n", err.msg);
     else {
-        res->decode_tok_s = median(dec, o->reps);
-        res->prefill_tok_s = median(pre, o->reps);
+        res->decode_tok_s = bench_median(dec, o->reps);
+        res->prefill_tok_s = bench_median(pre, o->reps);
     }
     free(logits);
     free(prompt);
@@ -208,36 +208,46 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
     return rc;
 }
 
-static int roofline(const bench_opts *o)
+int bench_machine_measure(int threads, int reps, bench_machine *out)
 {
     const plume_kernels *k = plume_kernels_active();
     plume_error err;
     plume_pool *pool;
-    if (plume_pool_create(o->threads, &pool, &err)) {
+    if (plume_pool_create(threads, &pool, &err)) {
         fprintf(stderr, "plume bench: %s\n", err.msg);
-        return 1;
+        return -1;
     }
     uint8_t *buf = aligned_alloc(64, BW_BYTES);
     if (!buf) {
         fprintf(stderr, "plume bench: out of memory for the %zu MiB bandwidth buffer\n",
                 BW_BYTES >> 20);
         plume_pool_free(pool);
-        return 1;
+        return -1;
     }
     memset(buf, 1, BW_BYTES); /* fault every page in before timing */
     micro_job mj = {.k = k, .buf = buf, .bytes = BW_BYTES};
     (void)micro_rate(pool, &mj, 0, 1); /* warm-up */
-    const double bw = micro_rate(pool, &mj, 0, o->reps);
+    out->bw = micro_rate(pool, &mj, 0, reps);
     free(buf);
     mj.iters = k->level == PLUME_CPU_SCALAR ? 20L * 1000 * 1000 : 50L * 1000 * 1000;
     (void)micro_rate(pool, &mj, 1, 1);
-    const double f32 = micro_rate(pool, &mj, 1, o->reps);
-    const double i8 = micro_rate(pool, &mj, 2, o->reps);
+    out->f32 = micro_rate(pool, &mj, 1, reps);
+    out->i8 = micro_rate(pool, &mj, 2, reps);
     plume_pool_free(pool);
+    cpu_name(out->cpu, sizeof out->cpu);
+    plume_cpu_features_string(out->feats, sizeof out->feats);
+    out->level = plume_cpu_level_name(k->level);
+    return 0;
+}
 
-    char cpu[256], feats[256];
-    cpu_name(cpu, sizeof cpu);
-    plume_cpu_features_string(feats, sizeof feats);
+static int roofline(const bench_opts *o)
+{
+    bench_machine mach;
+    plume_error err;
+    if (bench_machine_measure(o->threads, o->reps, &mach))
+        return 1;
+    const double bw = mach.bw, f32 = mach.f32, i8 = mach.i8;
+    const char *cpu = mach.cpu, *feats = mach.feats;
 
     model_result mr = {0};
     double dec_roof = 0, pre_roof = 0;
@@ -263,7 +273,7 @@ static int roofline(const bench_opts *o)
         plume_model_free(m);
     }
 
-    const char *level = plume_cpu_level_name(k->level);
+    const char *level = mach.level;
     if (o->json) {
         json_t *root = json_pack("{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s}}", "machine", "cpu", cpu,
                                  "threads", o->threads, "bandwidth_gbs", bw / 1e9, "f32_gflops",
@@ -376,6 +386,8 @@ static const char bench_usage[] =
     "               and prefill speed as a percentage of the roofline they imply\n"
     "  throughput   continuous batching of many random requests, optionally against\n"
     "               serving them one at a time\n"
+    "  context      decode and prefill speed at context depths beside their rooflines\n"
+    "               (weights + KV bytes read; linears + causal attention FLOPs)\n"
     "  spec         speculative decoding variants on one live engine, against off\n"
     "\n"
     "Run `plume bench <benchmark> --help` for its options.\n";
@@ -392,8 +404,11 @@ int cmd_bench(int argc, char **argv)
         return bench_spec(argc - 1, argv + 1);
     if (strcmp(argv[1], "serve") == 0)
         return bench_serve(argc - 1, argv + 1);
+    if (strcmp(argv[1], "context") == 0)
+        return bench_context(argc - 1, argv + 1);
     if (strcmp(argv[1], "roofline") != 0) {
-        fprintf(stderr, "plume bench: unknown benchmark '%s' (roofline, throughput, spec, serve)\n",
+        fprintf(stderr, "plume bench: unknown benchmark '%s' (roofline, context, throughput, spec, "
+                "serve)\n",
                 argv[1]);
         return 2;
     }

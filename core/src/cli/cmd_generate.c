@@ -63,7 +63,8 @@ static const char help[] =
     "                        kv_cache.max_tokens); also bounds one sequence's context\n"
     "                        (with the model's trained length)\n"
     "  --block-size N        tokens per KV block (default 16)\n"
-    "  --kv-dtype f32|f16    KV cache storage (default f32; f16 halves its memory)\n"
+    "  --kv-dtype f32|f16|int8  KV cache storage (default f32; f16 halves its memory,\n"
+    "                        int8 with a scale per token and head about quarters it)\n"
     "  --max-num-seqs N      sequences per step (default 64)\n"
     "  --max-batched-tokens N  positions per step (default 512)\n"
     "  --no-prefix-caching   do not share KV blocks between prompts with a common prefix\n"
@@ -177,11 +178,7 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
             o->set |= SET_BATCHED;
         } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
-            if (strcmp(v, "f32") != 0 && strcmp(v, "f16") != 0) {
-                fprintf(stderr, "plume generate: --kv-dtype is f32 or f16, got '%s'\n", v);
-                exit(2);
-            }
-            o->ep.kv_dtype = strcmp(v, "f16") == 0 ? PLUME_KV_F16 : PLUME_KV_F32;
+            o->ep.kv_dtype = (plume_kv_dtype)cli_kv_dtype("generate", v);
             o->set |= SET_KVDTYPE;
         } else if (cli_flag(argv, i, "--no-prefix-caching")) {
             o->ep.prefix_caching = false;

@@ -50,6 +50,9 @@ static const char help[] =
     "  --stride S            strided windows, see above (1 <= S < N)\n"
     "  --chunks K            evaluate only the first K windows\n"
     "  --threads N           the backend's threads (default: the pipeline's `threads`)\n"
+    "  --kv-dtype T          the model's KV cache: f32 (default), f16 or int8; the KL base\n"
+    "                        always runs with f32 (so --kl-base on the same model measures\n"
+    "                        what the cache's rounding costs)\n"
     "  --kl-base BASE        base model for KL divergence: a .gguf file, an HF directory,\n"
     "                        or a pipeline file (.yaml/.yml: its model is used)\n"
     "  --json                print the result as one JSON object on stdout\n";
@@ -83,6 +86,8 @@ static int parse(int argc, char **argv, ppl_opts *o)
             o->p.max_windows = (int32_t)cli_int("--chunks", v, 1, 1 << 30);
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             o->threads = (int)cli_int("--threads", v, 1, 1024);
+        } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
+            o->p.kv_dtype = (plume_kv_dtype)cli_kv_dtype("perplexity", v);
         } else if (cli_opt(argc, argv, &i, "--kl-base", &v)) {
             o->base = v;
         } else if (cli_flag(argv, i, "--json")) {

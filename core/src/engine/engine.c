@@ -52,8 +52,8 @@ static int validate(const plume_engine_params *p, plume_error *err)
         return plume_err(err, PLUME_ERR_INVALID,
                          "kv_cache.max_tokens must be in [block_size, 2^31 - block_size], got %lld",
                          (long long)p->kv_max_tokens);
-    if (p->kv_dtype != PLUME_KV_F32 && p->kv_dtype != PLUME_KV_F16)
-        return plume_err(err, PLUME_ERR_INVALID, "kv_cache.dtype must be f32 or f16");
+    if (p->kv_dtype != PLUME_KV_F32 && p->kv_dtype != PLUME_KV_F16 && p->kv_dtype != PLUME_KV_INT8)
+        return plume_err(err, PLUME_ERR_INVALID, "kv_cache.dtype must be f32, f16 or int8");
     if (p->max_num_seqs < 1 || p->max_num_seqs > 65536)
         return plume_err(err, PLUME_ERR_INVALID,
                          "scheduler.max_num_seqs must be in [1, 65536], got %d", p->max_num_seqs);

@@ -190,8 +190,8 @@ int plume_perplexity(const plume_model *m, const plume_model *base, const int32_
         plume_err(err, PLUME_ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (plume_window_create(m, p->n_ctx, PPL_CHUNK, &wm, err) ||
-        (base && plume_window_create(base, p->n_ctx, PPL_CHUNK, &wb, err)))
+    if (plume_window_create(m, p->n_ctx, PPL_CHUNK, p->kv_dtype, &wm, err) ||
+        (base && plume_window_create(base, p->n_ctx, PPL_CHUNK, PLUME_KV_F32, &wb, err)))
         goto out;
     plume_ppl_stats s = {.n_windows = n_windows, .n_tokens = (int64_t)n_tokens,
                          .has_base = base != NULL};

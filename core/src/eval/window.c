@@ -16,8 +16,8 @@ struct plume_window {
     float *logits; /* chunk x n_vocab */
 };
 
-int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk, plume_window **out,
-                        plume_error *err)
+int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk,
+                        plume_kv_dtype kv_dtype, plume_window **out, plume_error *err)
 {
     if (n_ctx <= 0 || chunk <= 0)
         return plume_err(err, PLUME_ERR_INVALID, "window of %d tokens in chunks of %d", n_ctx,
@@ -41,7 +41,7 @@ int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk, plum
     }
     for (int32_t i = 0; i < n_blocks; i++)
         w->block_table[i] = i;
-    if (plume_kv_cache_create(m, n_blocks, WINDOW_BLOCK, PLUME_KV_F32, &w->kv, err) ||
+    if (plume_kv_cache_create(m, n_blocks, WINDOW_BLOCK, kv_dtype, &w->kv, err) ||
         plume_runner_create(m, w->kv, chunk, &w->runner, err)) {
         plume_window_free(w);
         return -1;

@@ -8,15 +8,16 @@
 
 #include <stdint.h>
 
+#include "plume/backend.h"
 #include "plume/error.h"
 #include "plume/model.h"
 
 typedef struct plume_window plume_window;
 
 /* A scorer for windows of up to n_ctx tokens, running chunks of at most
- * chunk positions, on the model's backend. */
+ * chunk positions, on the model's backend, with a KV cache of kv_dtype. */
 int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk,
-                        plume_window **out, plume_error *err);
+                        plume_kv_dtype kv_dtype, plume_window **out, plume_error *err);
 void plume_window_free(plume_window *w);
 
 /* Positions per chunk (what plume_window_run may be given at once). */

@@ -28,6 +28,15 @@ const char *plume_model_arch(const plume_model *m) { return m->cfg.arch_name; }
 int64_t plume_model_n_params(const plume_model *m) { return m->n_params; }
 int64_t plume_model_weight_bytes(const plume_model *m) { return m->weight_bytes; }
 
+void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,
+                            int32_t *n_head_kv, int32_t *head_dim)
+{
+    if (n_layer) *n_layer = m->cfg.n_layer;
+    if (n_head) *n_head = m->cfg.n_head;
+    if (n_head_kv) *n_head_kv = m->cfg.n_head_kv;
+    if (head_dim) *head_dim = m->cfg.head_dim;
+}
+
 /* Counts tensors per type over the whole checkpoint. */
 static void describe_types(const plume_model *m, FILE *f)
 {

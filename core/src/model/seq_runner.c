@@ -58,10 +58,10 @@ static int check_params(const plume_seq_runner_params *p, plume_error *err)
     if (p->max_seqs < 1 || p->max_seqs > (1 << 20))
         return plume_err(err, PLUME_ERR_INVALID,
                          "seq runner: max_seqs must be in [1, 1048576], got %d", p->max_seqs);
-    if (p->kv_dtype != PLUME_KV_F32 && p->kv_dtype != PLUME_KV_F16)
+    if (p->kv_dtype != PLUME_KV_F32 && p->kv_dtype != PLUME_KV_F16 && p->kv_dtype != PLUME_KV_INT8)
         return plume_err(err, PLUME_ERR_INVALID,
-                         "seq runner: kv_dtype %d is not a plume_kv_dtype (PLUME_KV_F32 or "
-                         "PLUME_KV_F16)", (int)p->kv_dtype);
+                         "seq runner: kv_dtype %d is not a plume_kv_dtype (PLUME_KV_F32, "
+                         "PLUME_KV_F16 or PLUME_KV_INT8)", (int)p->kv_dtype);
     return 0;
 }
 
@@ -353,6 +353,11 @@ int32_t plume_seq_runner_n_seqs(const plume_seq_runner *r) { return r->n_alive; 
 int64_t plume_seq_runner_free_tokens(const plume_seq_runner *r)
 {
     return (int64_t)r->n_free * r->p.block_size;
+}
+
+int64_t plume_seq_runner_kv_bytes_per_token(const plume_seq_runner *r)
+{
+    return plume_kv_pool_bytes_per_token(&r->kv->pool);
 }
 
 const plume_model *plume_seq_runner_model(const plume_seq_runner *r) { return r->m; }

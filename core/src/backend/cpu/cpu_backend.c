@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/dispatch.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/threadpool.h"
@@ -18,6 +19,7 @@ typedef struct cpu_backend {
     plume_pool *pool;
     plume_attn_row *rows; /* attention's per-row context, grown as needed */
     int32_t rows_cap;
+    plume_attn_scratch attn; /* attention's tiles and split-K partials */
 } cpu_backend;
 
 struct plume_bweight {
@@ -52,6 +54,7 @@ static void cpu_destroy(plume_backend *be)
         return;
     plume_pool_free(b->pool);
     free(b->rows);
+    plume_attn_scratch_free(&b->attn);
     free(b);
 }
 
@@ -62,7 +65,7 @@ static int cpu_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
     case PLUME_FEAT_WEIGHT_TYPE:
         return arg >= 0 && arg <= UINT32_MAX && plume_dtype_supported((uint32_t)arg);
     case PLUME_FEAT_KV_DTYPE:
-        return arg == PLUME_KV_F32 || arg == PLUME_KV_F16;
+        return arg == PLUME_KV_F32 || arg == PLUME_KV_F16 || arg == PLUME_KV_INT8;
     case PLUME_FEAT_HEAD_DIM: /* up to the attention kernels' row buffers */
         return arg > 0 && arg <= 512 && arg % 2 == 0;
     case PLUME_FEAT_ROPE_ADJACENT:
@@ -158,8 +161,13 @@ static void cpu_weight_free(plume_backend *be, plume_bweight *w)
 static int cpu_kv_alloc(plume_backend *be, plume_kv_pool *kv, plume_error *err)
 {
     (void)be;
-    kv->elem_bytes = kv->dtype == PLUME_KV_F16 ? 2 : sizeof(float);
+    kv->elem_bytes = kv->dtype == PLUME_KV_INT8 ? 1 : kv->dtype == PLUME_KV_F16 ? 2 : sizeof(float);
     kv->head_stride = (size_t)kv->head_dim * kv->elem_bytes;
+    kv->scale_offset = 0;
+    if (kv->dtype == PLUME_KV_INT8) { /* each head's values, then its f32 scale */
+        kv->scale_offset = PLUME_KV_I8_SCALE_AT(kv->head_dim);
+        kv->head_stride = kv->scale_offset + sizeof(float);
+    }
     kv->slot_stride = kv->head_stride * (size_t)kv->n_head_kv;
     kv->layer_stride = kv->slot_stride * (size_t)kv->n_blocks * (size_t)kv->block_size;
     size_t bytes = kv->layer_stride * (size_t)kv->n_layer;
@@ -221,11 +229,35 @@ static int cpu_rope(plume_backend *be, const plume_step *st, plume_buf *x, int32
     return 0;
 }
 
+/* One kv head's hd values as int8 with a scale d = max|x| / 127 (x ≈ q·d,
+ * q = round(x / d) in [-127, 127]; all zeros: d = 0), d stored as f32 at
+ * dst + scale_offset.  Depends only on the values: a token's cache entry is
+ * the same bits whenever and with whatever else it is stored. */
+static void store_head_i8(int8_t *dst, const float *x, int hd, size_t scale_offset)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < hd; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float q = nearbyintf(x[i] * id);
+        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+        dst[i] = (int8_t)q;
+    }
+    memcpy(dst + scale_offset, &d, sizeof d);
+}
+
 /* One row's kv_dim values into its cache slot. */
 static void store_row(const plume_kv_pool *kv, uint8_t *layer, int32_t slot, const float *src,
                       int kv_dim)
 {
     uint8_t *dst = layer + (size_t)slot * kv->slot_stride;
+    if (kv->dtype == PLUME_KV_INT8) {
+        for (int h = 0; h < kv->n_head_kv; h++)
+            store_head_i8((int8_t *)(dst + (size_t)h * kv->head_stride),
+                          src + (size_t)h * kv->head_dim, kv->head_dim, kv->scale_offset);
+        return;
+    }
     if (kv->dtype == PLUME_KV_F32) {
         memcpy(dst, src, sizeof(float) * (size_t)kv_dim);
         return;
@@ -276,9 +308,12 @@ static int cpu_attention(plume_backend *be, const plume_step *st, const plume_kv
         }
     const uint8_t *kc = (const uint8_t *)kv->k + (size_t)layer * kv->layer_stride;
     const uint8_t *vc = (const uint8_t *)kv->v + (size_t)layer * kv->layer_stride;
-    plume_paged_attention(b->pool, CF(q), kc, vc, kv->dtype == PLUME_KV_F16, b->rows, st->n_rows,
-                          kv->block_size, p->n_head, kv->n_head_kv, kv->head_dim, scale,
-                          p->window, F(out));
+    if (plume_paged_attention(b->pool, &b->attn, CF(q), kc, vc, (int)kv->dtype,
+                              (int64_t)(kv->slot_stride / kv->elem_bytes),
+                              (int64_t)(kv->head_stride / kv->elem_bytes), b->rows,
+                              st->n_rows, kv->block_size, p->n_head, kv->n_head_kv, kv->head_dim,
+                              scale, p->window, F(out)))
+        return plume_err(err, PLUME_ERR_NOMEM, "cpu backend: out of memory for attention scratch");
     return 0;
 }
 

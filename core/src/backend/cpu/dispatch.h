@@ -63,6 +63,18 @@ typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows
 typedef void (*plume_mm_r_fn)(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
                               float *y, int64_t ldy);
 
+/* Keys per split-K chunk of the attention kernels: a row's result is the
+ * in-order merge of its partials over chunks at absolute positions c *
+ * PLUME_ATTN_CHUNK, however the work is divided. */
+#define PLUME_ATTN_CHUNK 256
+
+/* The attention kernels' kv_type (the values of plume_kv_dtype): a cache
+ * of f32, IEEE f16, or int8 values each (slot, kv head) with its own f32
+ * scale (x = q * scale) PLUME_KV_I8_SCALE_AT(hd) bytes after its first
+ * value.  stride and the k/v pointers count elements (bytes for int8). */
+enum { PLUME_KV_TYPE_F32 = 0, PLUME_KV_TYPE_F16 = 1, PLUME_KV_TYPE_I8 = 2 };
+#define PLUME_KV_I8_SCALE_AT(hd) (((size_t)(hd) + 3) / 4 * 4)
+
 typedef struct plume_kernels {
     plume_cpu_level level;
     /* Quantizes one token's K values (K % 32 == 0) into q[K], d[K/32],
@@ -91,8 +103,8 @@ typedef struct plume_kernels {
     void (*attn_step)(const float *q, int nq, const float *k, const float *v, int64_t stride,
                       int n, int hd, float scale, float *m, float *l, float *o);
     /* softmax(q·Kᵀ·scale)·V for nq queries q[nq][hd] (one GQA group) over
-     * positions 0 .. n_pos-1 of a paged cache of f32 (kv_f16 = 0) or
-     * IEEE f16 (kv_f16 = 1) values: position p's key starts stride values
+     * positions 0 .. n_pos-1 of a paged cache of kv_type (f32, f16 or
+     * int8, PLUME_KV_TYPE_*) values: position p's key starts stride values
      * after k for each slot, at slot block_table[p / block_size] *
      * block_size + p % block_size (v likewise); writes the normalized
      * o[nq][hd].  window > 0: only positions max(0, n_pos - window) ..
@@ -100,7 +112,7 @@ typedef struct plume_kernels {
      * (f16 rows converted once per slice for the whole group); a query's
      * result does not depend on nq, nor on anything but its row. */
     void (*attn_paged)(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                       int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
+                       int kv_type, const int32_t *block_table, int block_size, int n_pos, int hd,
                        float scale, int window, float *o);
     /* attn_paged for nr consecutive query rows of one sequence: row r
      * (0 <= r < nr) has its nq queries at q + r*q_stride, attends to
@@ -110,9 +122,27 @@ typedef struct plume_kernels {
      * row's result is bit-identical to attn_paged's for that row alone: it
      * does not depend on nr, on where the tile starts, nor on other rows. */
     void (*attn_paged_tile)(const float *q, int64_t q_stride, int nr, int nq, const void *k,
-                            const void *v, int64_t stride, int kv_f16,
+                            const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, float *o, int64_t o_stride);
+    /* The split-K pieces of attn_paged_tile.  attn_partial: for nr rows as
+     * in attn_paged_tile (nq queries each at q + r*q_stride), the
+     * unnormalized online-softmax state over the keys of the chunk c0 ..
+     * c0+PLUME_ATTN_CHUNK-1 (c0 a multiple of it) within each row's own
+     * range: m[r*nq+qi], l[r*nq+qi] and o[(r*nq+qi)*hd ..] (m = -INFINITY,
+     * l = 0, o = 0 for a row with no key there).  attn_merge: folds n such
+     * states (m[i], l[i], o + i*hd) into running ones (M[i], L[i],
+     * O + i*O_stride; start from M = -INFINITY: the first state is copied).
+     * attn_paged_tile is, for every pass of rows, attn_partial of each chunk
+     * from the first row's first key, merged in chunk order, then O / L:
+     * merging the same partials in the same order elsewhere (the threads of
+     * paged_attention.c) gives the same bits. */
+    void (*attn_partial)(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                         const void *v, int64_t stride, int kv_type, const int32_t *block_table,
+                         int block_size, int n_pos0, int hd, float scale, int window, int c0,
+                         float *m, float *l, float *o);
+    void (*attn_merge)(float *M, float *L, float *O, const float *m, const float *l,
+                       const float *o, int n, int hd, int64_t O_stride);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple

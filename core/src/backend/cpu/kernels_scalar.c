@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backend/cpu/attn_tile.h"
 #include "backend/cpu/blocks.h"
 #include "backend/cpu/dispatch.h"
 #include "plume/fp16.h"
@@ -321,16 +322,9 @@ static void attn_step(const float *q, int nq, const float *k, const float *v, in
  * of this many floats each, then attn_step. */
 #define ATTN_BUF 4096
 
-/* The first position a query that sees n_pos keys attends to: with a
- * sliding window (window > 0) only the last window keys, else all. */
-static int attn_lo(int n_pos, int window)
-{
-    return window > 0 && n_pos > window ? n_pos - window : 0;
-}
-
-/* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16) into
- * kb / vb (hd floats per key). */
-static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16,
+/* Keys p0 .. p0+ns-1 of a paged cache copied (f32) or converted (f16;
+ * int8: value x the row's scale) into kb / vb (hd floats per key). */
+static void attn_gather(const void *k, const void *v, int64_t stride, int kv_type,
                         const int32_t *block_table, int block_size, int p0, int ns, int hd,
                         float *kb, float *vb)
 {
@@ -338,8 +332,19 @@ static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16
         const int p = p0 + i;
         const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
                             (size_t)(p % block_size)) * (size_t)stride;
+        if (kv_type == PLUME_KV_TYPE_I8) {
+            const int8_t *k8 = (const int8_t *)k + off, *v8 = (const int8_t *)v + off;
+            float ks, vs;
+            memcpy(&ks, k8 + PLUME_KV_I8_SCALE_AT(hd), sizeof ks);
+            memcpy(&vs, v8 + PLUME_KV_I8_SCALE_AT(hd), sizeof vs);
+            for (int d = 0; d < hd; d++) {
+                kb[i * hd + d] = (float)k8[d] * ks;
+                vb[i * hd + d] = (float)v8[d] * vs;
+            }
+            continue;
+        }
         for (int d = 0; d < hd; d++) {
-            if (kv_f16) {
+            if (kv_type) {
                 kb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)k)[off + d]);
                 vb[i * hd + d] = plume_fp16_to_fp32(((const uint16_t *)v)[off + d]);
             } else {
@@ -350,86 +355,100 @@ static void attn_gather(const void *k, const void *v, int64_t stride, int kv_f16
     }
 }
 
-/* Slices start at absolute positions that are multiples of slice; a query
- * folds, of each slice, only the keys in its own range lo .. n_pos-1, so
- * its result is the same whichever other rows share the gathered slice. */
-static void attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                       int kv_f16, const int32_t *block_table, int block_size, int n_pos, int hd,
-                       float scale, int window, float *o)
+/* Keys per slice: ATTN_SLICE, halved while a slice would not fit the
+ * buffers; a power of two, so slices tile the chunks exactly. */
+static int attn_slice_len(int hd)
+{
+    int slice = ATTN_SLICE;
+    while (slice > 1 && slice * hd > ATTN_BUF)
+        slice >>= 1;
+    return slice;
+}
+
+/* dispatch.h: attn_partial.  Slices start at absolute multiples of the
+ * slice length; a row folds only the keys of its own range. */
+static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                         const void *v, int64_t stride, int kv_type, const int32_t *block_table,
+                         int block_size, int n_pos0, int hd, float scale, int window, int c0,
+                         float *m, float *l, float *o)
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
-    const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
-    const int lo = attn_lo(n_pos, window);
-    for (int qi = 0; qi < nq; qi++) {
-        const float *qq = q + (size_t)qi * hd;
-        float *oq = o + (size_t)qi * hd;
-        float m = -INFINITY, l = 0.0f;
-        memset(oq, 0, sizeof(float) * (size_t)hd);
-        for (int p0 = lo / slice * slice; p0 < n_pos; p0 += slice) {
-            const int a = p0 > lo ? p0 : lo;
-            const int e = n_pos - p0 < slice ? n_pos : p0 + slice;
-            attn_gather(k, v, stride, kv_f16, block_table, block_size, a, e - a, hd, kb, vb);
-            attn_step(qq, 1, kb, vb, hd, e - a, hd, scale, &m, &l, oq);
+    const int slice = attn_slice_len(hd);
+    for (int i = 0; i < nr * nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
+    const int n_max = n_pos0 + nr - 1;
+    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
+    const int lo0 = plume_attn_lo(n_pos0, window);
+    int p0 = lo0 / slice * slice;
+    if (p0 < c0)
+        p0 = c0;
+    for (; p0 < end; p0 += slice) {
+        const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
+        const int e = end - p0 < slice ? end : p0 + slice;
+        attn_gather(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kb, vb);
+        for (int r = 0; r < nr; r++) {
+            const int n_pos = n_pos0 + r, lo = plume_attn_lo(n_pos, window);
+            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
+            if (er <= a)
+                continue;
+            for (int qi = 0; qi < nq; qi++)
+                attn_step(q + (size_t)r * q_stride + (size_t)qi * hd, 1, kb + (size_t)(a - g) * hd,
+                          vb + (size_t)(a - g) * hd, hd, er - a, hd, scale, m + r * nq + qi,
+                          l + r * nq + qi, o + (size_t)(r * nq + qi) * hd);
         }
-        const float inv = 1.0f / l;
-        for (int d = 0; d < hd; d++)
-            oq[d] *= inv;
     }
 }
 
-/* attn_paged for a tile of consecutive rows (dispatch.h): each slice is
- * copied/converted once and folded into every row that sees any of it, with
- * attn_paged's slice boundaries and arithmetic. */
-#define ATTN_TILE_Q 64
+/* dispatch.h: attn_merge. */
+static void attn_merge(float *M, float *L, float *O, const float *m, const float *l,
+                       const float *o, int n, int hd, int64_t O_stride)
+{
+    for (int i = 0; i < n; i++) {
+        float *Oi = O + (size_t)i * O_stride;
+        const float *oi = o + (size_t)i * hd;
+        if (m[i] == -INFINITY)
+            continue;
+        if (M[i] == -INFINITY) {
+            M[i] = m[i];
+            L[i] = l[i];
+            memcpy(Oi, oi, sizeof(float) * (size_t)hd);
+            continue;
+        }
+        const float mx = M[i] > m[i] ? M[i] : m[i];
+        const float a = expf(M[i] - mx), b = expf(m[i] - mx);
+        for (int d = 0; d < hd; d++) {
+            const float x = Oi[d] * a, y = oi[d] * b;
+            Oi[d] = x + y;
+        }
+        const float x = L[i] * a, y = l[i] * b;
+        L[i] = x + y;
+        M[i] = mx;
+    }
+}
+
+/* attn_paged for a tile of consecutive rows (dispatch.h): attn_tile.h's
+ * driver over attn_partial and attn_merge. */
 static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, const void *k,
-                            const void *v, int64_t stride, int kv_f16,
+                            const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, float *o, int64_t o_stride)
 {
-    float kb[ATTN_BUF], vb[ATTN_BUF];
-    const int slice = ATTN_BUF / hd < ATTN_SLICE ? (ATTN_BUF / hd > 0 ? ATTN_BUF / hd : 1) : ATTN_SLICE;
-    float m[ATTN_TILE_Q], l[ATTN_TILE_Q];
-    const int qc = nq < ATTN_TILE_Q ? nq : ATTN_TILE_Q;
-    const int rc = ATTN_TILE_Q / qc;
-    for (int q0 = 0; q0 < nq; q0 += qc) {
-        const int nqs = nq - q0 < qc ? nq - q0 : qc;
-        for (int r0 = 0; r0 < nr; r0 += rc) {
-            const int nrs = nr - r0 < rc ? nr - r0 : rc;
-            for (int r = 0; r < nrs; r++) {
-                memset(o + (size_t)(r0 + r) * o_stride + (size_t)q0 * hd, 0,
-                       sizeof(float) * (size_t)nqs * (size_t)hd);
-                for (int qi = 0; qi < nqs; qi++) {
-                    m[r * nqs + qi] = -INFINITY;
-                    l[r * nqs + qi] = 0.0f;
-                }
-            }
-            const int n_max = n_pos0 + r0 + nrs - 1; /* keys of the last row */
-            const int lo0 = attn_lo(n_pos0 + r0, window); /* the first row's first key */
-            for (int p0 = lo0 / slice * slice; p0 < n_max; p0 += slice) {
-                const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
-                const int e = n_max - p0 < slice ? n_max : p0 + slice;
-                attn_gather(k, v, stride, kv_f16, block_table, block_size, g, e - g, hd, kb, vb);
-                for (int r = 0; r < nrs; r++) {
-                    const int n_pos = n_pos0 + r0 + r, lo = attn_lo(n_pos, window);
-                    const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
-                    if (er <= a)
-                        continue;
-                    for (int qi = 0; qi < nqs; qi++)
-                        attn_step(q + (size_t)(r0 + r) * q_stride + (size_t)(q0 + qi) * hd, 1,
-                                  kb + (size_t)(a - g) * hd, vb + (size_t)(a - g) * hd, hd, er - a,
-                                  hd, scale, m + r * nqs + qi, l + r * nqs + qi,
-                                  o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd);
-                }
-            }
-            for (int r = 0; r < nrs; r++)
-                for (int qi = 0; qi < nqs; qi++) {
-                    const float inv = 1.0f / l[r * nqs + qi];
-                    float *oq = o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd;
-                    for (int d = 0; d < hd; d++)
-                        oq[d] *= inv;
-                }
-        }
-    }
+    float po[ATTN_BUF * 2];
+    plume_attn_tile_run(attn_partial, attn_merge, po, ATTN_BUF * 2, q, q_stride, nr, nq, k, v,
+                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, o,
+                        o_stride);
+}
+
+/* One row: a tile of one. */
+static void attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
+                       int kv_type, const int32_t *block_table, int block_size, int n_pos, int hd,
+                       float scale, int window, float *o)
+{
+    attn_paged_tile(q, 0, 1, nq, k, v, stride, kv_type, block_table, block_size, n_pos, hd, scale,
+                    window, o, 0);
 }
 
 static float softmax_exp(float *s, int n)
@@ -494,6 +513,8 @@ static const plume_kernels K = {
     .rope = rope,
     .swiglu = swiglu,
     .attn_step = attn_step,
+    .attn_partial = attn_partial,
+    .attn_merge = attn_merge,
     .attn_paged = attn_paged,
     .attn_paged_tile = attn_paged_tile,
     .softmax_exp = softmax_exp,

@@ -16,10 +16,10 @@ void plume_cpu_get_row(const plume_tensor *w, int64_t row, float *dst)
 }
 
 void plume_cpu_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                          int kv_f16, const int32_t *block_table, int block_size, int n_pos,
+                          int kv_type, const int32_t *block_table, int block_size, int n_pos,
                           int hd, float scale, int window, float *o)
 {
-    plume_kernels_active()->attn_paged(q, nq, k, v, stride, kv_f16, block_table, block_size,
+    plume_kernels_active()->attn_paged(q, nq, k, v, stride, kv_type, block_table, block_size,
                                        n_pos, hd, scale, window, o);
 }
 

@@ -1,0 +1,47 @@
+"""`plume bench context` on the tiny model, for every KV dtype: --json has a
+row per depth with decode and prefill figures beside positive rooflines
+(prefill null at depth 0), the KV bytes per token of the dtype (int8 about
+half of f16, f16 half of f32), and bad --depths / --kv-dtype are usage
+errors naming the option.  Speeds are printed, never asserted."""
+import json
+import subprocess
+import sys
+
+plume, tiny = sys.argv[1:3]
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(cond, what):
+    """Raises with what when cond is false (an assert would vanish under -O)."""
+    if not cond:
+        raise CheckFailed(what)
+
+
+def bench(*args, rc=0):
+    r = subprocess.run([plume, "bench", "context", "--model", tiny, "--steps", "3", "--reps", "1",
+                        "--threads", "2", *args], capture_output=True, text=True)
+    check(r.returncode == rc, (args, r.returncode, r.stdout, r.stderr))
+    return r
+
+
+kvb = {}
+for kv in ["f32", "f16", "int8"]:
+    out = json.loads(bench("--depths", "0,5,40", "--kv-dtype", kv, "--chunk", "16", "--json").stdout)
+    check(out["kv_dtype"] == kv, out)
+    check([r["depth"] for r in out["rows"]] == [0, 5, 40], out)
+    for r in out["rows"]:
+        check(r["decode_tok_s"] > 0 and r["decode_roofline_tok_s"] > 0, r)
+        if r["depth"] == 0:
+            check(r["prefill_tok_s"] is None and r["prefill_pct"] is None, r)
+        else:
+            check(r["prefill_tok_s"] > 0 and r["prefill_roofline_tok_s"] > 0, r)
+    kvb[kv] = out["kv_bytes_per_token"]
+    print(kv, out["rows"])
+check(kvb["f32"] == 2 * kvb["f16"] and kvb["f16"] / 2 < kvb["int8"] < kvb["f16"], kvb)
+r = bench("--depths", "40,5", rc=2)
+check("--depths" in r.stderr, r.stderr)
+r = bench("--kv-dtype", "int4", rc=2)
+check("--kv-dtype" in r.stderr and "int8" in r.stderr, r.stderr)
