@@ -413,6 +413,23 @@ static void draft_release(plume_proposer *p, int64_t seq_id)
         plume_seq_runner_release(p->runner, seq_id, NULL);
 }
 
+/* The draft's weights (as stored), its KV pool, and the runner's
+ * activations and logits plus this proposer's own rows and tables. */
+static void draft_memory(const plume_proposer *p, plume_proposer_memory *out)
+{
+    int64_t kv = 0, scratch = 0;
+    plume_seq_runner_memory(p->runner, &kv, &scratch);
+    const int64_t ns = p->max_seqs;
+    scratch += 2 * ns * p->nv_draft * (int64_t)sizeof(float) /* lg, out */ +
+               ns * (int64_t)(sizeof *p->slot + sizeof *p->cur + sizeof *p->fed +
+                              sizeof *p->active + sizeof *p->runs + sizeof *p->run_seq);
+    for (int32_t i = 0; i < p->max_seqs; i++)
+        scratch += (int64_t)p->slot[i].cap * (int64_t)sizeof(int32_t);
+    out->weight_bytes = plume_model_weight_bytes(p->draft);
+    out->kv_bytes = kv;
+    out->scratch_bytes = scratch;
+}
+
 static const plume_proposer_vtable vtable = {
     .struct_size = sizeof(plume_proposer_vtable),
     .interface_version = PLUME_PROPOSER_INTERFACE_VERSION,
@@ -423,6 +440,7 @@ static const plume_proposer_vtable vtable = {
     .propose = draft_propose,
     .accepted = draft_accepted,
     .release = draft_release,
+    .memory = draft_memory,
 };
 
 const plume_proposer_vtable *plume_draft_proposer(void) { return &vtable; }
