@@ -106,6 +106,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(mem["kv_bytes"] == kv, (mem, kv))
     check(0 < mem["weight_bytes"] < os.path.getsize(tiny) and mem["scratch_bytes"] > 0, mem)
     check(mem["total_bytes"] == mem["weight_bytes"] + mem["kv_bytes"] + mem["scratch_bytes"], mem)
+    check(off["engine_spec_bytes"] == 0 and dr["engine_spec_bytes"] > 0, out)
 
     # sampled: every request at the temperature, outputs not compared
     out = json.loads(bench_pipe("--spec", "off", "--spec", "draft:k=2", "--temperature", "0.8",

@@ -165,6 +165,8 @@ typedef struct plume_proposer_usage {
     int64_t propose_calls;  /* propose calls (one per step that drafted) */
     plume_proposer_memory memory; /* its memory callback's answer; all -1 when
                                      it has none */
+    int64_t engine_bytes;   /* the engine's own buffers for speculation (drafts,
+                               their q rows, k more logits rows per sequence) */
 } plume_proposer_usage;
 
 /* Fills out for engine e's proposer; all zero when speculation is off. */

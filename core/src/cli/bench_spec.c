@@ -64,7 +64,9 @@ static const char help[] =
     "                        \"draft_time_share\", \"draft_seconds\", \"draft_memory\":\n"
     "                        {\"weight_bytes\", \"kv_bytes\", \"scratch_bytes\",\n"
     "                        \"total_bytes\"} (null when the proposer does not report\n"
-    "                        it), \"output_identical\" (null when sampling), ...}],\n"
+    "                        it), \"engine_spec_bytes\" (the engine's own buffers for\n"
+    "                        drafts, not in draft_memory), \"output_identical\" (null\n"
+    "                        when sampling), ...}],\n"
     "                        \"sampling\": {...}}\n"
     "\n"
     "model_loads is how often this run loaded the target: once, then every variant\n"
@@ -90,6 +92,7 @@ typedef struct variant {
     double draft_share;         /* proposer seconds over the reps' wall seconds */
     double draft_seconds;       /* proposer seconds, all reps */
     plume_proposer_memory mem;  /* -1 fields: not reported */
+    int64_t engine_bytes;       /* the engine's speculation buffers */
 } variant;
 
 /* Parses "off" or "METHOD[:KEY=VALUE,...]" into v: k (num_speculative_tokens)
@@ -493,6 +496,7 @@ int bench_spec(int argc, char **argv)
         v->draft_seconds = use.seconds;
         v->draft_share = wall > 0 ? use.seconds / wall : 0.0;
         v->mem = v->method[0] ? use.memory : (plume_proposer_memory){0, 0, 0};
+        v->engine_bytes = use.engine_bytes;
         plume_engine_stats after = plume_engine_get_stats(e);
         qsort(times, (size_t)reps, sizeof *times, cmp_double);
         v->tok_s = (double)generated / times[reps / 2];
@@ -527,7 +531,7 @@ int bench_spec(int argc, char **argv)
         for (int i = 0; i < nv; i++) {
             const variant *v = &vs[i];
             json_t *o = json_pack(
-                "{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:b,s:I,s:f,s:f,s:o,s:o}", "name", v->name,
+                "{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:b,s:I,s:f,s:f,s:o,s:o,s:I}", "name", v->name,
                 "tok_s", v->tok_s, "speedup", v->tok_s / vs[0].tok_s, "acceptance_rate",
                 v->acceptance, "tokens_per_forward", v->tokens_per_forward, "drafted",
                 (json_int_t)v->drafted, "accepted", (json_int_t)v->accepted,
@@ -541,7 +545,8 @@ int bench_spec(int argc, char **argv)
                                                 (json_int_t)v->mem.kv_bytes, "scratch_bytes",
                                                 (json_int_t)v->mem.scratch_bytes, "total_bytes",
                                                 (json_int_t)mem_total(&v->mem))
-                                    : json_null());
+                                    : json_null(),
+                "engine_spec_bytes", (json_int_t)v->engine_bytes);
             json_array_append_new(arr, o);
         }
         json_t *o = json_pack("{s:i,s:o,s:i,s:i,s:s,s:{s:f,s:i,s:f,s:f,s:I}}", "model_loads",
@@ -573,10 +578,11 @@ int bench_spec(int argc, char **argv)
         for (int i = 0; i < nv; i++)
             if (mem_known(&vs[i].mem) && mem_total(&vs[i].mem) > 0)
                 printf("%s memory: weights %.1f MiB (as stored) + KV %.1f MiB (allocated) + "
-                       "scratch %.1f MiB\n",
+                       "scratch %.1f MiB; the engine's speculation buffers %.1f MiB\n",
                        vs[i].name, (double)vs[i].mem.weight_bytes / (1 << 20),
                        (double)vs[i].mem.kv_bytes / (1 << 20),
-                       (double)vs[i].mem.scratch_bytes / (1 << 20));
+                       (double)vs[i].mem.scratch_bytes / (1 << 20),
+                       (double)vs[i].engine_bytes / (1 << 20));
         if (sampled)
             printf("sampled at temperature %g (top_k %d, top_p %g, min_p %g, seed %llu + "
                    "request index): outputs are not compared (same: n/a)\n",

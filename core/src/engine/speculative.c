@@ -36,6 +36,11 @@ void plume_engine_proposer_usage(const plume_engine *e, plume_proposer_usage *ou
         return;
     out->seconds = e->spec_prop_total_s;
     out->propose_calls = e->spec_prop_calls;
+    const int64_t ns = e->p.max_num_seqs, k = e->spec_k, nv = plume_model_n_vocab(e->m);
+    out->engine_bytes = ns * k * nv * (int64_t)sizeof(float) /* logits rows past the first */ +
+                        ns * k * (nv * (int64_t)sizeof(float) + (int64_t)sizeof(int32_t)) +
+                        ns * (int64_t)(sizeof *e->pseqs + sizeof *e->drafts) +
+                        2 * nv * (int64_t)sizeof(float) + (k + 1) * (int64_t)sizeof(int32_t);
     out->memory = (plume_proposer_memory){-1, -1, -1};
     if (e->prop_vt->memory)
         e->prop_vt->memory(e->prop, &out->memory);
