@@ -50,15 +50,16 @@ struct plume_proposer {
     plume_seq_runner *runner;
     int32_t nv_target, nv_draft, nv; /* nv: the ids both share (what drafts come from) */
     int32_t max_seqs, max_batch;
+    int32_t max_call;                /* sequences in one propose call (the engine's step) */
     int32_t block_size;
     dslot *slot;                     /* max_seqs */
     int64_t calls;
-    /* per propose call, indexed like seqs[] */
+    /* per propose call, indexed like seqs[]: max_call entries */
     dslot **cur;
     int32_t *fed;                    /* tokens of seqs[i] already in the draft KV */
     bool *active;
-    float *lg;                       /* max_seqs rows of nv_draft: each sequence's last logits */
-    float *out;                      /* max_seqs rows of nv_draft: a run's logits */
+    float *lg;                       /* max_call rows of nv_draft: each sequence's last logits */
+    float *out;                      /* max_call rows of nv_draft: a run's logits */
     plume_seq_run *runs;
     int32_t *run_seq;                /* runs[j] belongs to seqs[run_seq[j]] */
 };
@@ -148,7 +149,8 @@ static int draft_create(const plume_proposer_host *host, const plume_settings *s
     p->nv = p->nv_draft < p->nv_target ? p->nv_draft : p->nv_target;
     /* every sequence of a step has a slot, plus as many again for sequences
      * that pause (not speculating this step) without being released */
-    p->max_seqs = host->max_seqs > 0 ? 2 * host->max_seqs : 128;
+    p->max_call = host->max_seqs > 0 ? host->max_seqs : 64;
+    p->max_seqs = 2 * p->max_call;
     p->block_size = (int32_t)d.block_size;
     /* a draft position's run has one token per sequence of the step */
     p->max_batch = (int32_t)d.max_batch_tokens < host->max_seqs ? host->max_seqs
@@ -163,15 +165,15 @@ static int draft_create(const plume_proposer_host *host, const plume_settings *s
         plume_err_prefix(err, "draft model %s", p->path);
         goto fail;
     }
-    size_t ns = (size_t)p->max_seqs, row = (size_t)p->nv_draft;
+    size_t ns = (size_t)p->max_seqs, nc = (size_t)p->max_call, row = (size_t)p->nv_draft;
     p->slot = calloc(ns, sizeof *p->slot);
-    p->cur = calloc(ns, sizeof *p->cur);
-    p->fed = calloc(ns, sizeof *p->fed);
-    p->active = calloc(ns, sizeof *p->active);
-    p->lg = malloc(sizeof(float) * ns * row);
-    p->out = malloc(sizeof(float) * ns * row);
-    p->runs = calloc(ns, sizeof *p->runs);
-    p->run_seq = calloc(ns, sizeof *p->run_seq);
+    p->cur = calloc(nc, sizeof *p->cur);
+    p->fed = calloc(nc, sizeof *p->fed);
+    p->active = calloc(nc, sizeof *p->active);
+    p->lg = malloc(sizeof(float) * nc * row);
+    p->out = malloc(sizeof(float) * nc * row);
+    p->runs = calloc(nc, sizeof *p->runs);
+    p->run_seq = calloc(nc, sizeof *p->run_seq);
     if (!p->slot || !p->cur || !p->fed || !p->active || !p->lg || !p->out || !p->runs ||
         !p->run_seq) {
         plume_err(err, PLUME_ERR_NOMEM, "draft: out of memory for %d sequences", p->max_seqs);
@@ -289,6 +291,11 @@ static int run(plume_proposer *p, size_t n, plume_error *err)
 static int draft_propose(plume_proposer *p, const plume_propose_seq *seqs, size_t n,
                          plume_draft *drafts, plume_error *err)
 {
+    if (n > (size_t)p->max_call)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "draft: %zu sequences in one propose call, more than the host's "
+                         "max_seqs (%d) it was created for",
+                         n, p->max_call);
     p->calls++;
     /* 1. each sequence's draft KV: keep the prefix it shares with the
      * committed tokens (capped so the last token is fed: its logits draft
@@ -413,6 +420,24 @@ static void draft_release(plume_proposer *p, int64_t seq_id)
         plume_seq_runner_release(p->runner, seq_id, NULL);
 }
 
+/* The draft's weights (as stored), its KV pool, and the runner's
+ * activations and logits plus this proposer's own rows and tables. */
+static void draft_memory(const plume_proposer *p, plume_proposer_memory *out)
+{
+    int64_t kv = 0, scratch = 0;
+    plume_seq_runner_memory(p->runner, &kv, &scratch);
+    const int64_t nc = p->max_call;
+    scratch += 2 * nc * p->nv_draft * (int64_t)sizeof(float) /* lg, out */ +
+               p->max_seqs * (int64_t)sizeof *p->slot +
+               nc * (int64_t)(sizeof *p->cur + sizeof *p->fed + sizeof *p->active +
+                              sizeof *p->runs + sizeof *p->run_seq);
+    for (int32_t i = 0; i < p->max_seqs; i++)
+        scratch += (int64_t)p->slot[i].cap * (int64_t)sizeof(int32_t);
+    out->weight_bytes = plume_model_weight_bytes(p->draft);
+    out->kv_bytes = kv;
+    out->scratch_bytes = scratch;
+}
+
 static const plume_proposer_vtable vtable = {
     .struct_size = sizeof(plume_proposer_vtable),
     .interface_version = PLUME_PROPOSER_INTERFACE_VERSION,
@@ -423,6 +448,7 @@ static const plume_proposer_vtable vtable = {
     .propose = draft_propose,
     .accepted = draft_accepted,
     .release = draft_release,
+    .memory = draft_memory,
 };
 
 const plume_proposer_vtable *plume_draft_proposer(void) { return &vtable; }

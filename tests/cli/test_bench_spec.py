@@ -9,6 +9,8 @@ import sys
 import tempfile
 
 plume, tiny = sys.argv[1:3]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from make_tiny_model import HPARAMS  # noqa: E402
 
 
 class CheckFailed(Exception):
@@ -19,6 +21,14 @@ def check(cond, what):
     """Raises with what when cond is false (an assert would vanish under -O)."""
     if not cond:
         raise CheckFailed(what)
+
+
+def approx(x):
+    """Equal to x within float32 rounding."""
+    class A:
+        def __eq__(self, y):
+            return abs(y - x) < 1e-6
+    return A()
 
 
 def run(*args, rc=0):
@@ -75,6 +85,46 @@ with tempfile.TemporaryDirectory() as tmp:
     check(out["model_loads"] == 1 and out["variants"][1]["proposer_model_loads"] == 1, out)
     check(out["variants"][1]["output_identical"] and out["variants"][1]["drafted"] > 0, out)
 
+    # draft time share and memory: off spends nothing; the draft proposer's
+    # time is a share of the wall time, its memory its weights + KV + scratch
+    def bench_pipe(*args):
+        r = subprocess.run([plume, "bench", "spec", "--pipeline", pipe, *args], capture_output=True,
+                           text=True)
+        check(r.returncode == 0, (args, r.stdout, r.stderr))
+        return r.stdout
+
+    out = json.loads(bench_pipe("--spec", "off", "--spec", "draft:k=2,kv_max_tokens=256",
+                                *common))
+    off, dr = out["variants"]
+    check(off["draft_time_share"] == 0 and off["draft_seconds"] == 0, off)
+    check(off["draft_memory"] == {"weight_bytes": 0, "kv_bytes": 0, "scratch_bytes": 0,
+                                  "total_bytes": 0}, off)
+    check(0 < dr["draft_time_share"] < 1 and dr["draft_seconds"] > 0, dr)
+    mem = dr["draft_memory"]
+    # K and V of every layer for 256 positions (16 blocks of 16), f32
+    kv = 2 * HPARAMS["n_layer"] * 256 * HPARAMS["n_head_kv"] * HPARAMS["head_dim"] * 4
+    check(mem["kv_bytes"] == kv, (mem, kv))
+    check(0 < mem["weight_bytes"] < os.path.getsize(tiny) and mem["scratch_bytes"] > 0, mem)
+    check(mem["total_bytes"] == mem["weight_bytes"] + mem["kv_bytes"] + mem["scratch_bytes"], mem)
+    check(off["engine_spec_bytes"] == 0 and dr["engine_spec_bytes"] > 0, out)
+
+    # sampled: every request at the temperature, outputs not compared
+    out = json.loads(bench_pipe("--spec", "off", "--spec", "draft:k=2", "--temperature", "0.8",
+                                "--top-k", "7", "--seed", "3", *common))
+    check(out["sampling"]["temperature"] == approx(0.8) and out["sampling"]["top_k"] == 7 and
+          out["sampling"]["seed"] == 3, out["sampling"])
+    check(all(v["output_identical"] is None for v in out["variants"]), out)
+    dr = out["variants"][1]
+    check(dr["drafted"] > 0 and 0 <= dr["accepted"] <= dr["drafted"], dr)
+    text = bench_pipe("--spec", "off", "--spec", "draft:k=2", "--temperature", "0.8",
+                      *common[:-1])
+    rows = [ln.split() for ln in text.splitlines() if ln.startswith("draft:k=2 ") and "memory" not in ln]
+    check(len(rows) == 1 and rows[0][5] == "n/a", text)  # the "same" column
+    check("sampled at temperature 0.8" in text, text)
+    text = bench_pipe("--spec", "off", "--spec", "draft:k=2", *common[:-1])
+    rows = [ln.split() for ln in text.splitlines() if ln.startswith("draft:k=2 ") and "memory" not in ln]
+    check(len(rows) == 1 and rows[0][5] == "yes", text)
+
     # the default variants
     names = [v["name"] for v in json.loads(run(*common).stdout)["variants"]]
     check(names == ["off", "ngram:k=3", "ngram:k=5"], names)
@@ -103,4 +153,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check("no proposer 'nosuch'" in err and "spec-nosuch" in err and "--plugin-dir" in err, err)
     err = run("--variants", "off,ngram:k=3", rc=2).stderr
     check("replaced by --spec" in err, err)
+    err = run("--top-p", "0", *common, rc=2).stderr
+    check("top_p" in err, err)
+    err = run("--temperature", "-1", *common, rc=2).stderr
+    check("--temperature" in err, err)
 print("ok")

@@ -376,7 +376,7 @@ static int oracle_propose(plume_proposer *p, const plume_propose_seq *seqs, size
 
 static const plume_proposer_vtable oracle_vt = {
     sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "oracle", NULL,
-    oracle_create, oracle_destroy, oracle_propose, NULL, NULL,
+    oracle_create, oracle_destroy, oracle_propose, NULL, NULL, NULL,
 };
 
 /* One EOG candidate with speculation, k drafts per step. */

@@ -84,7 +84,7 @@ static int garbage_propose(plume_proposer *p, const plume_propose_seq *seqs, siz
 }
 static const plume_proposer_vtable garbage_vt = {
     sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "garbage", NULL,
-    garbage_create, garbage_destroy, garbage_propose, NULL, NULL,
+    garbage_create, garbage_destroy, garbage_propose, NULL, NULL, NULL,
 };
 
 static uint64_t rs = 99;
@@ -548,7 +548,7 @@ static void dm_release(plume_proposer *p, int64_t seq_id)
 
 static const plume_proposer_vtable draft_model_vt = {
     sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "draft-model-fixture", NULL,
-    dm_create, dm_destroy, dm_propose, dm_accepted, dm_release,
+    dm_create, dm_destroy, dm_propose, dm_accepted, dm_release, NULL,
 };
 
 static void test_sampled_drafts_follow_target_law(void **state)

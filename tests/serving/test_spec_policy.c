@@ -104,7 +104,7 @@ static int ref_propose(plume_proposer *p, const plume_propose_seq *seqs, size_t 
 
 static const plume_proposer_vtable ref_vt = {
     sizeof(plume_proposer_vtable), PLUME_PROPOSER_INTERFACE_VERSION, "reference", NULL,
-    ref_create, ref_destroy, ref_propose, NULL, NULL,
+    ref_create, ref_destroy, ref_propose, NULL, NULL, NULL,
 };
 
 static void rec_reset(bool wrong)

@@ -2,7 +2,9 @@
  * make_models.py into argv[1]): greedy output with a Q8_0 draft is token
  * for token the output without speculation — alone, batched with requests
  * that do not speculate, under preemption; sampled output with a poor draft
- * (another seed) follows the target's law (chi-square); a draft with
+ * (mostly another seed: about 20% of its drafts accepted, so acceptances
+ * and rejections both shape the output) and with a close one follows the
+ * target's law (chi-square); a draft with
  * another vocabulary is refused naming the first differing token; draft,
  * ngram and off swap on a live engine without reloading the target. */
 #include <setjmp.h>
@@ -311,8 +313,10 @@ static void law_case(fixture *f, const char *draft, bool poor)
     assert_true(st.spec_drafted > 0);
     if (getenv("PLUME_TEST_VERBOSE"))
         fprintf(stderr, "drafted %lld accepted %lld\n", (long long)st.spec_drafted, (long long)st.spec_accepted);
-    if (poor) /* another network: its drafts are nearly all rejected */
-        assert_true(st.spec_accepted * 2 < st.spec_drafted);
+    if (poor) /* mostly another network: most drafts are rejected, some accepted, so
+                 both branches of the rejection sampler shape the output */
+        assert_true(st.spec_accepted * 20 > st.spec_drafted &&
+                    st.spec_accepted * 2 < st.spec_drafted);
     else /* the Q8_0 copy: nearly all accepted, but not all (sampled, not argmax) */
         assert_true(st.spec_accepted * 10 > st.spec_drafted * 6 && st.spec_accepted < st.spec_drafted);
     char what[96];

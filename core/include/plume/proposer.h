@@ -115,6 +115,16 @@ typedef struct plume_draft {
 
 typedef struct plume_proposer plume_proposer; /* a proposer instance */
 
+/* What a proposer holds (the vtable's optional memory callback), in bytes;
+ * -1 where it does not know.  A proposer that loads no model reports 0
+ * weights and KV. */
+typedef struct plume_proposer_memory {
+    int64_t weight_bytes;  /* the models it loaded, as plume_model_weight_bytes
+                              counts them (weights as stored) */
+    int64_t kv_bytes;      /* its KV cache(s), as allocated (not as used) */
+    int64_t scratch_bytes; /* activations, logits and its own buffers */
+} plume_proposer_memory;
+
 typedef struct plume_proposer_vtable {
     uint32_t struct_size;        /* sizeof(plume_proposer_vtable) of the provider's build */
     uint32_t interface_version;  /* PLUME_PROPOSER_INTERFACE_VERSION */
@@ -141,7 +151,28 @@ typedef struct plume_proposer_vtable {
 
     /* Optional: the sequence finished or was preempted: free its state. */
     void (*release)(plume_proposer *p, int64_t seq_id);
+
+    /* Optional (appended: read it only when struct_size covers it): fills
+     * out with what the instance holds now (plume_proposer_memory). */
+    void (*memory)(const plume_proposer *p, plume_proposer_memory *out);
 } plume_proposer_vtable;
+
+/* What the engine's current proposer has cost since it was set
+ * (plume_engine_set_proposer), for plume bench spec and metrics. */
+typedef struct plume_proposer_usage {
+    double seconds;         /* wall time inside its propose, accepted and release
+                               calls (the engine times each call) */
+    int64_t propose_calls;  /* propose calls (one per step that drafted) */
+    plume_proposer_memory memory; /* its memory callback's answer; all -1 when
+                                     it has none */
+    int64_t engine_bytes;   /* the engine's own buffers for speculation (drafts,
+                               their q rows, k more logits rows per sequence) */
+} plume_proposer_usage;
+
+/* Fills out for engine e's proposer; all zero when speculation is off. */
+struct plume_engine;
+PLUME_API void plume_engine_proposer_usage(const struct plume_engine *e,
+                                           plume_proposer_usage *out);
 
 #ifdef __cplusplus
 }

@@ -108,6 +108,14 @@ PLUME_API int64_t plume_seq_runner_free_tokens(const plume_seq_runner *r);
  * decode step reads per token of context. */
 PLUME_API int64_t plume_seq_runner_kv_bytes_per_token(const plume_seq_runner *r);
 
+/* Bytes the runner holds on its model's backend (either pointer may be
+ * NULL): kv_bytes, the KV cache (K and V of every layer, every block:
+ * allocated in full at create, whatever is in use), and scratch_bytes, the
+ * forward pass's activations for max_batch_tokens positions, the logits
+ * rows of the largest run so far and its host plan arrays. */
+PLUME_API void plume_seq_runner_memory(const plume_seq_runner *r, int64_t *kv_bytes,
+                                       int64_t *scratch_bytes);
+
 /* The model the runner was created for. */
 PLUME_API const plume_model *plume_seq_runner_model(const plume_seq_runner *r);
 

@@ -20,10 +20,15 @@
 static const char help[] =
     "usage: plume bench spec (--model PATH | --pipeline FILE) [options]\n"
     "\n"
-    "Loads the model once and serves the same workload (greedy) under each\n"
-    "speculative setting in turn, swapping the proposer on the live engine; prints\n"
-    "tokens/s, speedup over the first variant (normally off), acceptance rate, mean\n"
-    "tokens per target forward, and whether the output equals the first variant's.\n"
+    "Loads the model once and serves the same workload (greedy unless --temperature)\n"
+    "under each speculative setting in turn, swapping the proposer on the live engine;\n"
+    "prints tokens/s, speedup over the first variant (normally off), acceptance rate,\n"
+    "mean tokens per target forward, whether the output equals the first variant's\n"
+    "(greedy only: sampled outputs differ by design, the column reads n/a), the\n"
+    "draft time share (wall time inside the proposer's propose, accepted and\n"
+    "release calls over the variant's wall time, timed by the engine) and the\n"
+    "proposer's extra memory (its draft model's weights as stored + its KV pool as\n"
+    "allocated + scratch, as its memory callback reports them; - where it has none).\n"
     "\n"
     "options:\n"
     CLI_PIPELINE_HELP
@@ -47,9 +52,23 @@ static const char help[] =
     "  --reps N              repetitions per variant; the median is reported (default 3)\n"
     "  --max-tokens N        cap on each request's output (default: the file's, else 128)\n"
     "  --threads N           the backend's threads (default: the pipeline's `threads`)\n"
+    "  --temperature T       sample every request at temperature T (default 0: greedy;\n"
+    "                        the pipeline's `sampling:` is not used); with T > 0 the\n"
+    "                        other settings are the request defaults (top_k 40,\n"
+    "                        top_p 0.95, min_p 0.05) unless given:\n"
+    "  --top-k N, --top-p P, --min-p P   the sampling filters (plume generate's meaning)\n"
+    "  --seed S              request i of the workload samples with seed S + i (default\n"
+    "                        0), the same in every rep and variant\n"
     "  --json                print {\"model_loads\": 1, \"variants\": [{\"name\", \"tok_s\",\n"
     "                        \"speedup\", \"acceptance_rate\", \"tokens_per_forward\",\n"
-    "                        \"proposer_model_loads\", \"steps_skipped\", ...}]}\n"
+    "                        \"proposer_model_loads\", \"steps_skipped\",\n"
+    "                        \"draft_time_share\", \"draft_seconds\", \"draft_memory\":\n"
+    "                        {\"weight_bytes\", \"kv_bytes\", \"scratch_bytes\",\n"
+    "                        \"total_bytes\"} (null when the proposer does not report\n"
+    "                        it), \"engine_spec_bytes\" (the engine's own buffers for\n"
+    "                        drafts, not in draft_memory), \"output_identical\" (null\n"
+    "                        when sampling), ...}],\n"
+    "                        \"sampling\": {...}}\n"
     "\n"
     "model_loads is how often this run loaded the target: once, then every variant\n"
     "is swapped in on the same live engine (plume_engine_set_proposer), never\n"
@@ -71,6 +90,10 @@ typedef struct variant {
     int32_t disable_above;      /* INT32_MIN: the pipeline's; -1 auto, 0 never, N */
     int64_t proposer_loads;     /* models its proposer loaded */
     int64_t skipped;            /* steps the policy drafted nothing in */
+    double draft_share;         /* proposer seconds over the reps' wall seconds */
+    double draft_seconds;       /* proposer seconds, all reps */
+    plume_proposer_memory mem;  /* -1 fields: not reported */
+    int64_t engine_bytes;       /* the engine's speculation buffers */
 } variant;
 
 /* Parses "off" or "METHOD[:KEY=VALUE,...]" into v: k (num_speculative_tokens)
@@ -277,16 +300,19 @@ static int load_prompts(const char *path, const plume_tokenizer *tok, int cap_to
 
 /* Serves the workload `batch` requests at a time; stores every output so
  * variants can be compared. */
-static int run_workload(plume_engine *e, const prompt_set *ps, int batch, int32_t **outs,
-                        size_t *n_outs, int64_t *generated, plume_error *err)
+static int run_workload(plume_engine *e, const prompt_set *ps, int batch,
+                        const plume_sampling_params *sp, int32_t **outs, size_t *n_outs,
+                        int64_t *generated, plume_error *err)
 {
     plume_request_params rp = plume_request_defaults();
+    rp.sampling = *sp;
     *generated = 0;
     for (int first = 0; first < ps->n; first += batch) {
         int64_t ids[256];
         int count = ps->n - first < batch ? ps->n - first : batch;
         for (int i = 0; i < count; i++) {
             rp.max_tokens = ps->max_tokens[first + i];
+            rp.sampling.seed = sp->seed + (uint64_t)(first + i);
             ids[i] = plume_engine_add_text(e, ps->text[first + i], &rp, err);
             if (ids[i] < 0)
                 return -1;
@@ -309,6 +335,17 @@ static int run_workload(plume_engine *e, const prompt_set *ps, int batch, int32_
     return 0;
 }
 
+/* Whether the proposer reported every part of its memory (off: zeros). */
+static bool mem_known(const plume_proposer_memory *m)
+{
+    return m->weight_bytes >= 0 && m->kv_bytes >= 0 && m->scratch_bytes >= 0;
+}
+
+static int64_t mem_total(const plume_proposer_memory *m)
+{
+    return m->weight_bytes + m->kv_bytes + m->scratch_bytes;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -323,6 +360,7 @@ int bench_spec(int argc, char **argv)
     const char *specs[MAX_VARIANTS];
     int nv = 0, batch = 1, reps = 3, cap_tokens = 0, threads = 0;
     bool as_json = false;
+    plume_sampling_params sp = plume_request_defaults().sampling;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
@@ -351,6 +389,16 @@ int bench_spec(int argc, char **argv)
             cap_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             threads = (int)cli_int("--threads", v, 1, 1024);
+        } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
+            sp.temperature = (float)cli_float("--temperature", v, 0.0, 100.0);
+        } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
+            sp.top_k = (int32_t)cli_int("--top-k", v, 0, 1 << 30);
+        } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
+            sp.top_p = (float)cli_float("--top-p", v, 0.0, 1.0);
+        } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
+            sp.min_p = (float)cli_float("--min-p", v, 0.0, 1.0);
+        } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
+            sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
         } else if (cli_flag(argv, i, "--json")) {
             as_json = true;
         } else {
@@ -366,6 +414,11 @@ int bench_spec(int argc, char **argv)
         memcpy(specs, default_specs, sizeof default_specs);
     }
     plume_error err = {0};
+    if (plume_sampling_validate(&sp, &err)) {
+        fprintf(stderr, "plume bench spec: %s\n", err.msg);
+        return 2;
+    }
+    const bool sampled = sp.temperature > 0.0f;
     variant vs[MAX_VARIANTS];
     int parsed = 0;
     for (; parsed < nv; parsed++) {
@@ -414,7 +467,7 @@ int bench_spec(int argc, char **argv)
     {
         prompt_set one = {ps.text, ps.max_tokens, 1};
         int64_t g;
-        if (run_workload(e, &one, 1, outs, n_outs, &g, &err))
+        if (run_workload(e, &one, 1, &sp, outs, n_outs, &g, &err))
             goto done;
     }
     for (int vi = 0; vi < nv; vi++) {
@@ -429,15 +482,22 @@ int bench_spec(int argc, char **argv)
             goto done;
         v->proposer_loads = plume_engine_get_stats(e).proposer_model_loads - st0.proposer_model_loads;
         proposer_loads += v->proposer_loads;
-        double times[100];
+        double times[100], wall = 0.0;
         int64_t generated = 0;
         plume_engine_stats before = plume_engine_get_stats(e);
         for (int r = 0; r < reps; r++) {
             double t0 = cli_now();
-            if (run_workload(e, &ps, batch, outs, n_outs, &generated, &err))
+            if (run_workload(e, &ps, batch, &sp, outs, n_outs, &generated, &err))
                 goto done;
             times[r] = cli_now() - t0;
+            wall += times[r];
         }
+        plume_proposer_usage use;
+        plume_engine_proposer_usage(e, &use); /* since set_proposer: these reps only */
+        v->draft_seconds = use.seconds;
+        v->draft_share = wall > 0 ? use.seconds / wall : 0.0;
+        v->mem = v->method[0] ? use.memory : (plume_proposer_memory){0, 0, 0};
+        v->engine_bytes = use.engine_bytes;
         plume_engine_stats after = plume_engine_get_stats(e);
         qsort(times, (size_t)reps, sizeof *times, cmp_double);
         v->tok_s = (double)generated / times[reps / 2];
@@ -469,33 +529,70 @@ int bench_spec(int argc, char **argv)
         goto done;
     if (as_json) {
         json_t *arr = json_array();
-        for (int i = 0; i < nv; i++)
-            json_array_append_new(
-                arr, json_pack("{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:b,s:I,s:b,s:I}", "name",
-                               vs[i].name, "tok_s", vs[i].tok_s, "speedup",
-                               vs[i].tok_s / vs[0].tok_s, "acceptance_rate", vs[i].acceptance,
-                               "tokens_per_forward", vs[i].tokens_per_forward, "drafted",
-                               (json_int_t)vs[i].drafted, "accepted", (json_int_t)vs[i].accepted,
-                               "output_identical", vs[i].identical, "proposer_model_loads",
-                               (json_int_t)vs[i].proposer_loads, "proposer_loaded_model",
-                               vs[i].proposer_loads > 0, "steps_skipped",
-                               (json_int_t)vs[i].skipped));
-        json_t *o = json_pack("{s:i,s:o,s:i,s:i,s:s}", "model_loads", model_loads, "variants", arr,
-                              "batch", batch, "reps", reps, "prompts", prompts);
+        for (int i = 0; i < nv; i++) {
+            const variant *v = &vs[i];
+            json_t *o = json_pack(
+                "{s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:b,s:I,s:f,s:f,s:o,s:o,s:I}", "name", v->name,
+                "tok_s", v->tok_s, "speedup", v->tok_s / vs[0].tok_s, "acceptance_rate",
+                v->acceptance, "tokens_per_forward", v->tokens_per_forward, "drafted",
+                (json_int_t)v->drafted, "accepted", (json_int_t)v->accepted,
+                "proposer_model_loads", (json_int_t)v->proposer_loads, "proposer_loaded_model",
+                v->proposer_loads > 0, "steps_skipped", (json_int_t)v->skipped,
+                "draft_time_share", v->draft_share, "draft_seconds", v->draft_seconds,
+                "output_identical", sampled ? json_null() : json_boolean(v->identical),
+                "draft_memory", mem_known(&v->mem)
+                                    ? json_pack("{s:I,s:I,s:I,s:I}", "weight_bytes",
+                                                (json_int_t)v->mem.weight_bytes, "kv_bytes",
+                                                (json_int_t)v->mem.kv_bytes, "scratch_bytes",
+                                                (json_int_t)v->mem.scratch_bytes, "total_bytes",
+                                                (json_int_t)mem_total(&v->mem))
+                                    : json_null(),
+                "engine_spec_bytes", (json_int_t)v->engine_bytes);
+            json_array_append_new(arr, o);
+        }
+        json_t *o = json_pack("{s:i,s:o,s:i,s:i,s:s,s:{s:f,s:i,s:f,s:f,s:I}}", "model_loads",
+                              model_loads, "variants", arr, "batch", batch, "reps", reps,
+                              "prompts", prompts, "sampling", "temperature",
+                              (double)sp.temperature, "top_k", (int)sp.top_k, "top_p",
+                              (double)sp.top_p, "min_p", (double)sp.min_p, "seed",
+                              (json_int_t)sp.seed);
         char *s = json_dumps(o, 0);
         puts(s);
         free(s);
         json_decref(o);
     } else {
-        printf("%-18s %10s %8s %11s %15s %10s %12s %8s\n", "variant", "tok/s", "speedup",
-               "acceptance", "tokens/forward", "identical", "draft loads", "skipped");
+        printf("%-18s %9s %8s %11s %10s %7s %11s %10s %6s %8s\n", "variant", "tok/s", "speedup",
+               "acceptance", "tok/fwd", "same", "draft time", "draft MiB", "loads", "skipped");
+        for (int i = 0; i < nv; i++) {
+            const variant *v = &vs[i];
+            char mib[32];
+            if (mem_known(&v->mem))
+                snprintf(mib, sizeof mib, "%.1f", (double)mem_total(&v->mem) / (1 << 20));
+            else
+                snprintf(mib, sizeof mib, "-");
+            printf("%-18s %9.1f %7.2fx %10.1f%% %10.2f %7s %10.1f%% %10s %6lld %8lld\n", v->name,
+                   v->tok_s, v->tok_s / vs[0].tok_s, 100.0 * v->acceptance, v->tokens_per_forward,
+                   i == 0 ? "-" : sampled ? "n/a" : v->identical ? "yes" : "NO",
+                   100.0 * v->draft_share, mib, (long long)v->proposer_loads,
+                   (long long)v->skipped);
+        }
         for (int i = 0; i < nv; i++)
-            printf("%-18s %10.1f %7.2fx %10.1f%% %15.2f %10s %12lld %8lld\n", vs[i].name,
-                   vs[i].tok_s, vs[i].tok_s / vs[0].tok_s, 100.0 * vs[i].acceptance,
-                   vs[i].tokens_per_forward, vs[i].identical ? "yes" : "NO",
-                   (long long)vs[i].proposer_loads, (long long)vs[i].skipped);
-        printf("model loads (target): %d; workload: %s (%d prompts, batch %d, median of %d)\n", model_loads,
-               prompts, ps.n, batch, reps);
+            if (mem_known(&vs[i].mem) && mem_total(&vs[i].mem) > 0)
+                printf("%s memory: weights %.1f MiB (as stored) + KV %.1f MiB (allocated) + "
+                       "scratch %.1f MiB; the engine's speculation buffers %.1f MiB\n",
+                       vs[i].name, (double)vs[i].mem.weight_bytes / (1 << 20),
+                       (double)vs[i].mem.kv_bytes / (1 << 20),
+                       (double)vs[i].mem.scratch_bytes / (1 << 20),
+                       (double)vs[i].engine_bytes / (1 << 20));
+        if (sampled)
+            printf("sampled at temperature %g (top_k %d, top_p %g, min_p %g, seed %llu + "
+                   "request index): outputs are not compared (same: n/a)\n",
+                   (double)sp.temperature, (int)sp.top_k, (double)sp.top_p, (double)sp.min_p,
+                   (unsigned long long)sp.seed);
+        else
+            printf("greedy (temperature 0): same = the output equals the first variant's\n");
+        printf("model loads (target): %d; workload: %s (%d prompts, batch %d, median of %d)\n",
+               model_loads, prompts, ps.n, batch, reps);
     }
     status = 0;
 done:

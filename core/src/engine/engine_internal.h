@@ -51,6 +51,8 @@ struct plume_engine {
     double spec_step_drafted;   /*   their drafted */
     double spec_step_accepted;  /*   and accepted tokens */
     int32_t spec_skip_run;      /* consecutive steps auto turned drafting off */
+    double spec_prop_total_s;   /* seconds inside the proposer's calls since it was set */
+    int64_t spec_prop_calls;    /*   and its propose calls (plume_engine_proposer_usage) */
     /* default sampler provider (NULL: the built-in) */
     const plume_sampler_vtable *sampler_vt;
     const plume_settings *sampler_settings;
@@ -119,6 +121,11 @@ void plume_engine_free_spec(plume_engine *e);
 /* Asks the proposer for drafts for the step's spec items, writes them after
  * each sequence's tokens and shrinks each item to 1 + drafted positions. */
 int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err);
+
+/* The verifier kept n_accepted of seq_id's n_drafted drafts: tells the
+ * proposer (timed into plume_engine_proposer_usage). */
+void plume_engine_proposer_accepted(plume_engine *e, int64_t seq_id, int32_t n_drafted,
+                                    int32_t n_accepted);
 
 /* Before planning a step: whether spec_disable_above_batch turns drafting
  * off for it (sets e->sched.spec_k to 0 until plume_engine_spec_restore). */

@@ -47,8 +47,7 @@ static void verify(plume_engine *e, plume_sched_item *it, const plume_draft *d, 
     e->stats.spec_drafted += d->n;
     e->stats.spec_forwards++;
     s->n_drafted += d->n;
-    if (e->prop_vt->accepted)
-        e->prop_vt->accepted(e->prop, s->id, d->n, n_acc);
+    plume_engine_proposer_accepted(e, s->id, d->n, n_acc);
     plume_engine_spec_observe(e, s, d->n, n_acc);
     /* the last token and the accepted drafts now have valid KV */
     s->n_computed += 1 + n_acc;

@@ -12,8 +12,38 @@
 void plume_engine_on_preempt(void *ctx, plume_seq *seq)
 {
     plume_engine *e = ctx;
-    if (e->prop && e->prop_vt->release)
+    if (e->prop && e->prop_vt->release) {
+        double t0 = plume_engine_now();
         e->prop_vt->release(e->prop, seq->id);
+        e->spec_prop_total_s += plume_engine_now() - t0;
+    }
+}
+
+void plume_engine_proposer_accepted(plume_engine *e, int64_t seq_id, int32_t n_drafted,
+                                    int32_t n_accepted)
+{
+    if (!e->prop_vt->accepted)
+        return;
+    double t0 = plume_engine_now();
+    e->prop_vt->accepted(e->prop, seq_id, n_drafted, n_accepted);
+    e->spec_prop_total_s += plume_engine_now() - t0;
+}
+
+void plume_engine_proposer_usage(const plume_engine *e, plume_proposer_usage *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!e->prop)
+        return;
+    out->seconds = e->spec_prop_total_s;
+    out->propose_calls = e->spec_prop_calls;
+    const int64_t ns = e->p.max_num_seqs, k = e->spec_k, nv = plume_model_n_vocab(e->m);
+    out->engine_bytes = ns * k * nv * (int64_t)sizeof(float) /* logits rows past the first */ +
+                        ns * k * (nv * (int64_t)sizeof(float) + (int64_t)sizeof(int32_t)) +
+                        ns * (int64_t)(sizeof *e->pseqs + sizeof *e->drafts) +
+                        2 * nv * (int64_t)sizeof(float) + (k + 1) * (int64_t)sizeof(int32_t);
+    out->memory = (plume_proposer_memory){-1, -1, -1};
+    if (e->prop_vt->memory)
+        e->prop_vt->memory(e->prop, &out->memory);
 }
 
 void plume_engine_free_spec(plume_engine *e)
@@ -118,6 +148,8 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
     e->spec_step_drafted = e->spec_step_accepted = 0;
     e->spec_drafted_avg = e->spec_accepted_avg = e->spec_propose_s = 0.0;
     e->spec_skip_run = 0;
+    e->spec_prop_total_s = 0.0;
+    e->spec_prop_calls = 0;
     return 0;
 }
 
@@ -298,7 +330,9 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
     double t0 = plume_engine_now();
     if (e->prop_vt->propose(e->prop, e->pseqs, (size_t)n, e->drafts, err))
         return plume_err_prefix(err, "proposer '%s'", e->prop_vt->name);
-    double per_seq = (plume_engine_now() - t0) / n;
+    double spent = plume_engine_now() - t0, per_seq = spent / n;
+    e->spec_prop_total_s += spent;
+    e->spec_prop_calls++;
     e->spec_propose_s = e->spec_propose_s > 0
                             ? (1 - SPEC_AVG_W) * e->spec_propose_s + SPEC_AVG_W * per_seq
                             : per_seq;

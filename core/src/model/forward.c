@@ -74,6 +74,19 @@ void plume_kv_cache_free(plume_kv_cache *kv)
     free(kv);
 }
 
+/* Floats per position of each activation buffer. */
+static void activation_widths(const plume_model_config *c, size_t width[A_COUNT])
+{
+    const size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * (size_t)c->head_dim,
+                 KV = (size_t)c->n_head_kv * (size_t)c->head_dim, F = (size_t)c->n_ff;
+    width[A_X] = E;
+    width[A_XN] = E > Q ? E : Q;
+    width[A_Q] = Q;
+    width[A_K] = width[A_V] = KV;
+    width[A_ATTN] = Q;
+    width[A_GATE] = width[A_UP] = F;
+}
+
 int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_tokens,
                         plume_runner **out, plume_error *err)
 {
@@ -92,11 +105,9 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
     r->b = m->b;
     r->kv = kv;
     r->max_tokens = max_tokens;
-    const size_t T = (size_t)max_tokens, E = (size_t)c->n_embd,
-                 Q = (size_t)c->n_head * (size_t)c->head_dim,
-                 KV = (size_t)c->n_head_kv * (size_t)c->head_dim, F = (size_t)c->n_ff;
-    const size_t width[A_COUNT] = {[A_X] = E, [A_XN] = E > Q ? E : Q, [A_Q] = Q, [A_K] = KV,
-                                   [A_V] = KV, [A_ATTN] = Q, [A_GATE] = F, [A_UP] = F};
+    const size_t T = (size_t)max_tokens;
+    size_t width[A_COUNT];
+    activation_widths(c, width);
     for (int i = 0; i < A_COUNT; i++)
         if (!(r->a[i] = r->bvt->buf_alloc(r->b, sizeof(float) * T * width[i], err))) {
             plume_runner_free(r);
@@ -134,6 +145,18 @@ void plume_runner_free(plume_runner *r)
 }
 
 int32_t plume_runner_max_tokens(const plume_runner *r) { return r->max_tokens; }
+
+int64_t plume_runner_scratch_bytes(const plume_runner *r)
+{
+    size_t width[A_COUNT], floats = 0;
+    activation_widths(&r->m->cfg, width);
+    for (int i = 0; i < A_COUNT; i++)
+        floats += width[i];
+    const int64_t T = r->max_tokens;
+    return T * (int64_t)(sizeof(float) * floats) + /* activations */
+           (int64_t)r->out_cap * r->m->cfg.n_vocab * (int64_t)sizeof(float) + /* logits */
+           T * (int64_t)(4 * sizeof(int32_t) + sizeof(plume_step_seq)); /* host plan */
+}
 
 /* Flattens the batch into the step's per-row token, position and slot,
  * checking ids, positions and block tables. */

@@ -47,6 +47,10 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
                         plume_runner **out, plume_error *err);
 void plume_runner_free(plume_runner *r);
 int32_t plume_runner_max_tokens(const plume_runner *r);
+/* Bytes the runner allocated: its activations for max_tokens positions on
+ * the backend, the logits rows of the largest pass so far, and its host
+ * plan arrays (the KV cache is the caller's). */
+int64_t plume_runner_scratch_bytes(const plume_runner *r);
 
 /* Called by plume_runner_forward_hooked before each group of linear layers
  * of layer l with their common input x (n rows of in features, a buffer of

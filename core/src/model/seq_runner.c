@@ -361,3 +361,11 @@ int64_t plume_seq_runner_kv_bytes_per_token(const plume_seq_runner *r)
 }
 
 const plume_model *plume_seq_runner_model(const plume_seq_runner *r) { return r->m; }
+
+void plume_seq_runner_memory(const plume_seq_runner *r, int64_t *kv_bytes, int64_t *scratch_bytes)
+{
+    if (kv_bytes) /* K and V of every layer (backend.h: layer_stride covers all blocks) */
+        *kv_bytes = 2 * (int64_t)r->kv->pool.layer_stride * r->kv->pool.n_layer;
+    if (scratch_bytes)
+        *scratch_bytes = plume_runner_scratch_bytes(r->runner);
+}
