@@ -475,6 +475,50 @@ static void test_output_penalties_skip_prompt(void **state)
     plume_sampler_free(s);
 }
 
+/* top_k over a large vocabulary with many tied logits: the kept set is the
+ * first k of the order (higher logit first, lower id first among ties), and
+ * the probabilities are the softmax over exactly that set, whatever the
+ * vocabulary's order (the selection must equal a full sort's prefix). */
+static void test_top_k_ties_large_vocab(void **state)
+{
+    (void)state;
+    enum { V = 5000, K = 37 };
+    static float l[V], p[V];
+    static int rank_of[V];
+    plume_sampling_params pp = params(1, K, 1, 0);
+    plume_sampler *s = NULL;
+    plume_error err = {0};
+    assert_int_equal(plume_sampler_create(&pp, V, &s, &err), 0);
+    for (int rep = 0; rep < 3; rep++) {
+        /* 13 distinct values, each shared by ~385 ids, spread unevenly */
+        for (int i = 0; i < V; i++)
+            l[i] = (float)((i * 7 + rep * 3) % 13) * 0.25f;
+        /* expected: ids of the top value in increasing order, then the next... */
+        int n_kept = 0;
+        for (int i = 0; i < V; i++)
+            rank_of[i] = -1;
+        for (int v = 12; v >= 0 && n_kept < K; v--)
+            for (int i = 0; i < V && n_kept < K; i++)
+                if (l[i] == (float)v * 0.25f && (i * 7 + rep * 3) % 13 == v)
+                    rank_of[i] = n_kept++;
+        assert_int_equal(plume_sampler_probs(s, l, NULL, 0, p), K);
+        double z = 0.0, maxl = -1e30;
+        for (int i = 0; i < V; i++)
+            if (rank_of[i] >= 0 && l[i] > maxl)
+                maxl = l[i];
+        for (int i = 0; i < V; i++)
+            if (rank_of[i] >= 0)
+                z += exp(l[i] - maxl);
+        for (int i = 0; i < V; i++) {
+            if (rank_of[i] < 0)
+                assert_true(p[i] == 0.0f);
+            else
+                assert_float_equal(p[i], exp(l[i] - maxl) / z, 1e-6);
+        }
+    }
+    plume_sampler_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +526,7 @@ int main(void)
         cmocka_unit_test(test_probs_unfiltered_match_softmax),
         cmocka_unit_test(test_temperature_sharpens),
         cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_top_k_ties_large_vocab),
         cmocka_unit_test(test_top_p),
         cmocka_unit_test(test_min_p),
         cmocka_unit_test(test_repetition_penalty),

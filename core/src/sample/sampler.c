@@ -192,6 +192,50 @@ static int cmp_cand_desc(const void *a, const void *b)
     return x->id - y->id; /* stable: lower id first among ties */
 }
 
+/* True when a ranks after b in cmp_cand_desc's order (lower logit, or
+ * the same logit and a higher id). */
+static int cand_after(const cand *a, const cand *b)
+{
+    return cmp_cand_desc(a, b) > 0;
+}
+
+/* Restores the heap c[0..k) (root: the candidate ranking last) below j. */
+static void sift_down(cand *c, int32_t k, int32_t j)
+{
+    for (;;) {
+        int32_t w = j, l = 2 * j + 1, r = l + 1;
+        if (l < k && cand_after(&c[l], &c[w]))
+            w = l;
+        if (r < k && cand_after(&c[r], &c[w]))
+            w = r;
+        if (w == j)
+            return;
+        cand t = c[j];
+        c[j] = c[w];
+        c[w] = t;
+        j = w;
+    }
+}
+
+/* Moves the k first candidates of c[0..n) in cmp_cand_desc's (total) order
+ * to c[0..k), sorted: the same prefix a full qsort leaves, in O(n log k)
+ * rather than O(n log n) (a min-heap of the best k seen, its root the worst
+ * of them). */
+static void select_top(cand *c, int32_t n, int32_t k)
+{
+    /* c[0..k) becomes the heap: build it, then let every later candidate
+     * that beats the root replace it */
+    for (int32_t i = k / 2 - 1; i >= 0; i--)
+        sift_down(c, k, i);
+    for (int32_t i = k; i < n; i++) {
+        if (!cand_after(&c[0], &c[i]))
+            continue;
+        c[0] = c[i];
+        sift_down(c, k, 0);
+    }
+    qsort(c, (size_t)k, sizeof *c, cmp_cand_desc);
+}
+
 int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t *history,
                             size_t n_history, float *probs)
 {
@@ -216,10 +260,13 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
         c[i].logit = s->work[i] / s->p.temperature;
         c[i].id = i;
     }
-    qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
     int32_t keep = n;
-    if (s->p.top_k > 0 && s->p.top_k < keep)
+    if (s->p.top_k > 0 && s->p.top_k < keep) {
         keep = s->p.top_k;
+        select_top(c, n, keep); /* c[0..keep) as a full sort would leave them */
+    } else {
+        qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+    }
     /* softmax over the kept candidates */
     double sum = 0.0;
     float maxl = c[0].logit;
