@@ -16,6 +16,7 @@
 
 #include "cli/http_stream.h"
 #include "cli/router_upstream.h"
+#include "serve/http_body.h"
 
 struct router {
     struct MHD_Daemon *d;
@@ -25,9 +26,7 @@ struct router {
 };
 
 typedef struct conn {
-    char *body;
-    size_t len, cap;
-    bool too_big;
+    serve_body b;
 } conn;
 
 /* A streamed decode response being passed through. */
@@ -155,7 +154,7 @@ static void relay_free(void *cls)
 static enum MHD_Result generate(router *rt, struct MHD_Connection *c, conn *cc, const char *path)
 {
     json_error_t je;
-    json_t *req = json_loadb(cc->body ? cc->body : "", cc->len, 0, &je);
+    json_t *req = json_loadb(cc->b.data ? cc->b.data : "", cc->b.len, 0, &je);
     if (!json_is_object(req)) {
         json_decref(req);
         atomic_fetch_add(&rt->n_bad, 1);
@@ -326,27 +325,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (cc->too_big || cc->len + n > rt->o.max_body) {
-            cc->too_big = true;
-            return MHD_YES;
-        }
-        if (cc->len + n + 1 > cc->cap) {
-            size_t cap = cc->cap ? cc->cap : 4096;
-            while (cap < cc->len + n + 1)
-                cap *= 2;
-            char *b = realloc(cc->body, cap);
-            if (!b)
-                return MHD_NO;
-            cc->body = b;
-            cc->cap = cap;
-        }
-        memcpy(cc->body + cc->len, upload_data, n);
-        cc->len += n;
-        cc->body[cc->len] = '\0';
-        return MHD_YES;
+        return serve_body_append(&cc->b, upload_data, n, rt->o.max_body) ? MHD_NO : MHD_YES;
     }
     bool post = strcmp(method, "POST") == 0, get = strcmp(method, "GET") == 0;
-    if (cc->too_big)
+    if (cc->b.too_big)
         return send_error(c, 413, "the body is larger than %zu bytes", rt->o.max_body);
     if (rt->o.api_key && strncmp(url, "/v1/", 4) == 0) {
         const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -375,7 +357,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn *cc = *con_cls;
     if (!cc)
         return;
-    free(cc->body);
+    serve_body_free(&cc->b);
     free(cc);
     *con_cls = NULL;
 }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE /* POLLRDHUP */
 #endif
 #include "serve/http.h"
+#include "serve/http_body.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,9 +26,7 @@ struct serve_http {
 };
 
 typedef struct conn_ctx {
-    char *body;
-    size_t len, cap;
-    bool too_big;
+    serve_body b;
     serve_req *req;                  /* a reference while a generation runs */
 } conn_ctx;
 
@@ -223,7 +222,7 @@ static enum MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, 
     if (serve_loop_stopping(h->o.loop))
         return queue_error(h, c, 503, "the server is shutting down; send the request to "
                                       "another server or retry after it restarts");
-    int st = serve_api_parse_gen(h->o.env, kind, cc->body ? cc->body : "", cc->len, &g, msg,
+    int st = serve_api_parse_gen(h->o.env, kind, cc->b.data ? cc->b.data : "", cc->b.len, &g, msg,
                                  sizeof msg);
     if (st)
         return queue_error(h, c, (unsigned)st, msg);
@@ -338,7 +337,7 @@ static enum MHD_Result route(serve_http *h, struct MHD_Connection *c, conn_ctx *
     if (!open && !authorized(h, c))
         return queue_error(h, c, 401, "missing or wrong API key: send the header "
                                       "'Authorization: Bearer KEY' with the server's --api-key");
-    if (cc->too_big) {
+    if (cc->b.too_big) {
         snprintf(msg, sizeof msg, "the body is larger than %zu bytes (--max-body); send a "
                  "smaller request", h->o.max_body);
         return queue_error(h, c, 413, msg);
@@ -349,9 +348,9 @@ static enum MHD_Result route(serve_http *h, struct MHD_Connection *c, conn_ctx *
     if (which == 2 || which == 3) {
         int st = 0;
         char em[1024];
-        json_t *j = which == 2 ? serve_api_tokenize(env, cc->body ? cc->body : "", cc->len, &st,
+        json_t *j = which == 2 ? serve_api_tokenize(env, cc->b.data ? cc->b.data : "", cc->b.len, &st,
                                                     em, sizeof em)
-                               : serve_api_detokenize(env, cc->body ? cc->body : "", cc->len,
+                               : serve_api_detokenize(env, cc->b.data ? cc->b.data : "", cc->b.len,
                                                       &st, em, sizeof em);
         return j ? queue_json(c, 200, j) : queue_error(h, c, (unsigned)(st ? st : 500), em);
     }
@@ -385,25 +384,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (cc->too_big || cc->len + n > h->o.max_body) {
-            /* keep reading (and dropping) the body so that the 413 reaches the client */
-            cc->too_big = true;
-            return MHD_YES;
-        }
-        if (cc->len + n + 1 > cc->cap) {
-            size_t cap = cc->cap ? cc->cap : 4096;
-            while (cap < cc->len + n + 1)
-                cap *= 2;
-            char *b = realloc(cc->body, cap);
-            if (!b)
-                return MHD_NO;
-            cc->body = b;
-            cc->cap = cap;
-        }
-        memcpy(cc->body + cc->len, upload_data, n);
-        cc->len += n;
-        cc->body[cc->len] = '\0';
-        return MHD_YES;
+        return serve_body_append(&cc->b, upload_data, n, h->o.max_body) ? MHD_NO : MHD_YES;
     }
     return route(h, c, cc, url, method);
 }
@@ -421,7 +402,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
             abort_req(h, cc->req);
         serve_req_unref(cc->req);
     }
-    free(cc->body);
+    serve_body_free(&cc->b);
     free(cc);
     *con_cls = NULL;
 }
