@@ -27,11 +27,12 @@ static float put_f16(uint8_t *p, float f)
     return plume_fp16_to_fp32(h);
 }
 
-/* Symmetric codes in [-nmax, nmax-1] (stored +nmax) for n weights, scale
- * chosen among iscale = -(nmax + 0.1·is)/max, is = -9..9, by the weighted
- * least-squares fit Σw·x·l / Σw·l², w = x² (rmse_type 1).  Returns the
- * scale. */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
+/* The start both sub-block fits share: max, the value of largest magnitude
+ * (0 when every |x| < GROUP_MAX_EPS: L is zeroed then), codes l =
+ * round(-nmax/max · x) clamped to [-nmax, nmax-1], stored as l + offset,
+ * and their weighted sums (w = x²) *sumlx = Σ w·x·l, *suml2 = Σ w·l². */
+static float first_fit(int n, int nmax, const float *x, int8_t *L, int offset, float *sumlx_out,
+                       float *suml2_out)
 {
     float max = 0, amax = 0;
     for (int i = 0; i < n; ++i) {
@@ -49,11 +50,27 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; ++i) {
         int l = imax(-nmax, imin(nmax - 1, gq_nearest_int(iscale * x[i])));
-        L[i] = (int8_t)(l + nmax);
+        L[i] = (int8_t)(l + offset);
         float w = x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
+    *sumlx_out = sumlx;
+    *suml2_out = suml2;
+    return max;
+}
+
+/* Symmetric codes in [-nmax, nmax-1] (stored +nmax) for n weights, scale
+ * chosen among iscale = -(nmax + 0.1·is)/max, is = -9..9, by the weighted
+ * least-squares fit Σw·x·l / Σw·l², w = x² (rmse_type 1).  Returns the
+ * scale. */
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
+{
+    float sumlx, suml2;
+    const float max = first_fit(n, nmax, x, L, nmax, &sumlx, &suml2);
+    if (max == 0.f)
+        return 0.f;
+    float iscale;
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
@@ -81,27 +98,9 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L)
  * that move single codes to where the weighted fit (w = x²) improves. */
 static float make_q3_quants(int n, int nmax, const float *x, int8_t *L)
 {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
+    float sumlx, suml2;
+    if (first_fit(n, nmax, x, L, 0, &sumlx, &suml2) == 0.f)
         return 0.f;
-    }
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = imax(-nmax, imin(nmax - 1, gq_nearest_int(iscale * x[i])));
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
         for (int i = 0; i < n; ++i) {
