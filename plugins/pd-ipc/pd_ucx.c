@@ -407,16 +407,18 @@ static void serve_inbox(ucx_state *st)
 {
     for (int i = 0; i < st->n_in; i++) {
         const ucx_in *in = &st->in[i];
-        if (!conn_alive(st, in->ep))
-            continue;
         pd_msg r;
+        if (in->m.type == PD_GOT) { /* (its endpoint may be closing already: the read is done) */
+            serve_done(st, in);
+            continue;
+        }
+        if (!conn_alive(st, in->ep))
+            continue; /* no answer to a failed endpoint */
         if (in->m.type == PD_HELLO) {
             pd_producer_hello(st->c, &in->m, &r);
             send_msg(in->ep, &r, NULL, 0);
         } else if (in->m.type == PD_GET) {
             serve_get(st, in);
-        } else if (in->m.type == PD_GOT) {
-            serve_done(st, in);
         } else {
             reply_err(in->ep, "unexpected message: only HELLO, GET and GOT go to a prefill worker");
         }
@@ -490,6 +492,12 @@ static int ucx_serve_start(plume_kv_connector *c, plume_error *err)
     socklen_t len;
     if (resolve(c->address, true, &sa, &len, msg, sizeof msg))
         return plume_err(err, PLUME_ERR_INVALID, "kv_connector.address: %s", msg);
+    /* a restarted prefill worker must listen on its port again at once,
+     * while its predecessor's connections linger in TIME_WAIT: UCX's TCP
+     * connection manager reads this when the worker is created (not through
+     * ucp_config_modify).  At start-up, before the server's threads; a value
+     * the user set wins. */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     ucx_state *st;
     if (state_new(c, &st, msg, sizeof msg))
         return plume_err(err, PLUME_ERR_IO, "the ucx transport cannot start: %s", msg);
