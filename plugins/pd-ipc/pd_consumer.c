@@ -84,7 +84,9 @@ static void *fetcher(void *arg)
         }
         j->state = PD_FETCHING;
         pthread_mutex_unlock(&c->mu);
+        double t0 = pd_now();
         int rc = c->tp->fetch(c, j);
+        j->fetch_s = pd_now() - t0;
         pthread_mutex_lock(&c->mu);
         if (j->cancelled) { /* the request went away meanwhile: the job is ours to free */
             if (rc == 0)
@@ -204,7 +206,15 @@ int pd_consumer_load(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
             }
             if (j->state == PD_STAGED) {
                 plume_error e2 = {0};
-                if (copy_in(c, j, r, &e2)) {
+                double t0 = pd_now();
+                int crc = copy_in(c, j, r, &e2);
+                if (crc == 0 && c->log_transfers)
+                    fprintf(stderr,
+                            "plume pd-ipc: transfer %s: %d tokens, %zu bytes: fetched (%s) in "
+                            "%.2f ms, copied into the cache in %.2f ms\n",
+                            j->xp.transfer_id, j->seg_tokens, j->bytes, c->tp->name,
+                            j->fetch_s * 1e3, (pd_now() - t0) * 1e3);
+                if (crc) {
                     j->state = PD_FAILED; /* job_remove below must not free twice */
                     c->tp->job_free(j);
                     c->st.live_segments--;

@@ -7,7 +7,9 @@
  *              (decode workers take neither: each request names its
  *              prefill worker)
  *   timeout_s: every wait of a transfer, and how long a prefill worker
- *              keeps a segment nobody claimed (default 30) */
+ *              keeps a segment nobody claimed (default 30)
+ *   log_transfers: decode: log each transfer's bytes, fetch and copy times
+ *              to stderr (default false) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,17 +48,19 @@ bool pd_stopping(plume_kv_connector *c)
     return stop;
 }
 
-static const char *const keys[] = {"transport", "socket", "address", "timeout_s"};
+static const char *const keys[] = {"transport", "socket", "address", "timeout_s",
+                                   "log_transfers"};
 static const char *const transports[] = {"memfd", "ucx"};
 
 /* The settings, checked: *tp the transport, *where its socket or address
  * (NULL when absent). */
 static int ipc_settings(const plume_settings *s, const pd_transport **tp, const char **where,
-                        double *t, plume_error *err)
+                        double *t, bool *log, plume_error *err)
 {
     size_t which = 0;
     const char *path = NULL, *addr = NULL;
     *t = 30;
+    *log = false;
     *tp = &pd_memfd_transport;
     *where = NULL;
     if (!s)
@@ -64,6 +68,7 @@ static int ipc_settings(const plume_settings *s, const pd_transport **tp, const 
     if (plume_settings_check_keys(s, keys, sizeof keys / sizeof *keys, err) ||
         plume_settings_choice(s, "transport", transports, 2, 0, &which, err) ||
         plume_settings_float(s, "timeout_s", 30, 0.1, 3600, t, err) ||
+        plume_settings_bool(s, "log_transfers", false, log, err) ||
         plume_settings_string(s, "socket", NULL, &path, err) ||
         plume_settings_string(s, "address", NULL, &addr, err))
         return -1;
@@ -98,7 +103,8 @@ static int ipc_validate(const plume_settings *s, plume_error *err)
     const pd_transport *tp;
     const char *where;
     double t;
-    return ipc_settings(s, &tp, &where, &t, err);
+    bool log;
+    return ipc_settings(s, &tp, &where, &t, &log, err);
 }
 
 static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_connector **out,
@@ -107,7 +113,8 @@ static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_conn
     const pd_transport *tp;
     const char *where;
     double t;
-    if (ipc_settings(s, &tp, &where, &t, err))
+    bool log;
+    if (ipc_settings(s, &tp, &where, &t, &log, err))
         return -1;
     bool ucx = tp != &pd_memfd_transport;
     if (role == PLUME_KV_PRODUCER && (!where || !*where))
@@ -122,6 +129,7 @@ static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_conn
     c->role = role;
     c->tp = tp;
     c->timeout_s = t;
+    c->log_transfers = log;
     c->listen_fd = -1;
     if (where)
         snprintf(ucx ? c->address : c->sock_path, sizeof c->address, "%s", where);

@@ -48,6 +48,7 @@ typedef struct pd_job {
     int32_t seg_blocks;        /* blocks per layer in the segment */
     int32_t seg_tokens;        /*   the prompt positions it holds */
     uint64_t seg_hash;         /*   and the hash of their token ids */
+    double fetch_s;            /* STAGED: how long the fetch took (log_transfers) */
     char msg[480];             /* FAILED: why */
 } pd_job;
 
@@ -56,6 +57,7 @@ struct plume_kv_connector {
     const pd_transport *tp;
     void *tp_state;                       /* the transport's (its threads' only) */
     double timeout_s;
+    bool log_transfers;                   /* decode: one stderr line per transfer, timed */
     char sock_path[PLUME_KV_XFER_ADDR_MAX];   /* memfd, prefill: where it listens */
     char address[PLUME_KV_XFER_ADDR_MAX];     /* ucx, prefill: host:port it listens on */
     char advertised[PLUME_KV_XFER_ADDR_MAX];  /* prefill: the remote_addr decode workers get */
