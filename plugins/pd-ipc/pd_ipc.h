@@ -27,6 +27,9 @@ typedef struct pd_seg {
     void *rkey;                /* ucx: the packed remote key (with memh) */
     size_t rkey_len;
     void *claimed_by;          /* ucx: the endpoint fetching it (NULL: unclaimed) */
+    int64_t req_id;            /* the request whose KV it holds */
+    int32_t *block_ids;        /* in place (ucx): the request's blocks in the pool, kept by
+                                  the engine until the segment is dropped; else NULL */
     size_t bytes;
     int32_t n_tokens, n_blocks;
     uint64_t tokens_hash;
@@ -107,7 +110,8 @@ int pd_producer_hello(plume_kv_connector *c, const pd_msg *hello, pd_msg *reply)
 int32_t pd_producer_find(plume_kv_connector *c, const char *id, pd_msg *reply);
 /* The SEG message describing segment seg. */
 pd_msg pd_producer_seg_msg(const pd_seg *seg);
-/* Removes segment i (under mu), freeing it through the transport. */
+/* Removes segment i (under mu), freeing it through the transport; an
+ * in-place one reports its request sent (the engine frees the blocks). */
 void pd_producer_drop(plume_kv_connector *c, int32_t i);
 /* Drops segments nobody claimed within timeout_s (takes mu; a claimed
  * one is the transport's to expire). */

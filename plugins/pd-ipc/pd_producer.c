@@ -12,6 +12,11 @@
 
 void pd_producer_drop(plume_kv_connector *c, int32_t i)
 {
+    if (c->segs[i].block_ids) { /* the engine may free the blocks now */
+        pd_push_id(&c->sent, &c->n_sent, &c->cap_sent, c->segs[i].req_id);
+        free(c->segs[i].block_ids);
+        c->segs[i].block_ids = NULL;
+    }
     c->tp->seg_free(c, &c->segs[i]);
     c->st.live_segments--;
     c->st.live_bytes -= (int64_t)c->segs[i].bytes;
@@ -89,7 +94,20 @@ static int save_one(plume_kv_connector *c, const plume_kv_req_blocks *r, pd_seg 
     size_t bytes = (size_t)p->n_layer * 2 * (size_t)r->n_blocks * bb;
     memset(out, 0, sizeof *out);
     out->fd = -1;
+    out->req_id = r->req_id;
     snprintf(out->id, sizeof out->id, "%s-%lld", c->nonce, (long long)r->req_id);
+    int32_t nt = r->n_tokens < r->n_prompt ? r->n_tokens : r->n_prompt;
+    int in_place = c->tp->seg_in_place ? c->tp->seg_in_place(c, out, r->block_ids, r->n_blocks) : 0;
+    if (in_place < 0)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    if (in_place) {
+        out->bytes = bytes;
+        out->n_tokens = nt;
+        out->n_blocks = r->n_blocks;
+        out->tokens_hash = pd_tokens_hash(r->prompt, nt);
+        out->t_created = pd_now();
+        return 0;
+    }
     unsigned char *map = NULL;
     if (c->tp->seg_create(c, out, bytes, &map, err))
         return -1;
@@ -107,7 +125,6 @@ static int save_one(plume_kv_connector *c, const plume_kv_req_blocks *r, pd_seg 
         c->tp->seg_free(c, out);
         return -1;
     }
-    int32_t nt = r->n_tokens < r->n_prompt ? r->n_tokens : r->n_prompt;
     out->bytes = bytes;
     out->n_tokens = nt;
     out->n_blocks = r->n_blocks;
@@ -132,10 +149,12 @@ int pd_producer_save(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
                 c->segs = g;
                 c->cap_segs = cap;
             } else {
+                free(seg.block_ids);
                 c->tp->seg_free(c, &seg);
                 rc = plume_err(&e2, PLUME_ERR_NOMEM, "out of memory");
             }
         }
+        bool in_place = rc == 0 && seg.block_ids;
         if (rc == 0) {
             c->segs[c->n_segs++] = seg;
             c->st.live_segments++;
@@ -148,8 +167,10 @@ int pd_producer_save(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
                     "load will fail\n",
                     (long long)r->req_id, e2.msg);
         }
-        /* either way the blocks are no longer needed */
-        pd_push_id(&c->sent, &c->n_sent, &c->cap_sent, r->req_id);
+        /* either way the blocks are no longer needed, unless the segment
+         * is them (reported sent when it is dropped) */
+        if (!in_place)
+            pd_push_id(&c->sent, &c->n_sent, &c->cap_sent, r->req_id);
         pthread_mutex_unlock(&c->mu);
     }
     if (saved == 0 && meta->n_saves > 0)

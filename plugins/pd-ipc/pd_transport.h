@@ -12,6 +12,7 @@
 #define PD_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "plume/error.h"
 
@@ -26,6 +27,12 @@ typedef struct pd_transport {
      * through *map (seg->fd or seg->buf set).  0, or -1 with err. */
     int (*seg_create)(plume_kv_connector *c, pd_seg *seg, size_t bytes, unsigned char **map,
                       plume_error *err);
+    /* prefill, engine thread, optional: 1 when the transport serves the
+     * request's KV from its blocks in the pool, in place (it fills
+     * seg->block_ids; the engine keeps the blocks until the segment is
+     * dropped), 0 to copy it into a segment (seg_create), -1 out of memory. */
+    int (*seg_in_place)(plume_kv_connector *c, pd_seg *seg, const int32_t *block_ids,
+                        int32_t n_blocks);
     /* prefill: save is done writing through map. */
     void (*seg_filled)(pd_seg *seg, unsigned char *map);
     /* prefill, under mu: frees the segment's memory (the transport's thread

@@ -2,12 +2,18 @@
  * API (any transport UCX finds: TCP, RDMA verbs, shared memory; the tests
  * run UCX_TLS=tcp on loopback).
  *
- * A segment is page-aligned host memory; the first GET for it registers it
- * (ucp_mem_map) and answers with its address and packed remote key.  The
- * decode worker reads the whole segment with one ucp_get_nbx (one-sided:
- * the prefill worker's engine is not involved), then sends GOT and the
- * prefill worker frees it.  The messages (pd_wire.h's pd_msg, plus the
- * packed rkey after a SEG) are UCX active messages, eager, with the reply
+ * Where the KV pool is host memory (the cpu backend) the prefill worker
+ * registers the pool's K and V once (ucp_mem_map) and a saved prompt stays
+ * in its blocks, which the engine keeps until the decode worker has read
+ * them (reported sent then).  Elsewhere a prompt's blocks are copied into
+ * a page-aligned segment, registered at its first GET.  The answer to GET
+ * says where the blocks are (K and V bases, layer stride, block ids: the
+ * pool layout of plume/backend.h) with the packed remote keys; the decode
+ * worker reads them with one ucp_get_nbx per layer, K or V and run of
+ * consecutive blocks (one-sided: the prefill worker's engine is not
+ * involved), flushes, then sends GOT and the prefill worker lets the
+ * blocks (or the copy) go.  The messages (pd_wire.h's pd_msg, then the
+ * rkeys and block ids) are UCX active messages, eager, with the reply
  * endpoint attached.
  *
  * Each side has one UCP worker driven by one thread (UCS_THREAD_MODE_SINGLE):
@@ -35,8 +41,8 @@
 typedef struct ucx_in { /* a received message, handled after progress */
     ucp_ep_h ep;        /* its reply endpoint */
     pd_msg m;
-    unsigned char *rkey; /* SEG: the packed rkey (malloc'd) */
-    size_t rkey_len;
+    unsigned char *extra; /* SEG: the bytes after the message (malloc'd) */
+    size_t extra_len;
 } ucx_in;
 
 typedef struct ucx_conn { /* prefill: one decode worker's endpoint */
@@ -54,6 +60,9 @@ typedef struct ucx_state {
     int n_in, cap_in;
     ucx_conn *conns; /* prefill */
     int n_conns, cap_conns;
+    ucp_mem_h pool_memh[2]; /* prefill: the KV pool's K and V, registered (NULL: */
+    void *pool_rkey[2];     /*   segments are copies, registered one by one) */
+    size_t pool_rkey_len[2];
     ucp_ep_h ep;           /* decode: this fetch's endpoint */
     ucs_status_t ep_status; /*   UCS_OK until its error handler runs */
 } ucx_state;
@@ -83,18 +92,17 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) || pd_msg_parse(data, length, &in.m))
         return UCS_OK;
     in.ep = param->reply_ep;
-    size_t extra = length - sizeof in.m;
-    if (in.m.type == PD_SEG && in.m.rkey_len) {
-        if (in.m.rkey_len > extra || !(in.rkey = malloc(in.m.rkey_len)))
+    in.extra_len = length - sizeof in.m;
+    if (in.extra_len) {
+        if (!(in.extra = malloc(in.extra_len)))
             return UCS_OK;
-        memcpy(in.rkey, (const unsigned char *)data + sizeof in.m, in.m.rkey_len);
-        in.rkey_len = in.m.rkey_len;
+        memcpy(in.extra, (const unsigned char *)data + sizeof in.m, in.extra_len);
     }
     if (st->n_in == st->cap_in) {
         int cap = st->cap_in ? 2 * st->cap_in : 16;
         ucx_in *g = realloc(st->in, sizeof *g * (size_t)cap);
         if (!g) {
-            free(in.rkey);
+            free(in.extra);
             return UCS_OK;
         }
         st->in = g;
@@ -107,7 +115,7 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
 static void clear_inbox(ucx_state *st)
 {
     for (int i = 0; i < st->n_in; i++)
-        free(st->in[i].rkey);
+        free(st->in[i].extra);
     st->n_in = 0;
 }
 
@@ -295,6 +303,19 @@ static int ucx_seg_create(plume_kv_connector *c, pd_seg *seg, size_t bytes, unsi
     return 0;
 }
 
+static int ucx_seg_in_place(plume_kv_connector *c, pd_seg *seg, const int32_t *block_ids,
+                            int32_t n_blocks)
+{
+    ucx_state *st = c->tp_state;
+    if (!st || !st->pool_memh[0])
+        return 0;
+    seg->block_ids = malloc(sizeof *block_ids * (size_t)(n_blocks ? n_blocks : 1));
+    if (!seg->block_ids)
+        return -1;
+    memcpy(seg->block_ids, block_ids, sizeof *block_ids * (size_t)n_blocks);
+    return 1;
+}
+
 static void ucx_seg_filled(pd_seg *seg, unsigned char *map)
 {
     (void)seg;
@@ -351,42 +372,78 @@ static void reply_err(ucp_ep_h ep, const char *text)
     send_msg(ep, &r, NULL, 0);
 }
 
-/* GET: registers the segment (once) and sends its address and rkey. */
+/* Registers a copied segment (once).  UCS_OK, or why not. */
+static ucs_status_t seg_register(ucx_state *st, pd_seg *seg)
+{
+    if (!seg->bytes || seg->memh)
+        return UCS_OK;
+    ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                             UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                               .address = seg->buf,
+                               .length = seg->bytes};
+    ucs_status_t s = ucp_mem_map(st->ctx, &mp, (ucp_mem_h *)&seg->memh);
+    if (s == UCS_OK)
+        s = ucp_rkey_pack(st->ctx, seg->memh, &seg->rkey, &seg->rkey_len);
+    return s;
+}
+
+/* GET: answers where the segment's blocks are (in the pool, or in the
+ * copy, registered now), their rkeys and block ids. */
 static void serve_get(ucx_state *st, const ucx_in *in)
 {
     plume_kv_connector *c = st->c;
     pd_msg r;
+    unsigned char *extra = NULL;
+    size_t extra_len = 0;
     pthread_mutex_lock(&c->mu);
     int32_t at = pd_producer_find(c, in->m.id, &r);
     if (at >= 0) {
         pd_seg *seg = &c->segs[at];
-        ucs_status_t s = UCS_OK;
-        if (seg->bytes && !seg->memh) {
-            ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-                                                     UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-                                       .address = seg->buf,
-                                       .length = seg->bytes};
-            s = ucp_mem_map(st->ctx, &mp, (ucp_mem_h *)&seg->memh);
-            if (s == UCS_OK)
-                s = ucp_rkey_pack(st->ctx, seg->memh, &seg->rkey, &seg->rkey_len);
+        const plume_kv_pool *p = c->kv.pool;
+        size_t bb = pd_block_bytes(&c->ident);
+        ucs_status_t s = seg->block_ids ? UCS_OK : seg_register(st, seg);
+        r = pd_producer_seg_msg(seg);
+        if (seg->block_ids) { /* in place: the pool's K and V */
+            r.raddr = (uint64_t)(uintptr_t)c->kv.bvt->host_ptr(c->kv.b, p->k);
+            r.raddr_v = (uint64_t)(uintptr_t)c->kv.bvt->host_ptr(c->kv.b, p->v);
+            r.layer_stride = p->layer_stride;
+            r.rkey_len = (uint32_t)st->pool_rkey_len[0];
+            r.rkey_v_len = (uint32_t)st->pool_rkey_len[1];
+        } else { /* the copy, [layer][k|v][block]: one rkey, blocks 0 .. n-1 */
+            r.raddr = (uint64_t)(uintptr_t)seg->buf;
+            r.raddr_v = r.raddr + (uint64_t)seg->n_blocks * bb;
+            r.layer_stride = 2 * (uint64_t)seg->n_blocks * bb;
+            r.rkey_len = (uint32_t)seg->rkey_len;
+            r.rkey_v_len = 0;
         }
+        extra_len = (size_t)r.rkey_len + r.rkey_v_len + sizeof(int32_t) * (size_t)seg->n_blocks;
+        if (s == UCS_OK && extra_len && !(extra = malloc(extra_len)))
+            s = UCS_ERR_NO_MEMORY;
         if (s != UCS_OK) {
             r = pd_msg_new(PD_ERR);
             snprintf(r.text, sizeof r.text,
                      "the prefill worker could not register transfer %.64s's memory with UCX "
                      "(%s)",
                      seg->id, ucs_status_string(s));
-        } else {
-            r = pd_producer_seg_msg(seg);
-            r.raddr = (uint64_t)(uintptr_t)seg->buf;
-            r.rkey_len = (uint32_t)seg->rkey_len;
+            extra_len = 0;
+        } else if (extra_len) {
+            unsigned char *e = extra;
+            memcpy(e, seg->block_ids ? st->pool_rkey[0] : seg->rkey, r.rkey_len);
+            e += r.rkey_len;
+            if (r.rkey_v_len)
+                memcpy(e, st->pool_rkey[1], r.rkey_v_len);
+            e += r.rkey_v_len;
+            for (int32_t i = 0; i < seg->n_blocks; i++, e += sizeof(int32_t)) {
+                int32_t id = seg->block_ids ? seg->block_ids[i] : i;
+                memcpy(e, &id, sizeof id);
+            }
             seg->claimed_by = in->ep;
             seg->t_claimed = pd_now();
         }
     }
-    int ok = r.type == PD_SEG;
-    send_msg(in->ep, &r, ok ? c->segs[at].rkey : NULL, ok ? r.rkey_len : 0);
     pthread_mutex_unlock(&c->mu);
+    send_msg(in->ep, &r, extra, extra_len);
+    free(extra);
 }
 
 /* GOT: the decode worker has read the segment. */
@@ -467,6 +524,18 @@ static void reap_conns(ucx_state *st)
     }
 }
 
+static void pool_unmap(ucx_state *st)
+{
+    for (int i = 0; i < 2; i++) {
+        if (st->pool_rkey[i])
+            ucp_rkey_buffer_release(st->pool_rkey[i]);
+        if (st->pool_memh[i])
+            ucp_mem_unmap(st->ctx, st->pool_memh[i]);
+        st->pool_rkey[i] = NULL;
+        st->pool_memh[i] = NULL;
+    }
+}
+
 static void *ucx_listener(void *arg)
 {
     plume_kv_connector *c = arg;
@@ -501,6 +570,26 @@ static int ucx_serve_start(plume_kv_connector *c, plume_error *err)
     ucx_state *st;
     if (state_new(c, &st, msg, sizeof msg))
         return plume_err(err, PLUME_ERR_IO, "the ucx transport cannot start: %s", msg);
+    /* the KV pool itself, where it is host memory (the cpu backend): decode
+     * workers then read a prompt's blocks where the engine computed them,
+     * no copy (else each saved prompt is copied into a segment) */
+    const plume_kv_pool *pool = c->kv.pool;
+    void *kv_base[2] = {c->kv.bvt->host_ptr ? c->kv.bvt->host_ptr(c->kv.b, pool->k) : NULL,
+                        c->kv.bvt->host_ptr ? c->kv.bvt->host_ptr(c->kv.b, pool->v) : NULL};
+    for (int i = 0; i < 2 && kv_base[0] && kv_base[1]; i++) {
+        ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                                                 UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+                                   .address = kv_base[i],
+                                   .length = (size_t)pool->n_layer * pool->layer_stride};
+        if (ucp_mem_map(st->ctx, &mp, &st->pool_memh[i]) != UCS_OK ||
+            ucp_rkey_pack(st->ctx, st->pool_memh[i], &st->pool_rkey[i], &st->pool_rkey_len[i]) !=
+                UCS_OK) {
+            fprintf(stderr, "plume pd-ipc: UCX could not register the KV pool; each prompt's KV "
+                            "is copied into a registered segment instead\n");
+            pool_unmap(st);
+            break;
+        }
+    }
     ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
                                               UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
                                 .sockaddr = {.addr = (struct sockaddr *)&sa, .addrlen = len},
@@ -512,6 +601,7 @@ static int ucx_serve_start(plume_kv_connector *c, plume_error *err)
     if (s != UCS_OK) {
         if (st->listener)
             ucp_listener_destroy(st->listener);
+        pool_unmap(st);
         state_free(st);
         return plume_err(err, PLUME_ERR_IO,
                          "the ucx transport cannot listen on %s (%s); is the address this "
@@ -528,6 +618,7 @@ static int ucx_serve_start(plume_kv_connector *c, plume_error *err)
     c->tp_state = st;
     if (pthread_create(&c->thread, NULL, ucx_listener, c)) {
         ucp_listener_destroy(st->listener);
+        pool_unmap(st);
         state_free(st);
         c->tp_state = NULL;
         return plume_err(err, PLUME_ERR_NOMEM, "cannot start the pd-ipc ucx listener thread");
@@ -550,6 +641,7 @@ static void ucx_serve_stop(plume_kv_connector *c)
     while (c->n_segs > 0)
         pd_producer_drop(c, c->n_segs - 1);
     pthread_mutex_unlock(&c->mu);
+    pool_unmap(st);
     state_free(st);
     c->tp_state = NULL;
 }
@@ -557,7 +649,7 @@ static void ucx_serve_stop(plume_kv_connector *c)
 /* ---- decode ---- */
 
 /* Waits until a message arrives on this fetch's endpoint: 0 with *out
- * (its rkey then belongs to the caller), or the io kind: 'T' timed out,
+ * (its extra bytes then belong to the caller), or the io kind: 'T' timed out,
  * 'G' the endpoint failed. */
 static char wait_msg(ucx_state *st, double deadline, ucx_in *out)
 {
@@ -576,33 +668,79 @@ static char wait_msg(ucx_state *st, double deadline, ucx_in *out)
     }
 }
 
-/* Reads bytes at raddr of the prefill worker into buf. 0, or the io kind. */
-static char get_bytes(ucx_state *st, void *buf, size_t bytes, uint64_t raddr,
-                      const unsigned char *rkey_buf, double deadline)
+/* Reads the segment m describes (its rkeys and block ids in extra) into
+ * buf, laid out [layer][k|v][block]: one ucp_get_nbx per layer, K or V and
+ * run of consecutive blocks, then a flush of the endpoint.  0, or the io
+ * kind ('P' for a description that does not fit). */
+static char get_blocks(ucx_state *st, const plume_kv_connector *c, unsigned char *buf,
+                       const ucx_in *m, double deadline)
 {
-    ucp_rkey_h rkey;
-    if (ucp_ep_rkey_unpack(st->ep, rkey_buf, &rkey) != UCS_OK)
+    const pd_msg *g = &m->m;
+    int32_t nb = g->n_blocks;
+    size_t bb = pd_block_bytes(&c->ident);
+    if (m->extra_len != (size_t)g->rkey_len + g->rkey_v_len + sizeof(int32_t) * (size_t)nb ||
+        !g->rkey_len)
         return 'P';
-    ucp_request_param_t p = {.op_attr_mask = 0};
-    ucs_status_ptr_t r = ucp_get_nbx(st->ep, buf, bytes, raddr, rkey, &p);
+    ucp_rkey_h rkey[2] = {NULL, NULL};
+    const unsigned char *ids_at = m->extra + g->rkey_len + g->rkey_v_len;
     char kind = 0;
-    if (UCS_PTR_IS_ERR(r)) {
-        kind = 'G';
-    } else if (r) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS && st->ep_status == UCS_OK &&
-               pd_now() < deadline)
-            progress_or_wait(st, ms_until(deadline));
-        ucs_status_t s = ucp_request_check_status(r);
-        if (s == UCS_INPROGRESS) { /* the buffer must not be read into after we return */
-            kind = st->ep_status != UCS_OK ? 'G' : 'T';
-            close_ep(st, st->ep, true, 5.0);
-            st->ep = NULL;
-        } else if (s != UCS_OK) {
-            kind = 'G';
-        }
-        ucp_request_free(r);
+    if (ucp_ep_rkey_unpack(st->ep, m->extra, &rkey[0]) != UCS_OK ||
+        (g->rkey_v_len &&
+         ucp_ep_rkey_unpack(st->ep, m->extra + g->rkey_len, &rkey[1]) != UCS_OK)) {
+        kind = 'P';
+        goto out;
     }
-    ucp_rkey_destroy(rkey);
+    ucp_request_param_t p = {.op_attr_mask = 0};
+    bool posted = false;
+    for (int32_t l = 0; l < c->kv.pool->n_layer && !kind; l++)
+        for (int kv = 0; kv < 2 && !kind; kv++)
+            for (int32_t i = 0, n; i < nb && !kind; i += n) {
+                int32_t id0, id;
+                memcpy(&id0, ids_at + sizeof id0 * (size_t)i, sizeof id0);
+                for (n = 1; i + n < nb; n++) { /* a run of consecutive blocks */
+                    memcpy(&id, ids_at + sizeof id * (size_t)(i + n), sizeof id);
+                    if (id != id0 + n)
+                        break;
+                }
+                if (id0 < 0) {
+                    kind = 'P';
+                    break;
+                }
+                uint64_t raddr = (kv ? g->raddr_v : g->raddr) + (uint64_t)l * g->layer_stride +
+                                 (uint64_t)id0 * bb;
+                unsigned char *dst = buf + (((size_t)l * 2 + (size_t)kv) * (size_t)nb + (size_t)i) * bb;
+                ucs_status_ptr_t r = ucp_get_nbx(st->ep, dst, (size_t)n * bb, raddr,
+                                                 rkey[kv && rkey[1] ? 1 : 0], &p);
+                posted = true;
+                if (UCS_PTR_IS_ERR(r))
+                    kind = 'G';
+                else if (r)
+                    ucp_request_free(r); /* the flush below waits for it */
+            }
+    if (!kind) { /* every get done: the endpoint's flush completes */
+        ucs_status_ptr_t r = ucp_ep_flush_nbx(st->ep, &p);
+        if (UCS_PTR_IS_ERR(r)) {
+            kind = 'G';
+        } else if (r) {
+            while (ucp_request_check_status(r) == UCS_INPROGRESS && st->ep_status == UCS_OK &&
+                   pd_now() < deadline)
+                progress_or_wait(st, ms_until(deadline));
+            ucs_status_t s = ucp_request_check_status(r);
+            if (s == UCS_INPROGRESS)
+                kind = st->ep_status != UCS_OK ? 'G' : 'T';
+            else if (s != UCS_OK)
+                kind = 'G';
+            ucp_request_free(r);
+        }
+    }
+    if (kind && posted) { /* gets may be in flight: nothing may write buf after we return */
+        close_ep(st, st->ep, true, 5.0);
+        st->ep = NULL;
+    }
+out:
+    for (int i = 0; i < 2; i++)
+        if (rkey[i])
+            ucp_rkey_destroy(rkey[i]);
     return kind;
 }
 
@@ -679,22 +817,20 @@ static int ucx_fetch(plume_kv_connector *c, pd_job *j)
         kind = 'G';
         goto io;
     }
-    free(m.rkey);
+    free(m.extra);
     m = (ucx_in){0};
     if ((kind = wait_msg(st, deadline, &m)))
         goto io;
     size_t want;
     if (pd_consumer_seg_reply(c, j, &m.m, &want))
         goto out;
-    if (want && (!m.rkey || posix_memalign(&buf, 4096, want))) {
-        if (m.rkey)
-            snprintf(j->msg, sizeof j->msg, "cannot allocate %zu bytes for transfer %s", want,
-                     j->xp.transfer_id);
-        else
-            pd_consumer_io_fail(c, j, step, 'P');
+    if (want && posix_memalign(&buf, 4096, want)) {
+        buf = NULL;
+        snprintf(j->msg, sizeof j->msg, "cannot allocate %zu bytes for transfer %s", want,
+                 j->xp.transfer_id);
         goto out;
     }
-    if (want && (kind = get_bytes(st, buf, want, m.m.raddr, m.rkey, deadline)))
+    if (want && (kind = get_blocks(st, c, buf, &m, deadline)))
         goto io;
     pd_msg done = pd_msg_new(PD_GOT);
     memcpy(done.id, m.m.id, sizeof done.id);
@@ -707,7 +843,7 @@ static int ucx_fetch(plume_kv_connector *c, pd_job *j)
 io:
     pd_consumer_io_fail(c, j, step, kind);
 out:
-    free(m.rkey);
+    free(m.extra);
     /* graceful after a transfer (flushes GOT), force after a failure; a
      * close that does not finish in time goes on in the background (no
      * buffer of ours is in use by then) */
@@ -733,6 +869,7 @@ static void ucx_fetch_end(plume_kv_connector *c)
 
 const pd_transport pd_ucx_transport = {
     .name = "ucx",
+    .seg_in_place = ucx_seg_in_place,
     .seg_create = ucx_seg_create,
     .seg_filled = ucx_seg_filled,
     .seg_free = ucx_seg_free,

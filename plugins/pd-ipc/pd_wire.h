@@ -29,7 +29,9 @@ typedef enum pd_type {
     PD_HELLO_OK,   /* prefill -> decode */
     PD_GET,        /* decode -> prefill: id */
     PD_SEG,        /* prefill -> decode: n_tokens, n_blocks, bytes + the memfd (ucx:
-                      raddr, and the packed rkey of rkey_len bytes after the message) */
+                      where to read the blocks: raddr, raddr_v, layer_stride; after
+                      the message the packed rkeys of K (rkey_len bytes) and V
+                      (rkey_v_len) and n_blocks int32 block ids) */
     PD_ERR,        /* either way: text says why */
     PD_GOT,        /* ucx, decode -> prefill: id was read, free it */
 } pd_type;
@@ -39,9 +41,12 @@ typedef struct pd_msg {
     int32_t n_tokens, n_blocks;
     uint64_t bytes;
     uint64_t tokens_hash;   /* PD_SEG: of the n_tokens prompt ids the KV was computed for */
-    uint64_t raddr;         /* PD_SEG, ucx: the segment's address at the prefill worker */
-    uint32_t rkey_len;      /* PD_SEG, ucx: bytes of packed rkey following the message */
-    uint32_t pad;
+    uint64_t raddr;         /* PD_SEG, ucx: layer 0 block 0 of K at the prefill worker */
+    uint64_t raddr_v;       /*   and of V; block b of layer l is at l * layer_stride + b *
+                               block_size * slot_stride from them */
+    uint64_t layer_stride;
+    uint32_t rkey_len;      /*   bytes of K's packed rkey after the message */
+    uint32_t rkey_v_len;    /*   then V's */
     pd_ident ident;
     char id[PLUME_KV_XFER_ID_MAX];
     char text[400];

@@ -9,6 +9,8 @@ read with UCX RMA over TCP on loopback: UCX_TLS=tcp), the
 same checks with the transport's addresses (a Unix socket path, or
 ucx://127.0.0.1:PORT).
 
+- a prompt's KV is held as the transport says between the two requests:
+  ucx reads it from the prefill worker's blocks in place, memfd from a copy;
 - greedy token ids through the 1P1D set equal a colocated `plume serve`'s,
   for completions and chat, streamed and not, prompts of 1 to 100+ tokens
   (one block, several, an exact multiple), 8 concurrent clients;
@@ -190,6 +192,29 @@ def test_identity(colo, pre, dec, rt):
     check(sent(mp) == received(md) and received(md) >= 4 * (len(PROMPTS) - 1) + 8,
           ("transfer counts", mp, md))
     check(md['plume:kv_transfers_total{result="failed"}'] == 0, md)
+
+
+def test_held_kv(colo, pre, dec):
+    """Between the prefill and the decode request: the prefill worker holds
+    the prompt's KV in one segment; on ucx with the cpu backend the segment
+    is the request's blocks in the pool (kept, read in place by RMA), on
+    memfd a copy (the blocks are freed at once).  Then the decode worker's
+    ids equal colocated ones and everything is let go."""
+    prompt = "The held prompt spans more than two blocks of sixteen tokens, " * 2
+    st, r = pre.request("POST", "/v1/completions",
+                        {"prompt": prompt, "max_tokens": 1,
+                         "kv_transfer_params": {"do_remote_decode": True}})
+    check(st == 200, (st, r))
+    m = pre.metrics()
+    check(m["plume:kv_transfer_live_segments"] == 1, m)
+    held = m["plume:kv_transfer_deferred_blocks"]
+    check(held >= 3 if UCX else held == 0, ("blocks held by the prefill worker", held))
+    st, r2 = dec.request("POST", "/v1/completions",
+                         {"prompt": prompt, "max_tokens": 8, "return_token_ids": True,
+                          "kv_transfer_params": r["kv_transfer_params"]})
+    check(st == 200 and r2["choices"][0]["token_ids"] == completion_ids(colo, prompt)[0], (st, r2))
+    wait_clean(pre, "prefill after a held transfer")
+    wait_clean(dec, "decode after a held transfer")
 
 
 def test_mismatch(d, pre):
@@ -416,6 +441,7 @@ def main():
         try:
             rt = Router(pre, dec)
             test_identity(colo, pre, dec, rt)
+            test_held_kv(colo, pre, dec)
             test_mismatch(d, pre)
             test_config_errors(d)
             test_api_key(pre, dec)
