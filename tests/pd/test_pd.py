@@ -205,8 +205,10 @@ def test_held_kv(colo, pre, dec):
                         {"prompt": prompt, "max_tokens": 1,
                          "kv_transfer_params": {"do_remote_decode": True}})
     check(st == 200, (st, r))
-    m = pre.metrics()
-    check(m["plume:kv_transfer_live_segments"] == 1, m)
+    end = time.time() + 10  # the response may leave before the save point runs
+    while (m := pre.metrics())["plume:kv_transfer_live_segments"] != 1:
+        check(time.time() < end, ("no segment held after the prefill request", m))
+        time.sleep(0.05)
     held = m["plume:kv_transfer_deferred_blocks"]
     check(held >= 3 if UCX else held == 0, ("blocks held by the prefill worker", held))
     st, r2 = dec.request("POST", "/v1/completions",
