@@ -9,7 +9,11 @@
  *   timeout_s: every wait of a transfer, and how long a prefill worker
  *              keeps a segment nobody claimed (default 30)
  *   log_transfers: decode: log each transfer's bytes, fetch and copy times
- *              to stderr (default false) */
+ *              to stderr (default false)
+ *   read_in_place: ucx, prefill: decode workers read a prompt's KV from its
+ *              blocks in the pool, which stay held until then (default
+ *              true, where the pool is host memory); false: it is copied
+ *              out at once and the blocks are freed */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,18 +53,19 @@ bool pd_stopping(plume_kv_connector *c)
 }
 
 static const char *const keys[] = {"transport", "socket", "address", "timeout_s",
-                                   "log_transfers"};
+                                   "log_transfers", "read_in_place"};
 static const char *const transports[] = {"memfd", "ucx"};
 
 /* The settings, checked: *tp the transport, *where its socket or address
  * (NULL when absent). */
 static int ipc_settings(const plume_settings *s, const pd_transport **tp, const char **where,
-                        double *t, bool *log, plume_error *err)
+                        double *t, bool *log, bool *in_place, plume_error *err)
 {
     size_t which = 0;
     const char *path = NULL, *addr = NULL;
     *t = 30;
     *log = false;
+    *in_place = true;
     *tp = &pd_memfd_transport;
     *where = NULL;
     if (!s)
@@ -69,6 +74,7 @@ static int ipc_settings(const plume_settings *s, const pd_transport **tp, const 
         plume_settings_choice(s, "transport", transports, 2, 0, &which, err) ||
         plume_settings_float(s, "timeout_s", 30, 0.1, 3600, t, err) ||
         plume_settings_bool(s, "log_transfers", false, log, err) ||
+        plume_settings_bool(s, "read_in_place", true, in_place, err) ||
         plume_settings_string(s, "socket", NULL, &path, err) ||
         plume_settings_string(s, "address", NULL, &addr, err))
         return -1;
@@ -76,6 +82,10 @@ static int ipc_settings(const plume_settings *s, const pd_transport **tp, const 
         return plume_err(err, PLUME_ERR_INVALID,
                          "kv_connector.address is for transport: ucx; the memfd transport "
                          "listens on kv_connector.socket (a Unix socket path)");
+    if (which == 0 && plume_settings_has(s, "read_in_place"))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "kv_connector.read_in_place is for transport: ucx; the memfd transport "
+                         "always copies a prompt's KV into its segment");
     if (which == 1 && path)
         return plume_err(err, PLUME_ERR_INVALID,
                          "kv_connector.socket is for transport: memfd; the ucx transport "
@@ -103,8 +113,8 @@ static int ipc_validate(const plume_settings *s, plume_error *err)
     const pd_transport *tp;
     const char *where;
     double t;
-    bool log;
-    return ipc_settings(s, &tp, &where, &t, &log, err);
+    bool log, in_place;
+    return ipc_settings(s, &tp, &where, &t, &log, &in_place, err);
 }
 
 static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_connector **out,
@@ -113,8 +123,8 @@ static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_conn
     const pd_transport *tp;
     const char *where;
     double t;
-    bool log;
-    if (ipc_settings(s, &tp, &where, &t, &log, err))
+    bool log, in_place;
+    if (ipc_settings(s, &tp, &where, &t, &log, &in_place, err))
         return -1;
     bool ucx = tp != &pd_memfd_transport;
     if (role == PLUME_KV_PRODUCER && (!where || !*where))
@@ -130,6 +140,7 @@ static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_conn
     c->tp = tp;
     c->timeout_s = t;
     c->log_transfers = log;
+    c->read_in_place = in_place;
     c->listen_fd = -1;
     if (where)
         snprintf(ucx ? c->address : c->sock_path, sizeof c->address, "%s", where);

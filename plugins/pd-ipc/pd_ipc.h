@@ -61,6 +61,7 @@ struct plume_kv_connector {
     void *tp_state;                       /* the transport's (its threads' only) */
     double timeout_s;
     bool log_transfers;                   /* decode: one stderr line per transfer, timed */
+    bool read_in_place;                   /* ucx, prefill: serve blocks from the pool */
     char sock_path[PLUME_KV_XFER_ADDR_MAX];   /* memfd, prefill: where it listens */
     char address[PLUME_KV_XFER_ADDR_MAX];     /* ucx, prefill: host:port it listens on */
     char advertised[PLUME_KV_XFER_ADDR_MAX];  /* prefill: the remote_addr decode workers get */

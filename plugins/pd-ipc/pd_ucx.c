@@ -570,12 +570,14 @@ static int ucx_serve_start(plume_kv_connector *c, plume_error *err)
     ucx_state *st;
     if (state_new(c, &st, msg, sizeof msg))
         return plume_err(err, PLUME_ERR_IO, "the ucx transport cannot start: %s", msg);
-    /* the KV pool itself, where it is host memory (the cpu backend): decode
-     * workers then read a prompt's blocks where the engine computed them,
-     * no copy (else each saved prompt is copied into a segment) */
+    /* the KV pool itself, where it is host memory (the cpu backend) and
+     * read_in_place: decode workers then read a prompt's blocks where the
+     * engine computed them, no copy (else each saved prompt is copied into
+     * a segment) */
     const plume_kv_pool *pool = c->kv.pool;
-    void *kv_base[2] = {c->kv.bvt->host_ptr ? c->kv.bvt->host_ptr(c->kv.b, pool->k) : NULL,
-                        c->kv.bvt->host_ptr ? c->kv.bvt->host_ptr(c->kv.b, pool->v) : NULL};
+    bool host = c->read_in_place && c->kv.bvt->host_ptr;
+    void *kv_base[2] = {host ? c->kv.bvt->host_ptr(c->kv.b, pool->k) : NULL,
+                        host ? c->kv.bvt->host_ptr(c->kv.b, pool->v) : NULL};
     for (int i = 0; i < 2 && kv_base[0] && kv_base[1]; i++) {
         ucp_mem_map_params_t mp = {.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                                                  UCP_MEM_MAP_PARAM_FIELD_LENGTH,

@@ -10,7 +10,8 @@ same checks with the transport's addresses (a Unix socket path, or
 ucx://127.0.0.1:PORT).
 
 - a prompt's KV is held as the transport says between the two requests:
-  ucx reads it from the prefill worker's blocks in place, memfd from a copy;
+  ucx reads it from the prefill worker's blocks in place (or, with
+  read_in_place: false, from a copy), memfd from a copy;
 - greedy token ids through the 1P1D set equal a colocated `plume serve`'s,
   for completions and chat, streamed and not, prompts of 1 to 100+ tokens
   (one block, several, an exact multiple), 8 concurrent clients;
@@ -194,12 +195,13 @@ def test_identity(colo, pre, dec, rt):
     check(md['plume:kv_transfers_total{result="failed"}'] == 0, md)
 
 
-def test_held_kv(colo, pre, dec):
+def test_held_kv(colo, pre, dec, in_place):
     """Between the prefill and the decode request: the prefill worker holds
     the prompt's KV in one segment; on ucx with the cpu backend the segment
     is the request's blocks in the pool (kept, read in place by RMA), on
-    memfd a copy (the blocks are freed at once).  Then the decode worker's
-    ids equal colocated ones and everything is let go."""
+    memfd or with read_in_place: false a copy (the blocks are freed at
+    once).  Then the decode worker's ids equal colocated ones and
+    everything is let go."""
     prompt = "The held prompt spans more than two blocks of sixteen tokens, " * 2
     st, r = pre.request("POST", "/v1/completions",
                         {"prompt": prompt, "max_tokens": 1,
@@ -210,13 +212,24 @@ def test_held_kv(colo, pre, dec):
         check(time.time() < end, ("no segment held after the prefill request", m))
         time.sleep(0.05)
     held = m["plume:kv_transfer_deferred_blocks"]
-    check(held >= 3 if UCX else held == 0, ("blocks held by the prefill worker", held))
+    check(held >= 3 if in_place else held == 0, ("blocks held by the prefill worker", held))
     st, r2 = dec.request("POST", "/v1/completions",
                          {"prompt": prompt, "max_tokens": 8, "return_token_ids": True,
                           "kv_transfer_params": r["kv_transfer_params"]})
     check(st == 200 and r2["choices"][0]["token_ids"] == completion_ids(colo, prompt)[0], (st, r2))
     wait_clean(pre, "prefill after a held transfer")
     wait_clean(dec, "decode after a held transfer")
+
+
+def test_ucx_copied(d, colo, dec):
+    """read_in_place: false: the prefill worker copies each prompt's KV into
+    a registered segment (the path of pools that are not host memory)."""
+    w = Worker(pipeline(d, "copy.yaml", "prefill", address=f"127.0.0.1:{free_port()}",
+                        read_in_place="false"), 0)
+    try:
+        test_held_kv(colo, w, dec, in_place=False)
+    finally:
+        w.kill()
 
 
 def test_mismatch(d, pre):
@@ -240,6 +253,9 @@ def test_config_errors(d):
              (pipeline(d, "e2.yaml", "prefill"),
               "needs kv_connector." + ("address" if UCX else "socket")),
              (pipeline(d, "e3.yaml", "decode", adress="127.0.0.1:1"), "adress")]
+    if not UCX:
+        cases.append((pipeline(d, "e4.yaml", "decode", read_in_place="false"),
+                      "read_in_place is for transport: ucx"))
     for path, says in cases:
         r = subprocess.run([plume, "serve", "--pipeline", path, "--port", "0"],
                            capture_output=True, text=True, timeout=60)
@@ -443,7 +459,9 @@ def main():
         try:
             rt = Router(pre, dec)
             test_identity(colo, pre, dec, rt)
-            test_held_kv(colo, pre, dec)
+            test_held_kv(colo, pre, dec, in_place=UCX)
+            if UCX:
+                test_ucx_copied(d, colo, dec)
             test_mismatch(d, pre)
             test_config_errors(d)
             test_api_key(pre, dec)
