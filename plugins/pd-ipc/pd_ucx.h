@@ -42,9 +42,10 @@ typedef struct ucx_in { /* a received message, handled after progress */
     size_t extra_len;
 } ucx_in;
 
-typedef struct ucx_conn { /* prefill: one decode worker's endpoint */
+typedef struct ucx_conn { /* prefill: a decode worker's endpoint; decode: a prefill worker's */
     ucp_ep_h ep;
-    ucs_status_t failed; /* UCS_OK while alive */
+    ucs_status_t failed;                    /* UCS_OK while alive */
+    char addr[PLUME_KV_XFER_ADDR_MAX];      /* decode: its remote_addr */
 } ucx_conn;
 
 typedef struct ucx_state {
@@ -55,7 +56,7 @@ typedef struct ucx_state {
     int efd;
     ucx_in *in;
     int n_in, cap_in;
-    ucx_conn *conns; /* prefill */
+    ucx_conn *conns; /* prefill: connected decode workers; decode: endpoints kept */
     int n_conns, cap_conns;
     ucp_mem_h pool_memh[2]; /* prefill: the KV pool's K and V, registered (NULL: */
     void *pool_rkey[2];     /*   segments are copies, registered one by one) */

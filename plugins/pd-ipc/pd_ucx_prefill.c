@@ -78,7 +78,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
                          .err_handler = {.cb = pd_ucx_on_ep_error, .arg = st}};
     ucp_ep_h ep;
     if (ucp_ep_create(st->worker, &p, &ep) == UCS_OK)
-        st->conns[st->n_conns++] = (ucx_conn){ep, UCS_OK};
+        st->conns[st->n_conns++] = (ucx_conn){ep, UCS_OK, ""};
 }
 
 static bool conn_alive(ucx_state *st, ucp_ep_h ep)
