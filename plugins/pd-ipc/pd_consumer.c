@@ -1,115 +1,70 @@
-/* pd-ipc, decode side: a fetch thread connects to each request's prefill
- * worker (its remote_addr), checks identities, asks for the transfer id and
- * maps the memfd it gets back; start_load (engine thread) copies staged
- * segments into the request's blocks and unmaps them.  Every socket wait is
- * bounded by timeout_s, so a dead or stuck prefill worker fails the load,
- * never hangs it. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <errno.h>
+/* pd-ipc, decode side, whatever the transport: a fetch thread has the
+ * transport fetch each request's segment from its prefill worker (its
+ * remote_addr: handshake with identities, the transfer id, the bytes);
+ * start_load (engine thread) copies staged segments into the request's
+ * blocks and frees them.  Every transport wait is bounded by timeout_s, so
+ * a dead or stuck prefill worker fails the load, never hangs it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "pd_ipc.h"
 
-/* Fetches job j's segment (no lock held: j belongs to the thread while
- * FETCHING).  0 with j->map set, or -1 with j->msg set. */
-static int fetch(plume_kv_connector *c, pd_job *j)
+int pd_consumer_hello_reply(plume_kv_connector *c, pd_job *j, const pd_msg *m)
 {
-    const char *addr = j->xp.remote_addr;
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    if (strlen(addr) >= sizeof a.sun_path) {
-        snprintf(j->msg, sizeof j->msg, "remote_addr '%.200s' is not a Unix socket path", addr);
+    if (m->type == PD_ERR) {
+        snprintf(j->msg, sizeof j->msg, "the prefill worker at %.60s refused: %.380s",
+                 j->xp.remote_addr, m->text);
         return -1;
     }
-    strcpy(a.sun_path, addr);
-    int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        snprintf(j->msg, sizeof j->msg, "cannot create a Unix socket: %s", strerror(errno));
+    if (m->type != PD_HELLO_OK) {
+        pd_consumer_io_fail(c, j, "handshake", 'P');
         return -1;
     }
-    pd_set_timeouts(s, c->timeout_s);
-    int fd = -1, rc = -1;
-    pd_msg m;
-    if (connect(s, (struct sockaddr *)&a, sizeof a)) {
-        snprintf(j->msg, sizeof j->msg,
-                 "cannot reach the prefill worker at %.200s (%s); is it running?", addr,
-                 strerror(errno));
-        goto out;
+    return 0;
+}
+
+int pd_consumer_seg_reply(plume_kv_connector *c, pd_job *j, const pd_msg *m, size_t *bytes)
+{
+    if (m->type == PD_ERR) {
+        snprintf(j->msg, sizeof j->msg, "%s", m->text);
+        return -1;
     }
-    pd_msg hello = pd_msg_new(PD_HELLO);
-    hello.ident = c->ident;
-    const char *step = "handshake";
-    if (pd_send(s, &hello, -1) || pd_recv(s, &m, &fd))
-        goto io;
-    if (m.type == PD_ERR) {
-        snprintf(j->msg, sizeof j->msg, "the prefill worker at %.60s refused: %.380s", addr, m.text);
-        goto out;
-    }
-    if (m.type != PD_HELLO_OK) {
-        errno = EPROTO;
-        goto io;
-    }
-    step = "transfer";
-    pd_msg get = pd_msg_new(PD_GET);
-    snprintf(get.id, sizeof get.id, "%s", j->xp.transfer_id);
-    if (fd >= 0)
-        close(fd);
-    if (pd_send(s, &get, -1) || pd_recv(s, &m, &fd))
-        goto io;
-    if (m.type == PD_ERR) {
-        snprintf(j->msg, sizeof j->msg, "%s", m.text);
-        goto out;
-    }
-    size_t want = (size_t)c->kv.pool->n_layer * 2 * (size_t)m.n_blocks * pd_block_bytes(&c->ident);
+    size_t want = (size_t)c->kv.pool->n_layer * 2 * (size_t)m->n_blocks * pd_block_bytes(&c->ident);
     int32_t need_blocks = (j->n_tokens + c->ident.block_size - 1) / c->ident.block_size;
-    if (m.type != PD_SEG || fd < 0 || m.bytes != want || m.n_tokens < 0 ||
-        (int64_t)m.n_blocks * c->ident.block_size < m.n_tokens) {
+    if (m->type != PD_SEG || strcmp(m->id, j->xp.transfer_id) != 0 || m->n_blocks < 0 ||
+        m->bytes != want || m->n_tokens < 0 ||
+        (int64_t)m->n_blocks * c->ident.block_size < m->n_tokens) {
         snprintf(j->msg, sizeof j->msg,
                  "the prefill worker sent a malformed segment for transfer %s (%d tokens, "
                  "%llu bytes): are both workers the same plume version?",
-                 j->xp.transfer_id, m.n_tokens, (unsigned long long)m.bytes);
-        goto out;
+                 j->xp.transfer_id, m->n_tokens, (unsigned long long)m->bytes);
+        return -1;
     }
-    if (m.n_tokens < j->n_tokens || m.n_blocks < need_blocks) {
+    if (m->n_tokens < j->n_tokens || m->n_blocks < need_blocks) {
         snprintf(j->msg, sizeof j->msg,
                  "transfer %s holds the KV of a %d-token prompt, shorter than this request's: "
                  "the prefill worker computed another prompt; send the decode worker the same "
                  "prompt (and chat template input) as the prefill worker",
-                 j->xp.transfer_id, m.n_tokens);
-        goto out;
+                 j->xp.transfer_id, m->n_tokens);
+        return -1;
     }
-    void *map = want ? mmap(NULL, want, PROT_READ, MAP_SHARED, fd, 0) : NULL;
-    if (want && map == MAP_FAILED) {
-        snprintf(j->msg, sizeof j->msg, "cannot map transfer %s's %zu bytes: %s",
-                 j->xp.transfer_id, want, strerror(errno));
-        goto out;
-    }
-    j->map = map;
-    j->bytes = want;
-    j->seg_blocks = m.n_blocks;
-    j->seg_tokens = m.n_tokens;
-    j->seg_hash = m.tokens_hash;
-    rc = 0;
-    goto out;
-io:
+    j->seg_blocks = m->n_blocks;
+    j->seg_tokens = m->n_tokens;
+    j->seg_hash = m->tokens_hash;
+    *bytes = want;
+    return 0;
+}
+
+void pd_consumer_io_fail(plume_kv_connector *c, pd_job *j, const char *step, char kind)
+{
     snprintf(j->msg, sizeof j->msg,
-             "the prefill worker at %.200s %s during the %s (kv_connector.timeout_s %g s)", addr,
-             errno == EAGAIN || errno == EWOULDBLOCK ? "did not answer in time"
-             : errno == EPROTO                        ? "sent a malformed message"
-                                                      : "went away",
+             "the prefill worker at %.200s %s during the %s (kv_connector.timeout_s %g s)",
+             j->xp.remote_addr,
+             kind == 'T'   ? "did not answer in time"
+             : kind == 'P' ? "sent a malformed message"
+                           : "went away",
              step, c->timeout_s);
-out:
-    if (fd >= 0)
-        close(fd); /* the mapping keeps the segment alive */
-    close(s);
-    return rc;
 }
 
 static void *fetcher(void *arg)
@@ -129,11 +84,13 @@ static void *fetcher(void *arg)
         }
         j->state = PD_FETCHING;
         pthread_mutex_unlock(&c->mu);
-        int rc = fetch(c, j);
+        double t0 = pd_now();
+        int rc = c->tp->fetch(c, j);
+        j->fetch_s = pd_now() - t0;
         pthread_mutex_lock(&c->mu);
         if (j->cancelled) { /* the request went away meanwhile: the job is ours to free */
-            if (rc == 0 && j->bytes)
-                munmap(j->map, j->bytes);
+            if (rc == 0)
+                c->tp->job_free(j);
             free(j);
             continue;
         }
@@ -146,6 +103,8 @@ static void *fetcher(void *arg)
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (c->tp->fetch_end)
+        c->tp->fetch_end(c);
     return NULL;
 }
 
@@ -194,8 +153,7 @@ static void job_remove(plume_kv_connector *c, int32_t i)
         return;
     }
     if (j->state == PD_STAGED) {
-        if (j->bytes)
-            munmap(j->map, j->bytes);
+        c->tp->job_free(j);
         c->st.live_segments--;
         c->st.live_bytes -= (int64_t)j->bytes;
     }
@@ -237,8 +195,7 @@ int pd_consumer_load(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
                  pd_tokens_hash(r->prompt, j->seg_tokens) != j->seg_hash)) {
                 /* KV of another prompt must never be used: fail it */
                 j->state = PD_FAILED;
-                if (j->bytes)
-                    munmap(j->map, j->bytes);
+                c->tp->job_free(j);
                 c->st.live_segments--;
                 c->st.live_bytes -= (int64_t)j->bytes;
                 snprintf(j->msg, sizeof j->msg,
@@ -249,9 +206,17 @@ int pd_consumer_load(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
             }
             if (j->state == PD_STAGED) {
                 plume_error e2 = {0};
-                if (copy_in(c, j, r, &e2)) {
-                    j->state = PD_FAILED; /* job_remove below must not unmap twice */
-                    munmap(j->map, j->bytes);
+                double t0 = pd_now();
+                int crc = copy_in(c, j, r, &e2);
+                if (crc == 0 && c->log_transfers)
+                    fprintf(stderr,
+                            "plume pd-ipc: transfer %s: %d tokens, %zu bytes: fetched (%s) in "
+                            "%.2f ms, copied into the cache in %.2f ms\n",
+                            j->xp.transfer_id, j->seg_tokens, j->bytes, c->tp->name,
+                            j->fetch_s * 1e3, (pd_now() - t0) * 1e3);
+                if (crc) {
+                    j->state = PD_FAILED; /* job_remove below must not free twice */
+                    c->tp->job_free(j);
                     c->st.live_segments--;
                     c->st.live_bytes -= (int64_t)j->bytes;
                     snprintf(j->msg, sizeof j->msg, "copying the KV into the cache failed: %.400s",

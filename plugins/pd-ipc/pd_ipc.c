@@ -1,8 +1,19 @@
 /* pd-ipc: the kv connector vtable (plume/kv_connector.h) and its settings:
- *   socket:    prefill: the Unix socket path it listens on (required);
- *              decode: unused (each request names its prefill worker)
- *   timeout_s: every socket wait of a transfer, and how long a prefill
- *              worker keeps a segment nobody claimed (default 30) */
+ *   transport: memfd (default: one machine) | ucx (across machines; only in
+ *              a build with UCX); the same in both workers
+ *   socket:    memfd, prefill: the Unix socket path it listens on (required)
+ *   address:   ucx, prefill: HOST:PORT it listens on and gives decode
+ *              workers (required; PORT 0 picks a free port)
+ *              (decode workers take neither: each request names its
+ *              prefill worker)
+ *   timeout_s: every wait of a transfer, and how long a prefill worker
+ *              keeps a segment nobody claimed (default 30)
+ *   log_transfers: decode: log each transfer's bytes, fetch and copy times
+ *              to stderr (default false)
+ *   read_in_place: ucx, prefill: decode workers read a prompt's KV from its
+ *              blocks in the pool, which stay held until then (default
+ *              true, where the pool is host memory); false: it is copied
+ *              out at once and the blocks are freed */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,41 +44,106 @@ int pd_push_id(int64_t **a, int32_t *n, int32_t *cap, int64_t v)
     return 0;
 }
 
-static const char *const keys[] = {"socket", "timeout_s"};
+bool pd_stopping(plume_kv_connector *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool stop = c->stopping;
+    pthread_mutex_unlock(&c->mu);
+    return stop;
+}
+
+static const char *const keys[] = {"transport", "socket", "address", "timeout_s",
+                                   "log_transfers", "read_in_place"};
+static const char *const transports[] = {"memfd", "ucx"};
+
+/* The settings, checked: *tp the transport, *where its socket or address
+ * (NULL when absent). */
+static int ipc_settings(const plume_settings *s, const pd_transport **tp, const char **where,
+                        double *t, bool *log, bool *in_place, plume_error *err)
+{
+    size_t which = 0;
+    const char *path = NULL, *addr = NULL;
+    *t = 30;
+    *log = false;
+    *in_place = true;
+    *tp = &pd_memfd_transport;
+    *where = NULL;
+    if (!s)
+        return 0;
+    if (plume_settings_check_keys(s, keys, sizeof keys / sizeof *keys, err) ||
+        plume_settings_choice(s, "transport", transports, 2, 0, &which, err) ||
+        plume_settings_float(s, "timeout_s", 30, 0.1, 3600, t, err) ||
+        plume_settings_bool(s, "log_transfers", false, log, err) ||
+        plume_settings_bool(s, "read_in_place", true, in_place, err) ||
+        plume_settings_string(s, "socket", NULL, &path, err) ||
+        plume_settings_string(s, "address", NULL, &addr, err))
+        return -1;
+    if (which == 0 && addr)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "kv_connector.address is for transport: ucx; the memfd transport "
+                         "listens on kv_connector.socket (a Unix socket path)");
+    if (which == 0 && plume_settings_has(s, "read_in_place"))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "kv_connector.read_in_place is for transport: ucx; the memfd transport "
+                         "always copies a prompt's KV into its segment");
+    if (which == 1 && path)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "kv_connector.socket is for transport: memfd; the ucx transport "
+                         "listens on kv_connector.address (HOST:PORT)");
+    if (which == 1) {
+#ifdef PD_HAVE_UCX
+        *tp = &pd_ucx_transport;
+#else
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "kv_connector.transport: ucx, but this build of the pd-ipc plugin has "
+                         "no UCX transport (UCX was not found when it was built); install "
+                         "libucx-dev (scripts/install-deps) and rebuild, or use transport: memfd "
+                         "on one machine");
+#endif
+    }
+    *where = which == 0 ? path : addr;
+    if (*where && strlen(*where) + sizeof PD_UCX_SCHEME >= PLUME_KV_XFER_ADDR_MAX)
+        return plume_err(err, PLUME_ERR_INVALID, "kv_connector.%s is too long",
+                         which == 0 ? "socket" : "address");
+    return 0;
+}
 
 static int ipc_validate(const plume_settings *s, plume_error *err)
 {
+    const pd_transport *tp;
+    const char *where;
     double t;
-    const char *path;
-    return plume_settings_check_keys(s, keys, sizeof keys / sizeof *keys, err) ||
-                   plume_settings_float(s, "timeout_s", 30, 0.1, 3600, &t, err) ||
-                   plume_settings_string(s, "socket", NULL, &path, err)
-               ? -1
-               : 0;
+    bool log, in_place;
+    return ipc_settings(s, &tp, &where, &t, &log, &in_place, err);
 }
 
 static int ipc_create(const plume_settings *s, plume_kv_role role, plume_kv_connector **out,
                       plume_error *err)
 {
-    double t = 30;
-    const char *path = NULL;
-    if (s && (plume_settings_float(s, "timeout_s", 30, 0.1, 3600, &t, err) ||
-              plume_settings_string(s, "socket", NULL, &path, err)))
+    const pd_transport *tp;
+    const char *where;
+    double t;
+    bool log, in_place;
+    if (ipc_settings(s, &tp, &where, &t, &log, &in_place, err))
         return -1;
-    if (role == PLUME_KV_PRODUCER && (!path || !*path))
+    bool ucx = tp != &pd_memfd_transport;
+    if (role == PLUME_KV_PRODUCER && (!where || !*where))
         return plume_err(err, PLUME_ERR_INVALID,
-                         "a prefill worker needs kv_connector.socket: the Unix socket path its "
-                         "decode workers connect to (e.g. /tmp/plume-pd.sock)");
-    if (path && strlen(path) >= PLUME_KV_XFER_ADDR_MAX)
-        return plume_err(err, PLUME_ERR_INVALID, "kv_connector.socket is too long");
+                         ucx ? "a prefill worker on the ucx transport needs kv_connector.address: "
+                               "HOST:PORT its decode workers connect to (e.g. 10.0.0.5:13337)"
+                             : "a prefill worker needs kv_connector.socket: the Unix socket path "
+                               "its decode workers connect to (e.g. /tmp/plume-pd.sock)");
     plume_kv_connector *c = calloc(1, sizeof *c);
     if (!c)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     c->role = role;
+    c->tp = tp;
     c->timeout_s = t;
+    c->log_transfers = log;
+    c->read_in_place = in_place;
     c->listen_fd = -1;
-    if (path)
-        snprintf(c->sock_path, sizeof c->sock_path, "%s", path);
+    if (where)
+        snprintf(ucx ? c->address : c->sock_path, sizeof c->address, "%s", where);
     /* transfer ids: unique per process start, so a restarted prefill worker
      * never answers for its predecessor's requests */
     struct timespec ts;
@@ -203,7 +279,7 @@ static int ipc_request_finished(plume_kv_connector *c, int64_t req_id,
     memset(out, 0, sizeof *out);
     out->do_remote_prefill = true;
     snprintf(out->transfer_id, sizeof out->transfer_id, "%s-%lld", c->nonce, (long long)req_id);
-    snprintf(out->remote_addr, sizeof out->remote_addr, "%s", c->sock_path);
+    snprintf(out->remote_addr, sizeof out->remote_addr, "%s", c->advertised);
     return 1;
 }
 
@@ -238,6 +314,7 @@ static int pd_ipc_init(plume_registry *reg, plume_error *err)
 }
 
 PLUME_PLUGIN_DEFINE("pd-ipc", "0.1.0",
-                    "prefill/decode disaggregation on one machine: KV blocks in memfd shared "
-                    "memory, descriptors passed over a Unix socket",
+                    "prefill/decode disaggregation: KV blocks in memfd shared memory, "
+                    "descriptors passed over a Unix socket (one machine), or read with UCX "
+                    "RMA (across machines, transport: ucx)",
                     "Apache-2.0", pd_ipc_init)

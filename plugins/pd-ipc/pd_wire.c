@@ -87,6 +87,19 @@ pd_msg pd_msg_new(pd_type t)
     return m;
 }
 
+int pd_msg_parse(const void *p, size_t n, pd_msg *m)
+{
+    if (n < sizeof *m)
+        return -1;
+    if (p != m)
+        memcpy(m, p, sizeof *m);
+    if (m->magic != PD_MAGIC || m->version != PD_VERSION)
+        return -1;
+    m->id[sizeof m->id - 1] = '\0';
+    m->text[sizeof m->text - 1] = '\0';
+    return 0;
+}
+
 int pd_send(int sock, const pd_msg *m, int fd)
 {
     struct iovec iov = {(void *)m, sizeof *m};
@@ -142,13 +155,10 @@ int pd_recv(int sock, pd_msg *m, int *fd)
         errno = ECONNRESET;
         goto bad;
     }
-    if ((size_t)n != sizeof *m || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-        m->magic != PD_MAGIC || m->version != PD_VERSION) {
+    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || pd_msg_parse(m, (size_t)n, m)) {
         errno = EPROTO;
         goto bad;
     }
-    m->id[sizeof m->id - 1] = '\0';
-    m->text[sizeof m->text - 1] = '\0';
     return 0;
 bad:
     if (*fd >= 0)

@@ -2,6 +2,16 @@
 and a decode worker (`plume serve` with the pd-ipc plugin) behind
 `plume router`, driven by the real `openai` client.
 
+    test_pd.py PLUME MODEL [memfd|ucx]
+
+runs it all on the memfd transport (default) or on the ucx transport (KV
+read with UCX RMA over TCP on loopback: UCX_TLS=tcp), the
+same checks with the transport's addresses (a Unix socket path, or
+ucx://127.0.0.1:PORT).
+
+- a prompt's KV is held as the transport says between the two requests:
+  ucx reads it from the prefill worker's blocks in place (or, with
+  read_in_place: false, from a copy), memfd from a copy;
 - greedy token ids through the 1P1D set equal a colocated `plume serve`'s,
   for completions and chat, streamed and not, prompts of 1 to 100+ tokens
   (one block, several, an exact multiple), 8 concurrent clients;
@@ -42,6 +52,10 @@ import openai  # noqa: E402
 from serve_util import CheckFailed, Server, check  # noqa: E402
 
 plume, tiny = sys.argv[1:3]
+TRANSPORT = sys.argv[3] if len(sys.argv) > 3 else "memfd"
+UCX = TRANSPORT == "ucx"
+if UCX:
+    os.environ["UCX_TLS"] = "tcp"  # the workers' UCX: TCP on loopback, as in CI
 TIMEOUT = 3  # the router's --timeout and the connectors' timeout_s in this test
 
 
@@ -86,7 +100,9 @@ class Router(Server):
 
 
 def pipeline(d, name, role, block_size=16, **kv):
-    """A pipeline file for the tiny model with a kv_connector of role."""
+    """A pipeline file for the tiny model with a kv_connector of role, on
+    TRANSPORT."""
+    kv = dict(transport=TRANSPORT, **kv)
     extra = "".join(f", {k}: {v}" for k, v in kv.items())
     path = os.path.join(d, name)
     with open(path, "w") as f:
@@ -179,6 +195,43 @@ def test_identity(colo, pre, dec, rt):
     check(md['plume:kv_transfers_total{result="failed"}'] == 0, md)
 
 
+def test_held_kv(colo, pre, dec, in_place):
+    """Between the prefill and the decode request: the prefill worker holds
+    the prompt's KV in one segment; on ucx with the cpu backend the segment
+    is the request's blocks in the pool (kept, read in place by RMA), on
+    memfd or with read_in_place: false a copy (the blocks are freed at
+    once).  Then the decode worker's ids equal colocated ones and
+    everything is let go."""
+    prompt = "The held prompt spans more than two blocks of sixteen tokens, " * 2
+    st, r = pre.request("POST", "/v1/completions",
+                        {"prompt": prompt, "max_tokens": 1,
+                         "kv_transfer_params": {"do_remote_decode": True}})
+    check(st == 200, (st, r))
+    end = time.time() + 10  # the response may leave before the save point runs
+    while (m := pre.metrics())["plume:kv_transfer_live_segments"] != 1:
+        check(time.time() < end, ("no segment held after the prefill request", m))
+        time.sleep(0.05)
+    held = m["plume:kv_transfer_deferred_blocks"]
+    check(held >= 3 if in_place else held == 0, ("blocks held by the prefill worker", held))
+    st, r2 = dec.request("POST", "/v1/completions",
+                         {"prompt": prompt, "max_tokens": 8, "return_token_ids": True,
+                          "kv_transfer_params": r["kv_transfer_params"]})
+    check(st == 200 and r2["choices"][0]["token_ids"] == completion_ids(colo, prompt)[0], (st, r2))
+    wait_clean(pre, "prefill after a held transfer")
+    wait_clean(dec, "decode after a held transfer")
+
+
+def test_ucx_copied(d, colo, dec):
+    """read_in_place: false: the prefill worker copies each prompt's KV into
+    a registered segment (the path of pools that are not host memory)."""
+    w = Worker(pipeline(d, "copy.yaml", "prefill", address=f"127.0.0.1:{free_port()}",
+                        read_in_place="false"), 0)
+    try:
+        test_held_kv(colo, w, dec, in_place=False)
+    finally:
+        w.kill()
+
+
 def test_mismatch(d, pre):
     bad = pipeline(d, "bad.yaml", "decode", block_size=32)
     w = Worker(bad, 0)
@@ -190,6 +243,23 @@ def test_mismatch(d, pre):
         check("block_size is 32" in r.stderr and "prefill worker's is 16" in r.stderr, r.stderr)
     finally:
         w.kill()
+
+
+def test_config_errors(d):
+    """Transport settings that cannot work are errors at start, saying why."""
+    other = "socket: /tmp/x.sock" if UCX else "address: 127.0.0.1:1"
+    cases = [(pipeline(d, "e1.yaml", "prefill", **dict([other.split(": ")])),
+              "is for transport: " + ("memfd" if UCX else "ucx")),
+             (pipeline(d, "e2.yaml", "prefill"),
+              "needs kv_connector." + ("address" if UCX else "socket")),
+             (pipeline(d, "e3.yaml", "decode", adress="127.0.0.1:1"), "adress")]
+    if not UCX:
+        cases.append((pipeline(d, "e4.yaml", "decode", read_in_place="false"),
+                      "read_in_place is for transport: ucx"))
+    for path, says in cases:
+        r = subprocess.run([plume, "serve", "--pipeline", path, "--port", "0"],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode != 0 and says in r.stderr, (path, says, r.returncode, r.stderr))
 
 
 def test_api_key(pre, dec):
@@ -205,18 +275,24 @@ def test_api_key(pre, dec):
         rk.kill()
 
 
-def test_failed_transfer(d, colo, pre, dec):
+def test_failed_transfer(d, colo, pre, dec, pre_addr):
     # default (on_failure: fail): loud
     body = {"prompt": "Hello world again", "max_tokens": 4,
             "kv_transfer_params": {"do_remote_prefill": True, "transfer_id": "no-such-id",
-                                   "remote_addr": os.path.join(d, "p.sock")}}
+                                   "remote_addr": pre_addr}}
     st, r = dec.request("POST", "/v1/completions", body)
     check(st == 500 and "holds no KV for transfer no-such-id" in r["error"]["message"]
           and "on_failure" in r["error"]["message"], (st, r))
-    # a socket nobody listens on
-    body["kv_transfer_params"]["remote_addr"] = os.path.join(d, "nobody.sock")
+    # an address nobody listens on
+    body["kv_transfer_params"]["remote_addr"] = (f"ucx://127.0.0.1:{free_port()}" if UCX else
+                                                 os.path.join(d, "nobody.sock"))
     st, r = dec.request("POST", "/v1/completions", body)
     check(st == 500 and "cannot reach the prefill worker" in r["error"]["message"], (st, r))
+    # the other transport's address: says which transport to set
+    body["kv_transfer_params"]["remote_addr"] = (os.path.join(d, "p.sock") if UCX else
+                                                 "ucx://127.0.0.1:1")
+    st, r = dec.request("POST", "/v1/completions", body)
+    check(st == 500 and "transport" in r["error"]["message"], (st, r))
     # KV computed for another prompt is refused, never used: one token
     # different (the same length), or a shorter prompt
     ids = list(range(10, 40))
@@ -249,18 +325,24 @@ def test_failed_transfer(d, colo, pre, dec):
 
 class FakePrefill:
     """An HTTP server that answers every POST as a prefill worker would,
-    pointing the decode worker at a Unix socket that never answers: the
-    decode worker admits the request (the stream's headers go out) and
-    waits for KV, so that killing it lands mid-stream, deterministically."""
+    pointing the decode worker at a socket that never answers (a Unix
+    socket, or for ucx a TCP port): the decode worker admits the request
+    (the stream's headers go out) and waits for KV, so that killing it
+    lands mid-stream, deterministically."""
 
     def __init__(self, d):
         import http.server
         import threading
-        self.hang = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.hang.bind(os.path.join(d, "hang.sock"))
+        if UCX:
+            self.hang = socket.socket()
+            self.hang.bind(("127.0.0.1", 0))
+            addr = f"ucx://127.0.0.1:{self.hang.getsockname()[1]}"
+        else:
+            self.hang = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self.hang.bind(os.path.join(d, "hang.sock"))
+            addr = os.path.join(d, "hang.sock")
         self.hang.listen(8)  # never accepted: connects succeed, answers never come
-        params = {"do_remote_prefill": True, "transfer_id": "x",
-                  "remote_addr": os.path.join(d, "hang.sock")}
+        params = {"do_remote_prefill": True, "transfer_id": "x", "remote_addr": addr}
 
         class H(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
@@ -362,7 +444,13 @@ def test_prefill_failures(d, pre_yaml, pre, dec, rt):
 def main():
     with tempfile.TemporaryDirectory(prefix="plume-pd-") as d:
         sock = os.path.join(d, "p.sock")
-        pre_yaml = pipeline(d, "pre.yaml", "prefill", socket=sock)
+        if UCX:
+            port = free_port()
+            pre_addr = f"ucx://127.0.0.1:{port}"
+            pre_yaml = pipeline(d, "pre.yaml", "prefill", address=f"127.0.0.1:{port}")
+        else:
+            pre_addr = sock
+            pre_yaml = pipeline(d, "pre.yaml", "prefill", socket=sock)
         dec_yaml = pipeline(d, "dec.yaml", "decode")
         colo = Server(plume, tiny)
         pre = Worker(pre_yaml, free_port())
@@ -371,9 +459,13 @@ def main():
         try:
             rt = Router(pre, dec)
             test_identity(colo, pre, dec, rt)
+            test_held_kv(colo, pre, dec, in_place=UCX)
+            if UCX:
+                test_ucx_copied(d, colo, dec)
             test_mismatch(d, pre)
+            test_config_errors(d)
             test_api_key(pre, dec)
-            test_failed_transfer(d, colo, pre, dec)
+            test_failed_transfer(d, colo, pre, dec, pre_addr)
             dec = test_decode_killed(d, pre_yaml, dec_yaml, pre, dec, rt)
             pre = test_prefill_failures(d, pre_yaml, pre, dec, rt)
             pre.stop()
@@ -389,7 +481,7 @@ def main():
                         except ProcessLookupError:
                             pass
                     s.kill()
-    print("pd: ok")
+    print(f"pd ({TRANSPORT}): ok")
 
 
 main()

@@ -9,7 +9,11 @@
  * load before the forward, save after it, report finished and failed
  * transfers).  One engine thread calls every slot; a connector may run its
  * own threads for the transport, but it touches the KV pool only inside
- * start_load and save (on the engine thread, between forwards).
+ * start_load and save (on the engine thread, between forwards), with one
+ * exception: a producer may read (only read) the blocks of a request saved
+ * in place, which the engine keeps unchanged until get_finished reports
+ * the send (pd-ipc's ucx transport lets the decode worker read them with
+ * RMA from the pool, where the pool is host memory).
  *
  * The flow, with the engine's side in core/src/engine/kv_glue.c:
  *   producer (prefill worker): a request carrying do_remote_decode runs its

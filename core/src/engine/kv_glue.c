@@ -324,7 +324,9 @@ int plume_kv_glue_after_step(plume_engine *e, bool idle, plume_error *err)
         }
     }
     take_finished(e);
-    if (idle && e->remote.n > 0) { /* only transfers in flight: poll, don't spin */
+    if (idle && plume_kv_glue_pending(e) > 0) { /* only transfers in flight (loads, or
+                                                    sends a connector reports later): poll,
+                                                    don't spin */
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
