@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define DEV_BUFS 7                          /* qweight scales zeros gs gend perm bias */
-#define SLAB_LIMIT ((size_t)256 << 20)      /* most scratch for one dequantized slab */
+#define SLAB_LIMIT ((size_t)256 << 20) /* default: most scratch for one dequantized slab */
 
 typedef struct int4_dev {
     const plume_backend_vtable *bvt;
@@ -16,6 +16,7 @@ typedef struct int4_dev {
     const gptq_dev_kernels *k;
     plume_device_info info;
     int sm_count;
+    size_t slab_limit;     /* bytes of one dequantized f32 slab, at most */
     gptq_cuda_dev d;       /* device addresses of bufs, as the kernels take them */
     plume_buf *bufs[DEV_BUFS];
     size_t bytes;
@@ -77,7 +78,7 @@ static int dev_load(const char *method, const char *prefix, const gptq_cuda_laye
         plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory loading %s", method, prefix);
         goto done;
     }
-    *v = (int4_dev){.bvt = bvt, .b = b, .k = k, .info = *info};
+    *v = (int4_dev){.bvt = bvt, .b = b, .k = k, .info = *info, .slab_limit = SLAB_LIMIT};
     if (k->sm_count(info->device, &v->sm_count, err))
         goto done;
     const int64_t K = d->K, N = d->N, G = d->G;
@@ -139,7 +140,7 @@ static int dev_forward(const char *method, int4_dev *v, const plume_buf *xb, int
         return 0;
     }
     /* prefill: f32 column slabs of the dequantized weight, device_gemm in tf32 */
-    const int64_t nb = gptq_cuda_slab_cols(K, N, sizeof(float), 0, SLAB_LIMIT);
+    const int64_t nb = gptq_cuda_slab_cols(K, N, sizeof(float), 0, v->slab_limit);
     float *w = bvt->device_scratch(b, (size_t)K * (size_t)nb * sizeof(float), err);
     if (!w)
         return -1;
@@ -219,6 +220,12 @@ void int4_linear_shape(const plume_linear *l, int64_t *in, int64_t *out)
     }
     *in = l->dev->d.K;
     *out = l->dev->d.N;
+}
+
+void int4_linear_set_slab_limit(plume_linear *l, size_t bytes)
+{
+    if (l->dev)
+        l->dev->slab_limit = bytes;
 }
 
 bool int4_linear_on_device(const plume_linear *l, size_t *bytes)

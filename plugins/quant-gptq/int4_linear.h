@@ -45,4 +45,9 @@ int int4_linear_forward(plume_linear *l, const plume_backend_vtable *bvt, plume_
  * bytes in *bytes (NULL: not wanted). */
 bool int4_linear_on_device(const plume_linear *l, size_t *bytes);
 
+/* A device layer's bound on the prefill slab (default 256 MiB; at least
+ * one 128-column slab is used whatever the bound): tests set it low to
+ * run several slabs. */
+void int4_linear_set_slab_limit(plume_linear *l, size_t bytes);
+
 #endif
