@@ -241,7 +241,7 @@ int int4_linear_forward(plume_linear *l, const plume_backend_vtable *bvt, plume_
     if (n_tok <= 0)
         return 0;
     if (l->dev) {
-        if (bvt != l->dev->bvt || b != l->dev->b)
+        if (b != l->dev->b)
             return plume_err(err, PLUME_ERR_INVALID,
                              "%s: a layer loaded for one backend instance was run on another",
                              l->method);
