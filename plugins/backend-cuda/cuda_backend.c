@@ -25,7 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_backend.h"
-#include "cuda_blas.h"
+#include "cc_cuda.h"
 #include "cuda_kernels.h"
 #include "cuda_step.h"
 #include "plume/fp16.h"
@@ -37,7 +37,7 @@ typedef struct cuda_backend {
     int device;
     cudaStream_t stream;
     bool use_cublas;
-    ck_blas *blas;       /* NULL until the first GEMM */
+    cc_blas *blas;       /* NULL until the first GEMM */
     /* the step's metadata: host staging and its device copy */
     int32_t *h_meta, *d_meta;
     size_t meta_cap;     /* int32 elements of both */
@@ -60,14 +60,7 @@ static const float *CF(const plume_buf *b) { return (const float *)b; }
 
 static int cu_fail(plume_error *err, cudaError_t e, const char *what)
 {
-    (void)cudaGetLastError();
-    plume_status code = e == cudaErrorMemoryAllocation ? PLUME_ERR_NOMEM
-                        : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-                           e == cudaErrorNoKernelImageForDevice)
-                            ? PLUME_ERR_UNSUPPORTED
-                            : PLUME_ERR_INTERNAL;
-    return plume_err(err, code, "cuda backend: %s: %s (%s)", what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+    return cc_fail(err, e, "cuda backend", what);
 }
 
 #define CU(call, what)                                                                             \
@@ -81,25 +74,7 @@ static int cu_fail(plume_error *err, cudaError_t e, const char *what)
 
 bool ck_device_usable(char *why, size_t n)
 {
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess || count < 1) {
-        (void)cudaGetLastError();
-        snprintf(why, n, "no CUDA device (cudaGetDeviceCount: %s)",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-        return false;
-    }
-    if ((e = ck_kernel_probe()) != cudaSuccess) {
-        (void)cudaGetLastError();
-        struct cudaDeviceProp p;
-        int ok = cudaGetDeviceProperties(&p, 0) == cudaSuccess;
-        snprintf(why, n,
-                 "CUDA device 0 (%.64s, sm_%d%d) cannot run the backend's kernels (built for "
-                 "sm_80, sm_90, compute_80): %s",
-                 ok ? p.name : "?", ok ? p.major : 0, ok ? p.minor : 0, cudaGetErrorString(e));
-        return false;
-    }
-    return true;
+    return cc_device_usable(0, ck_kernel_probe, "the backend's kernels", why, n);
 }
 
 static int cuda_score(void)
@@ -133,16 +108,9 @@ static int cuda_create(const plume_settings *s, int n_threads, plume_backend **o
               plume_settings_int(s, "device", 0, 0, 1024, &dev, err)))
         return -1;
     char why[256];
-    if (!ck_device_usable(why, sizeof why))
+    if (!cc_device_usable((int)dev, ck_kernel_probe, "the backend's kernels", why, sizeof why))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "cuda backend: %s; use backend: cpu (or auto, which picks cpu here)", why);
-    int count = 0;
-    CU(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-    if (dev >= count)
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "cuda backend: device %" PRId64 " asked for, this machine has %d "
-                         "(0 .. %d)",
-                         dev, count, count - 1);
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b)
         return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory");
@@ -150,13 +118,11 @@ static int cuda_create(const plume_settings *s, int n_threads, plume_backend **o
     b->use_cublas = mode == 1;
     cudaError_t e = cudaSetDevice(b->device);
     if (e == cudaSuccess)
-        e = ck_kernel_probe(); /* ck_device_usable probed device 0 */
-    if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         free(b);
         char what[64];
-        snprintf(what, sizeof what, "device %d (kernel probe, stream)", (int)dev);
+        snprintf(what, sizeof what, "device %d (stream)", (int)dev);
         return cu_fail(err, e, what);
     }
     *out = (plume_backend *)b;
@@ -170,7 +136,7 @@ static void cuda_destroy(plume_backend *be)
         return;
     (void)cudaSetDevice(b->device);
     (void)cudaStreamSynchronize(b->stream);
-    ck_blas_free(b->blas);
+    cc_blas_free(b->blas);
     (void)cudaFree(b->d_meta);
     (void)cudaFree(b->scratch);
     (void)cudaStreamDestroy(b->stream);
@@ -568,13 +534,11 @@ static int gemm_one(cuda_backend *b, const ck_weight *W, const void *xh, int32_t
                     void *slab, int64_t slab_rows, plume_error *err)
 {
     if (W->type == CK_F16)
-        return ck_blas_gemm_f16(b->blas, W->data, xh, y, (int)W->N, n_rows, (int)W->K, (int)W->N,
-                                err);
+        return cc_blas_gemm(b->blas, true, (int)W->N, n_rows, (int)W->K, W->data, (int)W->K, xh, (int)W->K, y, (int)W->N, PLUME_GEMM_F16, err);
     for (int64_t o0 = 0; o0 < W->N; o0 += slab_rows) {
         const int64_t rows = W->N - o0 < slab_rows ? W->N - o0 : slab_rows;
         LAUNCH(ck_launch_dequant_slab(W, o0, rows, slab, b->stream), "dequantize");
-        if (ck_blas_gemm_f16(b->blas, slab, xh, y + o0, (int)rows, n_rows, (int)W->K, (int)W->N,
-                             err))
+        if (cc_blas_gemm(b->blas, true, (int)rows, n_rows, (int)W->K, slab, (int)W->K, xh, (int)W->K, y + o0, (int)W->N, PLUME_GEMM_F16, err))
             return -1;
     }
     return 0;
@@ -595,7 +559,7 @@ static int cuda_matmul(plume_backend *be, const plume_bweight *const *w, int n_w
             LAUNCH(ck_launch_gemv(&w[i]->w, CF(x), n_rows, F(y[i]), b->stream), "row matmul");
         return 0;
     }
-    if (!b->blas && ck_blas_create(b->stream, &b->blas, err))
+    if (!b->blas && cc_blas_create(b->stream, "cuda backend", "the backend's matmul: rows", &b->blas, err))
         return -1;
     const int64_t K = w[0]->w.K;
     const size_t xh_bytes = ((size_t)n_rows * (size_t)K * 2 + 255) & ~(size_t)255;
@@ -616,6 +580,47 @@ static int cuda_matmul(plume_backend *be, const plume_bweight *const *w, int n_w
         if (gemm_one(b, &w[i]->w, xh, n_rows, F(y[i]), slab, slab_rows, err))
             return -1;
     return 0;
+}
+
+/* ---- device hooks for plugin kernels (backend.h, version 4) ---- */
+
+static int cuda_device_info(plume_backend *be, plume_device_info *out, plume_error *err)
+{
+    (void)err;
+    cuda_backend *b = CB(be);
+    *out = (plume_device_info){.api = "cuda", .device = b->device, .stream = (void *)b->stream,
+                               .batch_invariant = !b->use_cublas};
+    return 0;
+}
+
+static void *cuda_device_ptr(plume_backend *be, const plume_buf *buf)
+{
+    (void)be;
+    return (void *)buf; /* the handle is the device address */
+}
+
+static void *cuda_device_scratch(plume_backend *be, size_t bytes, plume_error *err)
+{
+    cuda_backend *b = CB(be);
+    return scratch(b, bytes ? bytes : 1, err) ? NULL : b->scratch;
+}
+
+static int cuda_device_gemm(plume_backend *be, const plume_device_gemm *g, plume_error *err)
+{
+    cuda_backend *b = CB(be);
+    if (g->n_out <= 0 || g->n_rows < 0 || g->k <= 0 || g->ldy < g->n_out || !g->w || !g->x ||
+        !g->y)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "cuda backend: device_gemm of %d outputs, %d rows, k %d, ldy %d",
+                         (int)g->n_out, (int)g->n_rows, (int)g->k, (int)g->ldy);
+    if (!g->n_rows)
+        return 0;
+    if (!b->blas && cc_blas_create(b->stream, "cuda backend", NULL, &b->blas, err))
+        return -1;
+    /* column-major: w is n_out x k (ld n_out), x k x n_rows (ld k), y
+     * n_out x n_rows (ld ldy): Y = W · X */
+    return cc_blas_gemm(b->blas, false, g->n_out, g->n_rows, g->k, g->w, g->n_out, g->x, g->k,
+                        g->y, g->ldy, g->precision, err);
 }
 
 /* ---- microbenchmarks for `plume bench roofline` (cuda_backend.h) ---- */
@@ -668,7 +673,7 @@ int ck_bench_read_bandwidth(plume_backend *be, size_t bytes, int reps, double *g
 int ck_bench_f16_gemm(plume_backend *be, int n, int reps, double *tflops, plume_error *err)
 {
     cuda_backend *b = CB(be);
-    if (!b->blas && ck_blas_create(b->stream, &b->blas, err))
+    if (!b->blas && cc_blas_create(b->stream, "cuda backend", "the backend's matmul: rows", &b->blas, err))
         return -1;
     const size_t bytes = (size_t)n * (size_t)n * 2;
     void *a = NULL, *x = NULL;
@@ -692,11 +697,11 @@ int ck_bench_f16_gemm(plume_backend *be, int n, int reps, double *tflops, plume_
         cu_fail(err, e, "f16 GEMM probe set-up");
         goto done;
     }
-    if (ck_blas_gemm_f16(b->blas, a, x, y, n, n, n, n, err)) /* warm-up */
+    if (cc_blas_gemm(b->blas, true, n, n, n, a, n, x, n, y, n, PLUME_GEMM_F16, err)) /* warm-up */
         goto done;
     (void)cudaEventRecord(e0, b->stream);
     for (int i = 0; i < reps; i++)
-        if (ck_blas_gemm_f16(b->blas, a, x, y, n, n, n, n, err))
+        if (cc_blas_gemm(b->blas, true, n, n, n, a, n, x, n, y, n, PLUME_GEMM_F16, err))
             goto done;
     (void)cudaEventRecord(e1, b->stream);
     float ms = 0;
@@ -767,4 +772,8 @@ const plume_backend_vtable ck_backend_vtable = {
     .matmul = cuda_matmul,
     .synchronize = cuda_synchronize,
     .microbench = cuda_microbench,
+    .device_info = cuda_device_info,
+    .device_ptr = cuda_device_ptr,
+    .device_scratch = cuda_device_scratch,
+    .device_gemm = cuda_device_gemm,
 };

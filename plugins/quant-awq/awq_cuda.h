@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "gptq_cuda.h"
+#include "cuda/gptq_cuda.h"
 
 /* The converted arrays of one AWQ layer and the descriptor over them. */
 typedef struct awq_cuda_host {

@@ -10,9 +10,18 @@
 #include <string.h>
 #include <strings.h>
 
+#include "awq_cuda.h"
 #include "awq_pack.h"
 #include "gptq_layer.h"
 #include "gptq_tensors.h"
+#include "int4_linear.h"
+
+/* the device kernels (quant-gptq's): built with nvcc or not at all */
+#ifdef PLUME_GPTQ_CUDA
+#define DEV_KERNELS gptq_cuda_dev_kernels()
+#else
+#define DEV_KERNELS NULL
+#endif
 
 /* ---- config ---- */
 
@@ -138,10 +147,6 @@ static int check_shapes(const char *prefix, const plume_tensor *qw, const plume_
     return 0;
 }
 
-struct plume_linear {
-    gptq_layer *g;
-};
-
 int awq_layer_build(const int32_t *qweight, const int32_t *qzeros, const float *scales,
                     const float *bias, int64_t K, int64_t N, int64_t group_size,
                     const char *name, gptq_layer **out, plume_error *err)
@@ -166,11 +171,6 @@ static int awq_load(const plume_weights *w, const char *prefix, const plume_sett
                     const plume_backend_vtable *bvt, plume_backend *b, plume_linear **out,
                     plume_error *err)
 {
-    if (!bvt || !b || !bvt->host_ptr)
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "awq: layer %s: backend \"%s\" has no host-addressable buffers, and "
-                         "the awq kernels run on the host (backend cpu)",
-                         prefix, bvt ? bvt->name : "?");
     awq_load_config cfg;
     if (awq_config_from_settings(s, &cfg, err))
         return -1;
@@ -191,51 +191,28 @@ static int awq_load(const plume_weights *w, const char *prefix, const plume_sett
         return -1;
     int32_t *qwd = gptq_tensor_copy_i32(qw), *qzd = gptq_tensor_copy_i32(qz);
     float *scd = gptq_tensor_copy_f32(sc), *bid = bi ? gptq_tensor_copy_f32(bi) : NULL;
-    plume_linear *l = malloc(sizeof *l);
     int rc = -1;
-    if (!qwd || !qzd || !scd || (bi && !bid) || !l) {
+    awq_cuda_host h = {0};
+    if (!qwd || !qzd || !scd || (bi && !bid)) {
         plume_err(err, PLUME_ERR_NOMEM, "awq: out of memory loading %s", prefix);
         goto done;
     }
-    if (awq_layer_build(qwd, qzd, scd, bid, K, N, cfg.group_size, prefix, &l->g, err)) {
+    /* the same codes as GPTQ 4-bit arrays with true zeros (gptq_v2), which
+     * both the host layer and the CUDA kernels take */
+    if (awq_cuda_desc(qwd, qzd, scd, bid, K, N, cfg.group_size, &h, err)) {
         plume_err_prefix(err, "layer %s", prefix);
         goto done;
     }
-    *out = l;
-    l = NULL;
-    rc = 0;
+    const gptq_load_config gcfg = {.bits = 4, .group_size = cfg.group_size, .sym = false,
+                                   .desc_act = false, .fmt = GPTQ_ZERO_V2};
+    rc = int4_linear_load("awq", prefix, &h.desc, &gcfg, DEV_KERNELS, bvt, b, out, err);
 done:
+    awq_cuda_host_free(&h);
     free(qwd);
     free(qzd);
     free(scd);
     free(bid);
-    free(l);
     return rc;
-}
-
-static void awq_destroy(plume_linear *l)
-{
-    if (!l)
-        return;
-    gptq_layer_free(l->g);
-    free(l);
-}
-
-static void awq_shape(const plume_linear *l, int64_t *in, int64_t *out)
-{
-    gptq_layer_shape(l->g, in, out);
-}
-
-static int awq_forward(plume_linear *l, const plume_backend_vtable *bvt, plume_backend *b,
-                       const plume_buf *x, int32_t n_tok, plume_buf *y, plume_error *err)
-{
-    const float *hx = bvt->host_ptr(b, x);
-    float *hy = bvt->host_ptr(b, y);
-    if (!hx || !hy)
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "awq: backend \"%s\" handed over buffers that are not in host memory",
-                         bvt->name);
-    return gptq_forward_level(l->g, GPTQ_LEVEL_ACTIVE, bvt, b, hx, n_tok, hy, err);
 }
 
 static const plume_linear_vtable k_awq_linear = {
@@ -245,9 +222,9 @@ static const plume_linear_vtable k_awq_linear = {
     .validate = awq_validate,
     .probe = awq_probe,
     .load = awq_load,
-    .destroy = awq_destroy,
-    .shape = awq_shape,
-    .forward = awq_forward,
+    .destroy = int4_linear_destroy,
+    .shape = int4_linear_shape,
+    .forward = int4_linear_forward,
 };
 
 const plume_linear_vtable *awq_linear_vtable(void) { return &k_awq_linear; }

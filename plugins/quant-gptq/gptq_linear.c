@@ -1,7 +1,8 @@
 /* quant-gptq: the "gptq" linear provider (formats.md §1): its config, and
  * probe/load of a GPTQ Linear from its qweight/qzeros/scales[/g_idx][/bias]
- * tensors into a repacked layer (gptq_layer.c), run by that layer's
- * kernels.  Modelled on the built-in "native" provider
+ * tensors into the shared int4 layer (int4_linear.h: the repacked host
+ * layer on backend cpu, the CUDA kernels' layout on backend cuda).
+ * Modelled on the built-in "native" provider
  * (core/src/runtime/native_linear.c). */
 #include "gptq_linear.h"
 
@@ -12,6 +13,14 @@
 #include <string.h>
 
 #include "gptq_tensors.h"
+#include "int4_linear.h"
+
+/* the device kernels: built with nvcc or not at all */
+#ifdef PLUME_GPTQ_CUDA
+#define DEV_KERNELS gptq_cuda_dev_kernels()
+#else
+#define DEV_KERNELS NULL
+#endif
 
 
 /* ---- config ---- */
@@ -71,20 +80,11 @@ static int gptq_probe(const plume_weights *w, const char *prefix)
 }
 
 
-struct plume_linear {
-    gptq_layer *g;
-};
 
 static int gptq_load(const plume_weights *w, const char *prefix, const plume_settings *s,
                      const plume_backend_vtable *bvt, plume_backend *b, plume_linear **out,
                      plume_error *err)
 {
-    /* the kernels compute on the host, in the backend's buffers */
-    if (!bvt || !b || !bvt->host_ptr)
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "gptq: layer %s: backend \"%s\" has no host-addressable buffers, and "
-                         "the gptq kernels run on the host (backend cpu)",
-                         prefix, bvt ? bvt->name : "?");
     gptq_load_config cfg;
     if (gptq_config_from_settings(s, &cfg, err))
         return -1;
@@ -132,54 +132,24 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
                          "gptq: %s.bias must be a float tensor of %" PRId64 " entries", prefix, N);
     int32_t *qwd = gptq_tensor_copy_i32(qw), *qzd = gptq_tensor_copy_i32(qz), *gid = gi ? gptq_tensor_copy_i32(gi) : NULL;
     float *scd = gptq_tensor_copy_f32(sc), *bid = bi ? gptq_tensor_copy_f32(bi) : NULL;
-    plume_linear *l = malloc(sizeof *l);
     int rc = -1;
-    if (!qwd || !qzd || !scd || (gi && !gid) || (bi && !bid) || !l) {
+    if (!qwd || !qzd || !scd || (gi && !gid) || (bi && !bid)) {
         plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory loading %s", prefix);
         goto done;
     }
     /* Without desc_act the checkpoint's g_idx is k // group_size by
-     * construction; it is still used as given (the kernel takes any g_idx). */
-    if (gptq_layer_build_named(qwd, qzd, scd, gid, bid, K, N, G, &cfg, prefix, &l->g, err)) {
-        plume_err_prefix(err, "layer %s", prefix);
-        goto done;
-    }
-    *out = l;
-    l = NULL;
-    rc = 0;
+     * construction; it is still used as given (the kernels take any g_idx). */
+    const gptq_cuda_layer_desc d = {.qweight = qwd, .qzeros = qzd, .scales = scd, .g_idx = gid,
+                                    .bias = bid, .K = K, .N = N, .G = G, .bits = cfg.bits,
+                                    .group_size = cfg.group_size, .fmt = cfg.fmt};
+    rc = int4_linear_load("gptq", prefix, &d, &cfg, DEV_KERNELS, bvt, b, out, err);
 done:
     free(qwd);
     free(qzd);
     free(gid);
     free(scd);
     free(bid);
-    free(l);
     return rc;
-}
-
-static void gptq_destroy(plume_linear *l)
-{
-    if (!l)
-        return;
-    gptq_layer_free(l->g);
-    free(l);
-}
-
-static void gptq_shape(const plume_linear *l, int64_t *in, int64_t *out)
-{
-    gptq_layer_shape(l->g, in, out);
-}
-
-static int gptq_forward(plume_linear *l, const plume_backend_vtable *bvt, plume_backend *b,
-                        const plume_buf *x, int32_t n_tok, plume_buf *y, plume_error *err)
-{
-    const float *hx = bvt->host_ptr(b, x);
-    float *hy = bvt->host_ptr(b, y);
-    if (!hx || !hy)
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "gptq: backend \"%s\" handed over buffers that are not in host memory",
-                         bvt->name);
-    return gptq_forward_level(l->g, GPTQ_LEVEL_ACTIVE, bvt, b, hx, n_tok, hy, err);
 }
 
 static const plume_linear_vtable k_gptq_linear = {
@@ -189,9 +159,9 @@ static const plume_linear_vtable k_gptq_linear = {
     .validate = gptq_validate,
     .probe = gptq_probe,
     .load = gptq_load,
-    .destroy = gptq_destroy,
-    .shape = gptq_shape,
-    .forward = gptq_forward,
+    .destroy = int4_linear_destroy,
+    .shape = int4_linear_shape,
+    .forward = int4_linear_forward,
 };
 
 const plume_linear_vtable *gptq_linear_vtable(void) { return &k_gptq_linear; }

@@ -48,10 +48,14 @@
 extern "C" {
 #endif
 
-/* 3: attention takes plume_attn_params (scale, sliding window).  2: opaque
+/* 4: the optional device hooks (device_info, device_ptr, device_scratch,
+ * device_gemm) that let a linear method run its own kernels on the
+ * backend's device; a version-3 backend simply lacks them (they lie past
+ * its struct_size), so the registry still accepts 3.
+ * 3: attention takes plume_attn_params (scale, sliding window).  2: opaque
  * buffers, weights, KV pool and layer ops (version 1 passed host pointers
  * and had only matmul).  The registry refuses older versions. */
-#define PLUME_BACKEND_INTERFACE_VERSION 3
+#define PLUME_BACKEND_INTERFACE_VERSION 4
 
 typedef struct plume_backend plume_backend; /* a backend instance */
 typedef struct plume_buf plume_buf;         /* a buffer on the backend's device */
@@ -134,6 +138,38 @@ typedef enum plume_microbench {
     PLUME_MB_READ_GBS = 0,   /* streaming read bandwidth of the device's memory, GB/s */
     PLUME_MB_F16_TFLOPS = 1, /* dense f16 matrix multiply, f32 accumulation, TFLOP/s */
 } plume_microbench;
+
+/* What device_info tells a plugin kernel about the backend's device. */
+typedef struct plume_device_info {
+    const char *api;         /* the compute API: "cuda" (the only one so far) */
+    int32_t device;          /* the device ordinal (cudaSetDevice) */
+    void *stream;            /* the queue every op of this instance runs on, in order
+                                (a cudaStream_t): enqueue plugin kernels there */
+    int32_t batch_invariant; /* 1: the instance promises backend.h's matmul contract
+                                (every row's result the same bits whatever n_rows), so a
+                                plugin's kernels must keep it too; 0: the pipeline chose
+                                speed (e.g. cuda's matmul: cublas) */
+} plume_device_info;
+
+/* Precision of device_gemm's products. */
+typedef enum plume_gemm_precision {
+    PLUME_GEMM_F32 = 0,  /* f32 inputs, f32 products and accumulation */
+    PLUME_GEMM_TF32 = 1, /* f32 inputs rounded to tf32 in the products, f32 accumulation */
+    PLUME_GEMM_F16 = 2,  /* f16 inputs (w and x both binary16), f32 accumulation */
+} plume_gemm_precision;
+
+/* One device_gemm: y[t][o] = Σ_i x[t][i] · w[i][o] for t < n_rows, o <
+ * n_out, i < k, every pointer a device address (device_ptr, device_scratch
+ * or the plugin's own buffers).  w is [k][n_out] row-major (ld n_out), x
+ * [n_rows][k] (ld k), y [n_rows][ldy] f32 (ldy >= n_out: y may be a column
+ * slab of a wider output).  w and x are f32, or binary16 with
+ * PLUME_GEMM_F16. */
+typedef struct plume_device_gemm {
+    int32_t n_out, n_rows, k, ldy;
+    const void *w, *x;
+    float *y;
+    plume_gemm_precision precision;
+} plume_device_gemm;
 
 typedef struct plume_backend_vtable {
     uint32_t struct_size;        /* sizeof(plume_backend_vtable) of the provider's build */
@@ -289,6 +325,30 @@ typedef struct plume_backend_vtable {
      * gelu(approximate="tanh") (Gemma's MLP). */
     int (*geglu)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
                  plume_error *err);
+
+    /* ---- optional (version 4): device hooks for plugin kernels.  A
+     * linear method whose kernels run on a device (quant-gptq's CUDA
+     * kernels) uses them to work on this instance's device, in its stream
+     * order: weights go up once at load through buf_alloc + upload (freed
+     * with buf_free before the backend is destroyed), activations stay in
+     * the backend's buffers, and kernels are enqueued on info.stream, so
+     * no host round trip happens per layer.  A backend offers all four or
+     * none; a host backend (cpu) offers none and has host_ptr instead. ---- */
+
+    /* Fills *out (api, device, stream, batch_invariant); the stream is the
+     * instance's for its whole life. */
+    int (*device_info)(plume_backend *b, plume_device_info *out, plume_error *err);
+    /* The device address of buf's first byte (valid while buf lives). */
+    void *(*device_ptr)(plume_backend *b, const plume_buf *buf);
+    /* Device memory of at least bytes, contents undefined, for the caller's
+     * kernels on info.stream: the instance's one scratch area, so it stays
+     * valid only until the caller returns to the core (the next op or
+     * device_scratch call may reuse or move it; growing waits for queued
+     * work first).  NULL with err filled when out of memory. */
+    void *(*device_scratch)(plume_backend *b, size_t bytes, plume_error *err);
+    /* Enqueues one dense GEMM (plume_device_gemm) on info.stream (cuBLAS
+     * on cuda); the result may depend on n_rows (not batch-invariant). */
+    int (*device_gemm)(plume_backend *b, const plume_device_gemm *g, plume_error *err);
 } plume_backend_vtable;
 
 /* True when vtable vt has the optional op `field` (set, and inside the

@@ -12,26 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "cc_cuda.h"
 #include "gptq_cuda_internal.h"
 
 #define DEFAULT_SCRATCH ((size_t)256 << 20)
-#define SLAB_ALIGN 128 /* prefill slabs are multiples of this many columns */
 
 /* ---- errors ---- */
 
 static int cu_fail(plume_error *err, cudaError_t e, const char *what)
 {
-    (void)cudaGetLastError(); /* clear a non-sticky error so later calls start clean */
-    plume_status code = e == cudaErrorMemoryAllocation ? PLUME_ERR_NOMEM
-                        : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-                           e == cudaErrorNoKernelImageForDevice)
-                            ? PLUME_ERR_UNSUPPORTED
-                            : PLUME_ERR_INTERNAL;
-    return plume_err(err, code, "gptq-cuda: %s: %s (%s)", what, cudaGetErrorString(e),
-                     cudaGetErrorName(e));
+    return cc_fail(err, e, "gptq-cuda", what);
 }
 
 #define CU(call, what)                                                                     \
@@ -41,134 +33,16 @@ static int cu_fail(plume_error *err, cudaError_t e, const char *what)
             return cu_fail(err, e_, what);                                                 \
     } while (0)
 
-/* ---- cuBLAS, loaded on first use ---- */
-
-typedef cublasStatus_t (*pfn_create)(cublasHandle_t *);
-typedef cublasStatus_t (*pfn_destroy)(cublasHandle_t);
-typedef cublasStatus_t (*pfn_set_stream)(cublasHandle_t, cudaStream_t);
-typedef cublasStatus_t (*pfn_gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
-                                      int, int, const void *, const void *, cudaDataType, int,
-                                      const void *, cudaDataType, int, const void *, void *,
-                                      cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
-typedef const char *(*pfn_status_string)(cublasStatus_t);
-
-/* Never called: makes the compiler check the typedefs against cublas_v2.h
- * (no symbol is referenced since it is never emitted). */
-static inline void cublas_typedef_check(void)
-{
-    pfn_create a = cublasCreate;
-    pfn_destroy b = cublasDestroy;
-    pfn_set_stream c = cublasSetStream;
-    pfn_gemm_ex d = cublasGemmEx;
-    pfn_status_string e = cublasGetStatusString;
-    (void)a, (void)b, (void)c, (void)d, (void)e;
-}
-
-static struct {
-    pthread_once_t once;
-    void *lib;
-    char why[512];
-    pfn_create create;
-    pfn_destroy destroy;
-    pfn_set_stream set_stream;
-    pfn_gemm_ex gemm_ex;
-    pfn_status_string status_string;
-} g_cublas = {.once = PTHREAD_ONCE_INIT};
-
-static void cublas_load(void)
-{
-    char soname[64];
-    snprintf(soname, sizeof soname, "libcublas.so.%d", CUDART_VERSION / 1000);
-    const char *tries[2] = {
-#ifdef GPTQ_CUDA_CUBLAS_PATH
-        GPTQ_CUDA_CUBLAS_PATH, /* the toolkit the plugin was built against */
-#else
-        NULL,
-#endif
-        soname};
-    const char *dl_msg = "not tried";
-    for (int i = 0; i < 2 && !g_cublas.lib; i++)
-        if (tries[i]) {
-            g_cublas.lib = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
-            if (!g_cublas.lib) {
-                const char *m = dlerror();
-                dl_msg = m ? m : "dlopen failed";
-            }
-        }
-    if (!g_cublas.lib) {
-        snprintf(g_cublas.why, sizeof g_cublas.why,
-                 "cuBLAS could not be loaded (%s); install the CUDA toolkit's libcublas or "
-                 "use the gemv path",
-                 dl_msg);
-        return;
-    }
-    *(void **)&g_cublas.create = dlsym(g_cublas.lib, "cublasCreate_v2");
-    *(void **)&g_cublas.destroy = dlsym(g_cublas.lib, "cublasDestroy_v2");
-    *(void **)&g_cublas.set_stream = dlsym(g_cublas.lib, "cublasSetStream_v2");
-    *(void **)&g_cublas.gemm_ex = dlsym(g_cublas.lib, "cublasGemmEx");
-    *(void **)&g_cublas.status_string = dlsym(g_cublas.lib, "cublasGetStatusString");
-    if (!g_cublas.create || !g_cublas.destroy || !g_cublas.set_stream || !g_cublas.gemm_ex) {
-        snprintf(g_cublas.why, sizeof g_cublas.why,
-                 "the loaded libcublas lacks cublasCreate_v2/cublasSetStream_v2/cublasGemmEx");
-        dlclose(g_cublas.lib);
-        g_cublas.lib = NULL;
-    }
-}
-
-static bool cublas_ready(void)
-{
-    pthread_once(&g_cublas.once, cublas_load);
-    return g_cublas.lib != NULL;
-}
-
-static const char *cublas_status(cublasStatus_t s)
-{
-    const char *m = g_cublas.status_string ? g_cublas.status_string(s) : NULL;
-    return m ? m : "unknown cuBLAS status";
-}
-
 /* ---- availability ---- */
 
 bool gptq_cuda_available(char *why, size_t why_size)
 {
-    char dummy[8];
-    if (!why) {
-        why = dummy;
-        why_size = sizeof dummy;
-    }
-    if (why_size)
-        why[0] = '\0';
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        snprintf(why, why_size, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e),
-                 cudaGetErrorName(e));
-        return false;
-    }
-    if (count < 1) {
-        snprintf(why, why_size, "no CUDA device");
-        return false;
-    }
     int cur = 0;
-    if ((e = cudaGetDevice(&cur)) != cudaSuccess) {
+    if (cudaGetDevice(&cur) != cudaSuccess) {
         (void)cudaGetLastError();
-        snprintf(why, why_size, "cudaGetDevice: %s (%s)", cudaGetErrorString(e),
-                 cudaGetErrorName(e));
-        return false;
+        cur = 0;
     }
-    if ((e = gptq_cuda_kernel_probe()) != cudaSuccess) {
-        (void)cudaGetLastError();
-        struct cudaDeviceProp p;
-        int ok = cudaGetDeviceProperties(&p, cur) == cudaSuccess;
-        snprintf(why, why_size,
-                 "CUDA device %d (%s, sm_%d%d) cannot run the gptq kernels (built for sm_80, "
-                 "sm_90, compute_80): %s (%s)",
-                 cur, ok ? p.name : "?", ok ? p.major : 0, ok ? p.minor : 0,
-                 cudaGetErrorString(e), cudaGetErrorName(e));
-        return false;
-    }
-    return true;
+    return cc_device_usable(cur, gptq_cuda_kernel_probe, "the gptq kernels", why, why_size);
 }
 
 /* ---- context ---- */
@@ -176,7 +50,7 @@ bool gptq_cuda_available(char *why, size_t why_size)
 struct gptq_cuda_ctx {
     int device, sm_count;
     cudaStream_t own_stream, stream;
-    cublasHandle_t blas; /* NULL until the first GEMM */
+    cc_blas *blas;       /* NULL until the first GEMM */
     cudaStream_t blas_stream;
     void *ws;            /* scratch: split-K partials or dequantized slab + f16 x */
     size_t ws_bytes, scratch_limit;
@@ -222,7 +96,7 @@ void gptq_cuda_ctx_destroy(gptq_cuda_ctx *c)
     (void)cudaSetDevice(c->device);
     (void)cudaStreamSynchronize(c->stream);
     if (c->blas)
-        g_cublas.destroy(c->blas);
+        cc_blas_free(c->blas);
     (void)cudaFree(c->ws);
     (void)cudaStreamDestroy(c->own_stream);
     (void)cudaGetLastError();
@@ -459,20 +333,8 @@ static int forward_gemv(gptq_cuda_ctx *c, const gptq_cuda_layer *l, const float 
                         int32_t n_tok, float *y, plume_error *err)
 {
     const int64_t K = l->d.K, N = l->d.N;
-    /* Split K so that the grid has about 4 blocks per SM; a split is whole
-     * KT-row tiles, none empty. */
-    const int64_t ntiles = (K + GPTQ_CUDA_GEMV_KT - 1) / GPTQ_CUDA_GEMV_KT;
-    const int64_t nbx = (N + GPTQ_CUDA_GEMV_NCOL - 1) / GPTQ_CUDA_GEMV_NCOL;
-    const int64_t target = 4 * (int64_t)c->sm_count;
-    int64_t ksplit = (target + nbx - 1) / nbx;
-    if (ksplit > ntiles)
-        ksplit = ntiles;
-    if (ksplit > 1024)
-        ksplit = 1024;
-    if (ksplit < 1)
-        ksplit = 1;
-    const int64_t tps = (ntiles + ksplit - 1) / ksplit;
-    ksplit = (ntiles + tps - 1) / tps;
+    int64_t ksplit, tps;
+    gptq_cuda_gemv_plan(K, N, c->sm_count, &ksplit, &tps);
     float *partial = NULL;
     if (ksplit > 1) {
         if (ws_reserve(c, (size_t)(ksplit * GPTQ_CUDA_GEMV_MAXTOK * N) * sizeof(float), err))
@@ -491,26 +353,12 @@ static int forward_gemv(gptq_cuda_ctx *c, const gptq_cuda_layer *l, const float 
 
 static int blas_ready(gptq_cuda_ctx *c, plume_error *err)
 {
-    if (!cublas_ready())
-        return plume_err(err, PLUME_ERR_UNSUPPORTED, "gptq-cuda: %s", g_cublas.why);
-    cublasStatus_t s;
     if (!c->blas) {
-        if ((s = g_cublas.create(&c->blas)) != CUBLAS_STATUS_SUCCESS) {
-            c->blas = NULL;
-            return plume_err(err, PLUME_ERR_INTERNAL, "gptq-cuda: cublasCreate: %s",
-                             cublas_status(s));
-        }
-        c->blas_stream = NULL;
-        if ((s = g_cublas.set_stream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS)
-            return plume_err(err, PLUME_ERR_INTERNAL, "gptq-cuda: cublasSetStream: %s",
-                             cublas_status(s));
-        c->blas_stream = c->stream;
-    } else if (c->blas_stream != c->stream) {
-        if ((s = g_cublas.set_stream(c->blas, c->stream)) != CUBLAS_STATUS_SUCCESS)
-            return plume_err(err, PLUME_ERR_INTERNAL, "gptq-cuda: cublasSetStream: %s",
-                             cublas_status(s));
-        c->blas_stream = c->stream;
-    }
+        if (cc_blas_create(c->stream, "gptq-cuda", "the gemv path", &c->blas, err))
+            return -1;
+    } else if (c->blas_stream != c->stream && cc_blas_set_stream(c->blas, c->stream, err))
+        return -1;
+    c->blas_stream = c->stream;
     return 0;
 }
 
@@ -523,16 +371,7 @@ static int forward_gemm(gptq_cuda_ctx *c, const gptq_cuda_layer *l, const float 
     const int f16 = path == GPTQ_CUDA_GEMM_F16;
     const size_t elt = f16 ? 2 : 4;
     const size_t xh_bytes = f16 ? (size_t)n_tok * (size_t)K * 2 : 0;
-    /* slab width: all of N if it fits the limit, else a multiple of 128 */
-    int64_t nb = N;
-    if ((size_t)K * (size_t)N * elt + xh_bytes > c->scratch_limit) {
-        size_t room = c->scratch_limit > xh_bytes ? c->scratch_limit - xh_bytes : 0;
-        nb = (int64_t)(room / ((size_t)K * elt)) / SLAB_ALIGN * SLAB_ALIGN;
-        if (nb < SLAB_ALIGN)
-            nb = SLAB_ALIGN;
-        if (nb > N)
-            nb = N;
-    }
+    const int64_t nb = gptq_cuda_slab_cols(K, N, elt, xh_bytes, c->scratch_limit);
     const size_t w_bytes = ((size_t)K * (size_t)nb * elt + 255) & ~(size_t)255;
     if (ws_reserve(c, w_bytes + xh_bytes, err))
         return -1;
@@ -543,25 +382,20 @@ static int forward_gemm(gptq_cuda_ctx *c, const gptq_cuda_layer *l, const float 
            "f32-to-f16 kernel launch");
         B = xh;
     }
-    const cudaDataType ab = f16 ? CUDA_R_16F : CUDA_R_32F;
-    const cublasComputeType_t ct =
-        path == GPTQ_CUDA_GEMM_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    const float one = 1.0f, zero = 0.0f;
+    const plume_gemm_precision prec = f16                          ? PLUME_GEMM_F16
+                                      : path == GPTQ_CUDA_GEMM_TF32 ? PLUME_GEMM_TF32
+                                                                    : PLUME_GEMM_F32;
     for (int64_t n0 = 0; n0 < N; n0 += nb) {
         const int64_t cur = N - n0 < nb ? N - n0 : nb;
         CU(gptq_cuda_launch_dequant(&l->d, n0, cur, w, f16, c->stream),
            "dequantize kernel launch");
         /* Column-major view: the slab is cur × K (ld cur), x is K × n_tok
          * (ld K), y[:, n0:n0+cur] is cur × n_tok (ld N):  Y = Wslab · X. */
-        cublasStatus_t s = g_cublas.gemm_ex(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)cur,
-                                            (int)n_tok, (int)K, &one, w, ab, (int)cur, B, ab,
-                                            (int)K, &zero, y + n0, CUDA_R_32F, (int)N, ct,
-                                            CUBLAS_GEMM_DEFAULT);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            return plume_err(err, PLUME_ERR_INTERNAL,
-                             "gptq-cuda: cublasGemmEx (%s, %" PRId64 "x%" PRId32 "x%" PRId64
-                             "): %s",
-                             gptq_cuda_path_name(path), cur, n_tok, K, cublas_status(s));
+        if (cc_blas_gemm(c->blas, false, (int)cur, (int)n_tok, (int)K, w, (int)cur, B, (int)K,
+                         y + n0, (int)N, prec, err)) {
+            plume_err_prefix(err, "%s", gptq_cuda_path_name(path));
+            return -1;
+        }
     }
     if (l->d.bias)
         CU(gptq_cuda_launch_add_bias(y, l->d.bias, n_tok, N, c->stream), "bias kernel launch");
@@ -586,7 +420,7 @@ int gptq_cuda_forward_path(gptq_cuda_ctx *c, const gptq_cuda_layer *l, const flo
     CU(cudaSetDevice(c->device), "cudaSetDevice");
     if (path == GPTQ_CUDA_AUTO) {
         path = n_tok <= c->gemv_max_tok ? GPTQ_CUDA_GEMV : c->prefill;
-        if (path != GPTQ_CUDA_GEMV && !cublas_ready())
+        if (path != GPTQ_CUDA_GEMV && !cc_blas_loadable(NULL))
             path = GPTQ_CUDA_GEMV; /* no cuBLAS: slower but correct */
     }
     switch (path) {

@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "gptq_cuda_dev.h"
+
 #ifndef GPTQ_CUDA_EMU
 #include <cuda_runtime_api.h>
 #else /* the CPU emulation of the kernels (tests/gptq/cuda) */
@@ -33,32 +35,6 @@ typedef void *cudaStream_t;
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define GPTQ_CUDA_UNIT_CODES(b) ((b) == 3 ? 32 : 32 / (b))
-#define GPTQ_CUDA_UNIT_WORDS(b) ((b) == 3 ? 3 : 1)
-
-/* GEMV (decode) geometry: a block is GEMV_NCOL output columns (one thread
- * each, so every packed row is read as NCOL consecutive int32, coalesced)
- * by GEMV_NSLICE slices of the input dim; the input dim is walked in tiles
- * of GEMV_KT rows whose activations are staged in shared memory.  A grid
- * row (blockIdx.y) is one split of the input dim: tiles_per_split tiles.
- * GEMV_MAXTOK tokens per launch. */
-#define GPTQ_CUDA_GEMV_NCOL 128
-#define GPTQ_CUDA_GEMV_NSLICE 2
-#define GPTQ_CUDA_GEMV_KT 512
-#define GPTQ_CUDA_GEMV_MAXTOK 8
-
-typedef struct gptq_cuda_dev {
-    const int32_t *qweight;
-    const float *scales;
-    const uint16_t *zeros;
-    const int32_t *gs;
-    const int32_t *gend;
-    const int32_t *perm;
-    const float *bias;
-    int64_t K, N, G;
-    int bits;
-} gptq_cuda_dev;
 
 /* y[t][n] (t < T ≤ GEMV_MAXTOK) = Σ_k x[t][k]·W[n][k] + bias[n] with K
  * split ksplit ways of tiles_per_split tiles each.  ksplit == 1: written
@@ -90,20 +66,4 @@ cudaError_t gptq_cuda_kernel_probe(void);
 }
 #endif
 
-#ifndef __CUDACC__
-#include "gptq_cuda.h"
-/* Host arrays of the device layout (gptq_cuda_prep.c): qweight is NULL
- * when the checkpoint's can be used as is (no act-order permutation). */
-typedef struct gptq_cuda_host_layout {
-    int32_t *qweight; /* [K·b/32][N] sorted rows, or NULL */
-    int32_t *perm;    /* [K] or NULL */
-    int32_t *gs;      /* [K] */
-    int32_t *gend;    /* [G] */
-    uint16_t *zeros;  /* [G][N] */
-} gptq_cuda_host_layout;
-
-/* Checks d as gptq_layer_build does and builds the layout. */
-int gptq_cuda_prepare(const gptq_cuda_layer_desc *d, gptq_cuda_host_layout *h, plume_error *err);
-void gptq_cuda_host_layout_free(gptq_cuda_host_layout *h);
-#endif
 #endif

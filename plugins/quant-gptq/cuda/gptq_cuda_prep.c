@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gptq_cuda.h"
-#include "gptq_cuda_internal.h"
+#include "gptq_cuda_dev.h"
 
 void gptq_cuda_host_layout_free(gptq_cuda_host_layout *h)
 {
@@ -116,4 +115,36 @@ fail:
     free(zeros);
     gptq_cuda_host_layout_free(h);
     return -1;
+}
+
+void gptq_cuda_gemv_plan(int64_t K, int64_t N, int sm_count, int64_t *ksplit,
+                         int64_t *tiles_per_split)
+{
+    const int64_t ntiles = (K + GPTQ_CUDA_GEMV_KT - 1) / GPTQ_CUDA_GEMV_KT;
+    const int64_t nbx = (N + GPTQ_CUDA_GEMV_NCOL - 1) / GPTQ_CUDA_GEMV_NCOL;
+    const int64_t target = 4 * (int64_t)(sm_count > 0 ? sm_count : 1);
+    int64_t ks = (target + nbx - 1) / nbx;
+    if (ks > ntiles)
+        ks = ntiles;
+    if (ks > 1024)
+        ks = 1024;
+    if (ks < 1)
+        ks = 1;
+    const int64_t tps = (ntiles + ks - 1) / ks;
+    *ksplit = (ntiles + tps - 1) / tps;
+    *tiles_per_split = tps;
+}
+
+int64_t gptq_cuda_slab_cols(int64_t K, int64_t N, size_t elt, size_t reserved, size_t limit)
+{
+    int64_t nb = N;
+    if ((size_t)K * (size_t)N * elt + reserved > limit) {
+        const size_t room = limit > reserved ? limit - reserved : 0;
+        nb = (int64_t)(room / ((size_t)K * elt)) / GPTQ_CUDA_SLAB_ALIGN * GPTQ_CUDA_SLAB_ALIGN;
+        if (nb < GPTQ_CUDA_SLAB_ALIGN)
+            nb = GPTQ_CUDA_SLAB_ALIGN;
+        if (nb > N)
+            nb = N;
+    }
+    return nb;
 }
