@@ -50,6 +50,14 @@ int main(int argc, char **argv)
     const plume_q8_act act = {aq, ad, as, K, ai, ai16, as16};
     printf("level %s, %d token(s), K=%lld N=%lld, one thread, best of 15 (thread CPU time)\n",
            plume_cpu_level_name(k->level), nt, (long long)K, (long long)N);
+    double peak = 0; /* the level's int8 peak in the same clock, for the % column */
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = cpu_seconds();
+        const double ops = k->int8_peak(20000000);
+        const double p = ops / (cpu_seconds() - t0);
+        peak = p > peak ? p : peak;
+    }
+    printf("  int8 dot peak %.1f GOP/s (thread CPU time)\n", peak * 1e-9);
     for (size_t ti = 0; ti < TU_N_RP_TYPES; ti++) {
         const uint32_t type = TU_RP_TYPES[ti];
         size_t rb;
@@ -69,8 +77,9 @@ int main(int argc, char **argv)
             const double dt = cpu_seconds() - t0;
             best = dt < best ? dt : best;
         }
-        printf("  %-7s %.3f bits/weight  %6.2f GB/s  %6.1f Gweights/s\n", plume_dtype_name(type),
-               8.0 * bytes / (double)(K * N), bytes / best * 1e-9, (double)(K * N * nt) / best * 1e-9);
+        printf("  %-7s %.3f bits/weight  %6.2f GB/s  %6.1f Gweights/s  %4.1f%% of the int8 peak\n",
+               plume_dtype_name(type), 8.0 * bytes / (double)(K * N), bytes / best * 1e-9,
+               (double)(K * N * nt) / best * 1e-9, 100.0 * 2.0 * (double)(K * N * nt) / best / peak);
         if (type == PLUME_DTYPE_Q4_K || type == PLUME_DTYPE_Q6_K) {
             best = 1e30;
             for (int rep = 0; rep < 15; rep++) {

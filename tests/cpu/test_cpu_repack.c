@@ -9,7 +9,9 @@
  *  - plume_cpu_matmul_w against x · dequant(W)ᵀ within the int8 bound;
  *  - batch invariance: one (row, token) result has the same bits for
  *    n_tok 1, 5 and 64, 1 or 2 threads, and alone or in a shared-activation
- *    multi matmul, at every level. */
+ *    multi matmul, at every level;
+ *  - tile invariance: the same bits from the kernels for a token alone and
+ *    in calls of 2, 3, 4, 7, 9, 14, 16 and 100 tokens (every tail). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -298,6 +300,60 @@ static void test_batch_invariance(void **state)
     plume_pool_free(pools[1]);
 }
 
+/* The mm_r kernels' token tiles: a (row, token) result has the same bits
+ * whether the token is alone or in a call of n tokens for every n that
+ * gives a different tiling (full tiles, ragged tails of 1..5, the 1-2 and
+ * 3+ token paths of the avx512 level), at every level and type. */
+static void test_tile_invariance(void **state)
+{
+    (void)state;
+    enum { NT = 100, NR = 37 };
+    const int batches[] = {2, 3, 4, 7, 9, 14, 16, 100};
+    for (size_t ti = 0; ti < N_RP; ti++) {
+        const uint32_t type = RP_TYPES[ti];
+        const int64_t K = plume_dtype_block_elems(type) == 256 ? 512 : 576, nb = K / 32;
+        size_t rb;
+        uint8_t *w = tu_weights(type, K, NR, &rb);
+        plume_tensor t = {.name = "w", .type = type, .n_dims = 2, .ne = {K, NR, 1, 1}, .data = w,
+                          .nbytes = rb * NR};
+        plume_cpu_weight pw;
+        assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
+        assert_int_equal(pw.kr, (int)ti);
+        float *x = malloc(sizeof(float) * K * NT);
+        tu_fill(x, (size_t)(K * NT), -2, 2);
+        int8_t *aq = malloc((size_t)(K * NT));
+        float *ad = malloc(sizeof(float) * nb * NT), *as = malloc(sizeof(float) * nb * NT);
+        int32_t *ai = malloc(sizeof(int32_t) * nb * NT), *ai16 = malloc(sizeof(int32_t) * 2 * nb * NT);
+        float *as16 = malloc(sizeof(float) * 2 * nb * NT);
+        quantize_all(x, K, NT, aq, ad, as, ai, ai16, as16);
+        float *ref = malloc(sizeof(float) * NR * NT), *y = malloc(sizeof(float) * NR * NT);
+        for (int l = 0; l < n_levels; l++) {
+            const plume_kernels *k = levels[l];
+            for (int tk = 0; tk < NT; tk++) { /* every token alone */
+                const plume_q8_act one = {aq + tk * K, ad + tk * nb, as + tk * nb, K, ai + tk * nb,
+                                          ai16 + 2 * tk * nb, as16 + 2 * tk * nb};
+                k->mm_r[pw.kr](pw.packed, NR, &one, 1, ref + tk * NR, NR);
+            }
+            for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+                const int bs = batches[bi];
+                memset(y, 0, sizeof(float) * NR * NT);
+                for (int t0 = 0; t0 < NT; t0 += bs) {
+                    const int n = NT - t0 < bs ? NT - t0 : bs;
+                    const plume_q8_act part = {aq + t0 * K, ad + t0 * nb, as + t0 * nb, K,
+                                               ai + t0 * nb, ai16 + 2 * t0 * nb, as16 + 2 * t0 * nb};
+                    k->mm_r[pw.kr](pw.packed, NR, &part, n, y + t0 * NR, NR);
+                }
+                if (memcmp(ref, y, sizeof(float) * NR * NT) != 0)
+                    fail_msg("%s level %s: calls of %d tokens differ from 1 token at a time",
+                             plume_dtype_name(type), plume_cpu_level_name(k->level), bs);
+            }
+        }
+        plume_cpu_weight_release(&pw);
+        free(w); free(x); free(aq); free(ad); free(as); free(ai); free(ai16); free(as16);
+        free(ref); free(y);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_weight_fallback),
         cmocka_unit_test(test_matmul_w_vs_dequant),
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_tile_invariance),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

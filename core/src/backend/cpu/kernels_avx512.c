@@ -267,6 +267,44 @@ KX_INLINE __m512i zr_dp(__m512i acc, __m512i w, const int8_t *p)
 #endif
 }
 
+/* A zeroed accumulator by the zero idiom (vpxord x, x, x is resolved at
+ * register renaming; GCC otherwise copies a zero register, a vector uop). */
+KX_INLINE __m512i zr_zero(void)
+{
+#if defined(__GNUC__)
+    __m512i z;
+    __asm__("vpxord %0, %0, %0" : "=v"(z));
+    return z;
+#else
+    return _mm512_setzero_si512();
+#endif
+}
+
+/* I[t] += Σ of the block's 32 products for T tokens (token t's 32 values
+ * at q0 + t*K): from 3 tokens on, one chain of 8 vpdpbusd per token, the
+ * chains interleaved (step g of every token, then step g+1) so that the
+ * out-of-order window holds independent work; for 1 or 2 tokens two
+ * chains of 4 per token, which halves the latency a lone token waits on.
+ * Integer sums are exact: the result is the same either way. */
+KX_INLINE void zr_chains(const int T, __m512i *I, const __m512i *W, const int8_t *q0, int64_t K)
+{
+    if (T >= 3) {
+        for (int g = 0; g < 8; g++)
+            for (int t = 0; t < T; t++)
+                I[t] = zr_dp(I[t], W[g], q0 + (size_t)t * (size_t)K + 4 * g);
+        return;
+    }
+    for (int t = 0; t < T; t++) {
+        const int8_t *q = q0 + (size_t)t * (size_t)K;
+        __m512i i1 = zr_zero();
+        for (int g = 0; g < 8; g += 2) {
+            I[t] = zr_dp(I[t], W[g], q + 4 * g);
+            i1 = zr_dp(i1, W[g + 1], q + 4 * g + 4);
+        }
+        I[t] = _mm512_add_epi32(I[t], i1);
+    }
+}
+
 KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
@@ -296,21 +334,15 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         const __m512 mw = kr == PLUME_KR_Q4_1
                               ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff + 32)))
                               : _mm512_setzero_ps();
+        __m512i I[ZR_T];
+        const int8_t *q0 = a->q + (size_t)t0 * (size_t)K + 32 * j;
+        for (int t = 0; t < T; t++)
+            I[t] = corr ? _mm512_set1_epi32(corr * a->isum[(size_t)(t0 + t) * nb + j]) : zr_zero();
+        zr_chains(T, I, W, q0, K);
         for (int t = 0; t < T; t++) {
             const size_t tt = (size_t)(t0 + t);
-            const int8_t *q = a->q + tt * (size_t)K + 32 * j;
-            __m512i i0 = corr ? _mm512_set1_epi32(corr * a->isum[tt * nb + j]) : _mm512_setzero_si512();
-            __m512i i1 = _mm512_setzero_si512();
-            i0 = zr_dp(i0, W[0], q + 0);
-            i1 = zr_dp(i1, W[1], q + 4);
-            i0 = zr_dp(i0, W[2], q + 8);
-            i1 = zr_dp(i1, W[3], q + 12);
-            i0 = zr_dp(i0, W[4], q + 16);
-            i1 = zr_dp(i1, W[5], q + 20);
-            i0 = zr_dp(i0, W[6], q + 24);
-            i1 = zr_dp(i1, W[7], q + 28);
             const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[tt * nb + j]));
-            facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), sc, facc[t]);
+            facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), sc, facc[t]);
             if (kr == PLUME_KR_Q4_1)
                 macc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
         }
@@ -423,6 +455,23 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         default: /* K32 */
             dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
             break;
+        }
+        if (!two) { /* zr_tile's interleaved chains; the float steps below */
+            __m512i I[ZK_T];
+            const int8_t *q0 = a->q + (size_t)t0 * (size_t)K + 32 * j;
+            for (int t = 0; t < T; t++)
+                I[t] = corr ? _mm512_set1_epi32(corr * a->isum[(size_t)(t0 + t) * nb + j]) : zr_zero();
+            zr_chains(T, I, W, q0, K);
+            for (int t = 0; t < T; t++) {
+                const size_t tt = (size_t)(t0 + t);
+                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]),
+                                          _mm512_mul_ps(dd0, _mm512_set1_ps(a->d[tt * nb + j])), facc[t]);
+                if (f.sk == PLUME_SK_DM16)
+                    macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+                else if (mk == 1)
+                    macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+            }
+            continue;
         }
         for (int t = 0; t < T; t++) {
             const size_t tt = (size_t)(t0 + t);
