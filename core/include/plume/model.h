@@ -87,6 +87,11 @@ PLUME_API const char *plume_model_arch(const plume_model *m);
 /* Number of parameters and bytes of weights as stored. */
 PLUME_API int64_t plume_model_n_params(const plume_model *m);
 PLUME_API int64_t plume_model_weight_bytes(const plume_model *m);
+/* The parameters of the matrix products every token runs: all of them but
+ * the token embedding (a gather) and the output head (run for the positions
+ * whose logits are wanted, in prefill only the last).  Prefill rooflines
+ * count 2 FLOPs per such parameter per token. */
+PLUME_API int64_t plume_model_n_params_per_token(const plume_model *m);
 /* The attention shape: layers, query heads, kv heads, head size (for
  * rooflines and KV sizing; any pointer may be NULL). */
 PLUME_API void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,

@@ -19,10 +19,12 @@ static const char help[] =
     "and goes on.  Prefill of D = the time from position 0 to D.  Reports:\n"
     "  decode:  tokens/s of the steps, and the roofline bandwidth / (weight bytes +\n"
     "           KV bytes read per step at the steps' mean depth)\n"
-    "  prefill: tokens/s of the whole prompt, and the roofline N / (2 x parameters x\n"
-    "           N / int8 peak (f32 peak when the weights are not quantized) +\n"
+    "  prefill: tokens/s of the whole prompt, and the roofline N / (2 x P x N /\n"
+    "           int8 peak (f32 peak when the weights are not quantized) +\n"
     "           causal attention FLOPs (4 x layers x heads x head_dim x N(N+1)/2) /\n"
-    "           f32 peak)\n"
+    "           f32 peak), P the parameters every token multiplies by (all but\n"
+    "           the token embedding and the output head, which runs for the last\n"
+    "           position only)\n"
     "and each as a percentage of its roofline.  Bandwidth and peaks are measured\n"
     "first as `plume bench roofline` does.  Each figure is the median of --reps.\n"
     "\n"
@@ -152,6 +154,9 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     const double wbytes = (double)plume_model_weight_bytes(m);
     const double params = (double)plume_model_n_params(m);
     const double lin_peak = wbytes < 2.0 * params ? mach->i8 : mach->f32;
+    /* per prompt token: the layers' products (the head runs for the last
+     * token only: one token's worth, left out) */
+    const double tok_params = (double)plume_model_n_params_per_token(m);
     const int64_t kvb = plume_seq_runner_kv_bytes_per_token(r);
     *kvb_out = kvb;
     float *logits = malloc(sizeof(float) * (size_t)nv);
@@ -178,7 +183,7 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
         const double mean_depth = (d > 0 ? d : 1) + 0.5 * (o->steps + 1);
         row->dec_roof = mach->bw / (wbytes + (double)kvb * mean_depth);
         const double attn_flops = 4.0 * n_layer * n_head * hd * 0.5 * (double)d * (d + 1.0);
-        row->pre_roof = d > 0 ? d / (2.0 * params * d / lin_peak + attn_flops / mach->f32) : 0;
+        row->pre_roof = d > 0 ? d / (2.0 * tok_params * d / lin_peak + attn_flops / mach->f32) : 0;
     }
     if (rc)
         fprintf(stderr, "plume bench context: %s\n", err.msg);

@@ -24,8 +24,10 @@ static const char help[] =
     "           tokens/s of those 128 steps, and the roofline\n"
     "           bandwidth / weight bytes (every weight read once per token)\n"
     "  prefill: one 512-token prompt; tokens/s, and the roofline\n"
-    "           peak / (2 x parameters) using the int8 peak when the weights are\n"
-    "           quantized (below 2 bytes per parameter), else the f32 peak\n"
+    "           peak / (2 x P) using the int8 peak when the weights are quantized\n"
+    "           (below 2 bytes per parameter), else the f32 peak; P counts the\n"
+    "           parameters every token multiplies by: all but the token embedding\n"
+    "           and the output head (which prefill runs for the last position only)\n"
     "Each figure is the median of --reps repetitions.  The kernel level follows\n"
     "PLUME_CPU_FEATURES (scalar|avx2|avx512; default: the best this CPU has).\n"
     "\n"
@@ -45,7 +47,7 @@ static const char help[] =
     "                    bandwidth and f16 matrix-multiply peak itself; decode and\n"
     "                    prefill run the pipeline's model on it, their rooflines\n"
     "                    bandwidth / weight bytes (checkpoint bytes) and f16 peak /\n"
-    "                    (2 x parameters).  --json prints {\"device\": {backend,\n"
+    "                    (2 x P, P as above).  --json prints {\"device\": {backend,\n"
     "                    bandwidth_gbs, f16_tflops}, \"decode\", \"prefill\"}.\n"
     "  --plugin-dir DIR, --plugin NAME   as for the other commands\n";
 
@@ -268,7 +270,7 @@ static int roofline(const bench_opts *o)
             return 1;
         }
         dec_roof = bw / wbytes;
-        pre_roof = (int8_roof ? i8 : f32) / (2.0 * params);
+        pre_roof = (int8_roof ? i8 : f32) / (2.0 * (double)plume_model_n_params_per_token(m));
         have_model = true;
         plume_model_free(m);
     }
@@ -305,7 +307,7 @@ static int roofline(const bench_opts *o)
                    DECODE_STEPS, DECODE_PROMPT, mr.decode_tok_s,
                    100.0 * mr.decode_tok_s / dec_roof, dec_roof);
             printf("prefill (one %d-token prompt):                %8.1f tok/s = %5.1f%% of "
-                   "%.1f tok/s (%s peak / 2 x parameters)\n",
+                   "%.1f tok/s (%s peak / 2 x per-token parameters)\n",
                    PREFILL_TOKENS, mr.prefill_tok_s, 100.0 * mr.prefill_tok_s / pre_roof,
                    pre_roof, int8_roof ? "int8" : "f32");
         }
@@ -346,7 +348,7 @@ static int roofline_device(const bench_opts *o)
     if (bench_model(o, m, &mr))
         goto done;
     const double dec_roof = bw * 1e9 / (double)plume_model_weight_bytes(m);
-    const double pre_roof = f16 * 1e12 / (2.0 * (double)plume_model_n_params(m));
+    const double pre_roof = f16 * 1e12 / (2.0 * (double)plume_model_n_params_per_token(m));
     if (o->json) {
         json_t *root = json_pack("{s:{s:s,s:f,s:f},s:{s:f,s:f},s:{s:f,s:f}}", "device", "backend",
                                  vt->name, "bandwidth_gbs", bw, "f16_tflops", f16, "decode",
@@ -367,7 +369,7 @@ static int roofline_device(const bench_opts *o)
                DECODE_STEPS, DECODE_PROMPT, mr.decode_tok_s, 100.0 * mr.decode_tok_s / dec_roof,
                dec_roof);
         printf("prefill (one %d-token prompt):                %8.1f tok/s = %5.1f%% of "
-               "%.1f tok/s (f16 peak / 2 x parameters)\n",
+               "%.1f tok/s (f16 peak / 2 x per-token parameters)\n",
                PREFILL_TOKENS, mr.prefill_tok_s, 100.0 * mr.prefill_tok_s / pre_roof, pre_roof);
     }
     status = 0;

@@ -28,6 +28,13 @@ const char *plume_model_arch(const plume_model *m) { return m->cfg.arch_name; }
 int64_t plume_model_n_params(const plume_model *m) { return m->n_params; }
 int64_t plume_model_weight_bytes(const plume_model *m) { return m->weight_bytes; }
 
+int64_t plume_model_n_params_per_token(const plume_model *m)
+{
+    /* n_params counts the embedding once, and a separate head once more */
+    const int64_t vocab_embd = (int64_t)m->cfg.n_vocab * m->cfg.n_embd;
+    return m->n_params - vocab_embd * (m->cfg.tied_embeddings ? 1 : 2);
+}
+
 void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,
                             int32_t *n_head_kv, int32_t *head_dim)
 {
