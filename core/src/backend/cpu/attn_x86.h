@@ -220,10 +220,10 @@ KX_INLINE int kx_attn_slice_len(int kv_type, int hd)
     return slice;
 }
 
-/* dispatch.h: attn_partial.  Slices start at absolute multiples of the
- * slice length; each is gathered once for the tile and a row folds only
- * the keys of its own range. */
-static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+/* attn_partial on 256-bit vectors.  Slices start at absolute multiples of
+ * the slice length; each is gathered once for the tile and a row folds
+ * only the keys of its own range. */
+static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, int c0, float *m, float *l, float *o)
@@ -257,6 +257,298 @@ static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                               o + (size_t)(r * nq + qi) * hd);
         }
     }
+}
+
+#if KX_ZMM
+/* ---- 512-bit multi-query attention (the avx512 level, head_dim a multiple
+ * of 16) ----
+ * Per slice, each row's queries in blocks of up to KZ_NQ are folded
+ * together: every key and value row is loaded (f16 converted, int8 times its
+ * scale, in registers) once per block and used by each query of it.  A
+ * query's score for a key is its 16-lane product vector (an FMA chain over
+ * the head's 16-value columns) summed by a fixed shuffle tree that reduces
+ * 16 keys' vectors at once (kz_tree), so no per-key horizontal add; the
+ * softmax of the slice's scores is a 16-lane exp; each value column is one
+ * FMA chain over the keys.  All of it per (query, key) is the same
+ * arithmetic whatever the block, tile, chunking or split: a row's bits
+ * depend only on the row. */
+#define KZ_NQ 4
+
+/* e^x on 16 lanes: kx_exp's Cephes reduction and polynomial. */
+KX_INLINE __m512 kz_exp(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* 16 values of a K/V row from column c: f32, f16 (exact) or int8 x scale
+ * (one rounding, as kx_gather_kv). */
+KX_INLINE __m512 kz_row(const int kt, const char *row, int c, __m512 sc)
+{
+    if (kt == PLUME_KV_TYPE_F32)
+        return _mm512_loadu_ps((const float *)row + c);
+    if (kt == PLUME_KV_TYPE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + c)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                             _mm_loadu_si128((const __m128i *)((const int8_t *)row + c)))), sc);
+}
+
+/* The tree's levels: two vectors of partial sums of 2^k keys each -> one of
+ * 2^(k+1) keys, each key's lanes halved by adding pairs. */
+KX_INLINE __m512 kz_l1(__m512 a, __m512 b) /* lanes 0-7 of a key + 8-15 */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+KX_INLINE __m512 kz_l2(__m512 a, __m512 b) /* 128-bit chunks 0+1, 2+3 */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+KX_INLINE __m512 kz_l3(__m512 a, __m512 b) /* lanes 0+1, 2+3 of each chunk */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+
+/* The product vector of one query (q, hd floats) and one key row. */
+KX_INLINE __m512 kz_qk(const int kt, const int hd, const float *q, const char *k, __m512 ks)
+{
+    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), kz_row(kt, k, 0, ks));
+    for (int c = 16; c < hd; c += 16)
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), kz_row(kt, k, c, ks), a);
+    return a;
+}
+
+/* Scores (unscaled) of NQ queries q[qi*hd] against keys kp[0..nk) (nk <=
+ * 16; missing keys score 0) into s[qi*sstride + j]: per key its product
+ * vector, reduced by the tree l1 (pairs), l2 (quads), l3 twice, then the
+ * lanes put back in key order. */
+KX_INLINE void kz_scores16(const int kt, const int NQ, const int hd, const float *q,
+                           const char *const *kp, const float *ksc, int nk, float *s,
+                           int sstride)
+{
+    __m512 d[2][KZ_NQ];
+    for (int h = 0; h < 2; h++) {     /* keys 8h .. 8h+7 */
+        __m512 c[2][KZ_NQ];
+        for (int u = 0; u < 2; u++) { /* keys 8h+4u .. +3 */
+            __m512 b[2][KZ_NQ];
+            for (int w = 0; w < 2; w++) { /* keys j, j+1 */
+                const int j = 8 * h + 4 * u + 2 * w;
+                __m512 a0[KZ_NQ], a1[KZ_NQ];
+                for (int qi = 0; qi < NQ; qi++)
+                    a0[qi] = a1[qi] = _mm512_setzero_ps();
+                if (j < nk) {
+                    const __m512 ks = kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(ksc[j]) : _mm512_setzero_ps();
+                    for (int qi = 0; qi < NQ; qi++)
+                        a0[qi] = kz_qk(kt, hd, q + (size_t)qi * hd, kp[j], ks);
+                }
+                if (j + 1 < nk) {
+                    const __m512 ks = kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(ksc[j + 1]) : _mm512_setzero_ps();
+                    for (int qi = 0; qi < NQ; qi++)
+                        a1[qi] = kz_qk(kt, hd, q + (size_t)qi * hd, kp[j + 1], ks);
+                }
+                for (int qi = 0; qi < NQ; qi++)
+                    b[w][qi] = kz_l1(a0[qi], a1[qi]);
+            }
+            for (int qi = 0; qi < NQ; qi++)
+                c[u][qi] = kz_l2(b[0][qi], b[1][qi]);
+        }
+        for (int qi = 0; qi < NQ; qi++)
+            d[h][qi] = kz_l3(c[0][qi], c[1][qi]);
+    }
+    /* lane 4i + t holds key 4t + i */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (int qi = 0; qi < NQ; qi++)
+        _mm512_store_ps(s + (size_t)qi * sstride,
+                        _mm512_permutexvar_ps(idx, kz_l3(d[0][qi], d[1][qi])));
+}
+
+/* Folds keys/values kp[j] / vp[j] (j < n <= KX_ATTN_SLICE; int8 rows
+ * with scales ksc[j] / vsc[j]) into NQ queries' running max m, sum l and
+ * unnormalized output o ([NQ][hd]); q is [NQ][hd]. */
+KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
+                       const char *const *kp, const char *const *vp, const float *ksc,
+                       const float *vsc, int n, float scale, float *m, float *l, float *o)
+{
+    _Alignas(64) float s[KZ_NQ][KX_ATTN_SLICE];
+    const int nb = (n + 15) / 16;
+    for (int j0 = 0; j0 < n; j0 += 16)
+        kz_scores16(kt, NQ, hd, q, kp + j0, ksc + j0, n - j0 < 16 ? n - j0 : 16, &s[0][j0],
+                    KX_ATTN_SLICE);
+    const __m512 sv = _mm512_set1_ps(scale);
+    for (int qi = 0; qi < NQ; qi++) {
+        __m512 mv = _mm512_set1_ps(m[qi]);
+        for (int b = 0; b < nb; b++) {
+            const __mmask16 mk = n - 16 * b >= 16 ? 0xFFFF : (__mmask16)((1u << (n - 16 * b)) - 1);
+            const __m512 x = _mm512_mul_ps(_mm512_load_ps(&s[qi][16 * b]), sv);
+            _mm512_store_ps(&s[qi][16 * b], x);
+            mv = _mm512_mask_max_ps(mv, mk, mv, x);
+        }
+        const float mx = _mm512_reduce_max_ps(mv);
+        const float c = expf(m[qi] - mx); /* 0 on the first slice */
+        mv = _mm512_set1_ps(mx);
+        __m512 sum = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const __mmask16 mk = n - 16 * b >= 16 ? 0xFFFF : (__mmask16)((1u << (n - 16 * b)) - 1);
+            const __m512 e = _mm512_maskz_mov_ps(mk, kz_exp(_mm512_sub_ps(_mm512_load_ps(&s[qi][16 * b]), mv)));
+            _mm512_store_ps(&s[qi][16 * b], e);
+            sum = _mm512_add_ps(sum, e);
+        }
+        l[qi] = l[qi] * c + _mm512_reduce_add_ps(sum);
+        m[qi] = mx;
+        if (c != 1.0f) {
+            float *oq = o + (size_t)qi * hd;
+            for (int d = 0; d < hd; d += 16)
+                _mm512_storeu_ps(oq + d, _mm512_mul_ps(_mm512_loadu_ps(oq + d), _mm512_set1_ps(c)));
+        }
+    }
+    /* o[qi] += p[qi][j] v_j, 64 columns at a time, every value row converted
+     * once per block for all its queries */
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+        const int nc = hd - d0 < 64 ? (hd - d0) / 16 : 4;
+        __m512 acc[KZ_NQ][4];
+        for (int qi = 0; qi < NQ; qi++)
+            for (int c = 0; c < nc; c++)
+                acc[qi][c] = _mm512_loadu_ps(o + (size_t)qi * hd + d0 + 16 * c);
+        for (int j = 0; j < n; j++) {
+            const __m512 vs = kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(vsc[j]) : _mm512_setzero_ps();
+            __m512 vr[4];
+            for (int c = 0; c < nc; c++)
+                vr[c] = kz_row(kt, vp[j], d0 + 16 * c, vs);
+            for (int qi = 0; qi < NQ; qi++) {
+                const __m512 p = _mm512_set1_ps(s[qi][j]);
+                for (int c = 0; c < nc; c++)
+                    acc[qi][c] = _mm512_fmadd_ps(p, vr[c], acc[qi][c]);
+            }
+        }
+        for (int qi = 0; qi < NQ; qi++)
+            for (int c = 0; c < nc; c++)
+                _mm512_storeu_ps(o + (size_t)qi * hd + d0 + 16 * c, acc[qi][c]);
+    }
+}
+
+/* kz_fold with the block size, cache type and (64: unrolled) head size as
+ * constants. */
+#define KZ_FOLD_NQ(kt, hd)                                                                    \
+    switch (nq) {                                                                             \
+    case 1: kz_fold(kt, 1, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
+    case 2: kz_fold(kt, 2, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
+    case 3: kz_fold(kt, 3, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
+    default: kz_fold(kt, 4, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;              \
+    }
+#define KZ_FOLD_HD(kt)                                                                        \
+    if (hd == 64) {                                                                           \
+        KZ_FOLD_NQ(kt, 64)                                                                    \
+    } else {                                                                                  \
+        KZ_FOLD_NQ(kt, hd)                                                                    \
+    }
+static void kz_fold_any(int kt, int nq, int hd, const float *q, const char *const *kp,
+                        const char *const *vp, const float *ksc, const float *vsc, int n,
+                        float scale, float *m, float *l, float *o)
+{
+    if (kt == PLUME_KV_TYPE_F16) {
+        KZ_FOLD_HD(PLUME_KV_TYPE_F16)
+    } else if (kt == PLUME_KV_TYPE_I8) {
+        KZ_FOLD_HD(PLUME_KV_TYPE_I8)
+    } else {
+        KZ_FOLD_HD(PLUME_KV_TYPE_F32)
+    }
+}
+#undef KZ_FOLD_HD
+#undef KZ_FOLD_NQ
+
+/* dispatch.h: attn_partial on 512-bit vectors (head_dim % 16 == 0): slices
+ * of KX_ATTN_SLICE keys at absolute multiples of it; each slice's row
+ * pointers (and int8 scales) are looked up once for the tile, and each row
+ * folds the keys of its own range, its queries KZ_NQ at a time. */
+static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                            const void *v, int64_t stride, int kv_type,
+                            const int32_t *block_table, int block_size, int n_pos0, int hd,
+                            float scale, int window, int c0, float *m, float *l, float *o)
+{
+    const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
+    float ksc[KX_ATTN_SLICE], vsc[KX_ATTN_SLICE];
+    const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
+    for (int i = 0; i < nr * nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
+    const int n_max = n_pos0 + nr - 1; /* keys of the last row */
+    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
+    const int lo0 = plume_attn_lo(n_pos0, window); /* the first row's first key */
+    int p0 = lo0 / KX_ATTN_SLICE * KX_ATTN_SLICE;
+    if (p0 < c0)
+        p0 = c0;
+    for (; p0 < end; p0 += KX_ATTN_SLICE) {
+        const int g = p0 > lo0 ? p0 : lo0; /* looked up: g .. e-1 */
+        const int e = end - p0 < KX_ATTN_SLICE ? end : p0 + KX_ATTN_SLICE;
+        for (int p = g; p < e; p++) {
+            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            kp[p - g] = (const char *)k + off;
+            vp[p - g] = (const char *)v + off;
+            if (kv_type == PLUME_KV_TYPE_I8) {
+                memcpy(&ksc[p - g], kp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
+                memcpy(&vsc[p - g], vp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
+            }
+        }
+        /* the next slice's rows are strided and in blocks anywhere: ask
+         * for them now, while this one is folded */
+        const int pe = end - e < KX_ATTN_SLICE ? end : e + KX_ATTN_SLICE;
+        for (int p = e; p < pe; p++) {
+            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            for (size_t b = 0; b < (size_t)hd * esz + 4; b += 64) {
+                _mm_prefetch((const char *)k + off + b, _MM_HINT_T0);
+                _mm_prefetch((const char *)v + off + b, _MM_HINT_T0);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            const int n_pos = n_pos0 + r;
+            const int lo = window > 0 ? plume_attn_lo(n_pos, window) : 0;
+            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
+            if (er <= a)
+                continue;
+            for (int q0 = 0; q0 < nq; q0 += KZ_NQ) {
+                const int i = r * nq + q0;
+                kz_fold_any(kv_type, nq - q0 < KZ_NQ ? nq - q0 : KZ_NQ, hd,
+                            q + (size_t)r * q_stride + (size_t)q0 * hd, kp + (a - g), vp + (a - g),
+                            ksc + (a - g), vsc + (a - g), er - a, scale, m + i, l + i,
+                            o + (size_t)i * hd);
+            }
+        }
+    }
+}
+#endif
+
+/* dispatch.h: attn_partial: the 512-bit kernel where the level has it and
+ * head_dim % 16 == 0, else the 256-bit one; the choice depends only on the
+ * level and head_dim, never on the tile or chunk. */
+static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                            const void *v, int64_t stride, int kv_type,
+                            const int32_t *block_table, int block_size, int n_pos0, int hd,
+                            float scale, int window, int c0, float *m, float *l, float *o)
+{
+#if KX_ZMM
+    if (hd % 16 == 0) {
+        kz_attn_partial(q, q_stride, nr, nq, k, v, stride, kv_type, block_table, block_size,
+                        n_pos0, hd, scale, window, c0, m, l, o);
+        return;
+    }
+#endif
+    kx_attn_partial_ymm(q, q_stride, nr, nq, k, v, stride, kv_type, block_table, block_size,
+                        n_pos0, hd, scale, window, c0, m, l, o);
 }
 
 /* dispatch.h: attn_merge. */
