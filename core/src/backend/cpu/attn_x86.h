@@ -320,13 +320,18 @@ KX_INLINE __m512 kz_l3(__m512 a, __m512 b) /* lanes 0+1, 2+3 of each chunk */
     return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
 }
 
-/* The product vector of one query (q, hd floats) and one key row. */
-KX_INLINE __m512 kz_qk(const int kt, const int hd, const float *q, const char *k, __m512 ks)
+/* The product vectors a[qi] of NQ queries (q[qi*hd]) and one key row (an
+ * FMA chain over its 16-value columns), each column converted once for all
+ * the queries. */
+KX_INLINE void kz_qk(const int kt, const int NQ, const int hd, const float *q, const char *k,
+                     __m512 ks, __m512 *a)
 {
-    __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), kz_row(kt, k, 0, ks));
-    for (int c = 16; c < hd; c += 16)
-        a = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), kz_row(kt, k, c, ks), a);
-    return a;
+    for (int c = 0; c < hd; c += 16) {
+        const __m512 kc = kz_row(kt, k, c, ks);
+        for (int qi = 0; qi < NQ; qi++)
+            a[qi] = c == 0 ? _mm512_mul_ps(_mm512_loadu_ps(q + (size_t)qi * hd), kc)
+                           : _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)qi * hd + c), kc, a[qi]);
+    }
 }
 
 /* Scores (unscaled) of NQ queries q[qi*hd] against keys kp[0..nk) (nk <=
@@ -347,16 +352,12 @@ KX_INLINE void kz_scores16(const int kt, const int NQ, const int hd, const float
                 __m512 a0[KZ_NQ], a1[KZ_NQ];
                 for (int qi = 0; qi < NQ; qi++)
                     a0[qi] = a1[qi] = _mm512_setzero_ps();
-                if (j < nk) {
-                    const __m512 ks = kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(ksc[j]) : _mm512_setzero_ps();
-                    for (int qi = 0; qi < NQ; qi++)
-                        a0[qi] = kz_qk(kt, hd, q + (size_t)qi * hd, kp[j], ks);
-                }
-                if (j + 1 < nk) {
-                    const __m512 ks = kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(ksc[j + 1]) : _mm512_setzero_ps();
-                    for (int qi = 0; qi < NQ; qi++)
-                        a1[qi] = kz_qk(kt, hd, q + (size_t)qi * hd, kp[j + 1], ks);
-                }
+                if (j < nk)
+                    kz_qk(kt, NQ, hd, q, kp[j],
+                          kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(ksc[j]) : _mm512_setzero_ps(), a0);
+                if (j + 1 < nk)
+                    kz_qk(kt, NQ, hd, q, kp[j + 1],
+                          kt == PLUME_KV_TYPE_I8 ? _mm512_set1_ps(ksc[j + 1]) : _mm512_setzero_ps(), a1);
                 for (int qi = 0; qi < NQ; qi++)
                     b[w][qi] = kz_l1(a0[qi], a1[qi]);
             }
