@@ -273,6 +273,9 @@ static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq
  * arithmetic whatever the block, tile, chunking or split: a row's bits
  * depend only on the row. */
 #define KZ_NQ 4
+#ifndef KZ_PF_HINT
+#define KZ_PF_HINT _MM_HINT_T0
+#endif
 
 /* e^x on 16 lanes: kx_exp's Cephes reduction and polynomial. */
 KX_INLINE __m512 kz_exp(__m512 x)
@@ -480,6 +483,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
     const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     float ksc[KX_ATTN_SLICE], vsc[KX_ATTN_SLICE];
     const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
+    const uintptr_t row_bytes = (uintptr_t)hd * esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
     for (int i = 0; i < nr * nq; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
@@ -506,13 +510,14 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
         }
         /* the next slice's rows are strided and in blocks anywhere: ask
          * for them now, while this one is folded */
-        const int pe = end - e < KX_ATTN_SLICE ? end : e + KX_ATTN_SLICE;
+        const int pe = n_max - e < KX_ATTN_SLICE ? n_max : e + KX_ATTN_SLICE;
         for (int p = e; p < pe; p++) {
             const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
                                 (size_t)(p % block_size)) * (size_t)stride * esz;
-            for (size_t b = 0; b < (size_t)hd * esz + 4; b += 64) {
-                _mm_prefetch((const char *)k + off + b, _MM_HINT_T0);
-                _mm_prefetch((const char *)v + off + b, _MM_HINT_T0);
+            const uintptr_t ka = (uintptr_t)((const char *)k + off), va = (uintptr_t)((const char *)v + off);
+            for (uintptr_t b = 0; b < (ka & 63) + row_bytes; b += 64) {
+                _mm_prefetch((const char *)((ka & ~(uintptr_t)63) + b), KZ_PF_HINT);
+                _mm_prefetch((const char *)((va & ~(uintptr_t)63) + b), KZ_PF_HINT);
             }
         }
         for (int r = 0; r < nr; r++) {
