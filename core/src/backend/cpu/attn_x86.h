@@ -587,6 +587,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
 {
     const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     float ksc[KX_ATTN_SLICE], vsc[KX_ATTN_SLICE];
+    _Alignas(64) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
     const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
     const uintptr_t row_bytes = (uintptr_t)hd * esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
     for (int i = 0; i < nr * nq; i++) {
@@ -625,6 +626,19 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                 _mm_prefetch((const char *)((va & ~(uintptr_t)63) + b), KZ_PF_HINT);
             }
         }
+        int kt = kv_type;
+        if (nr > 1 && kv_type != PLUME_KV_TYPE_F32 && hd * KX_ATTN_SLICE <= KX_ATTN_F16_BUF) {
+            /* several rows: convert the slice once for all of them (f16
+             * exactly, int8 with kz_row's rounding: the same bits) */
+            const float *fk[KX_ATTN_SLICE], *fv[KX_ATTN_SLICE];
+            kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf,
+                         fk, fv);
+            for (int i = 0; i < e - g; i++) {
+                kp[i] = (const char *)fk[i];
+                vp[i] = (const char *)fv[i];
+            }
+            kt = PLUME_KV_TYPE_F32;
+        }
         for (int r = 0; r < nr; r++) {
             const int n_pos = n_pos0 + r;
             const int lo = window > 0 ? plume_attn_lo(n_pos, window) : 0;
@@ -633,7 +647,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                 continue;
             for (int q0 = 0; q0 < nq; q0 += KZ_NQ) {
                 const int i = r * nq + q0;
-                kz_fold_any(kv_type, nq - q0 < KZ_NQ ? nq - q0 : KZ_NQ, hd,
+                kz_fold_any(kt, nq - q0 < KZ_NQ ? nq - q0 : KZ_NQ, hd,
                             q + (size_t)r * q_stride + (size_t)q0 * hd, kp + (a - g), vp + (a - g),
                             ksc + (a - g), vsc + (a - g), er - a, scale, m + i, l + i,
                             o + (size_t)i * hd);
