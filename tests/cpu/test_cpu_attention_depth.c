@@ -5,7 +5,9 @@
  *     worst-case bound derived below;
  *   - plume_paged_attention at 1-4 threads, split-K (one decode row or a
  *     short tile over many chunks) and unsplit (many tiles), bit-identical
- *     to the active level's attn_paged for each row alone. */
+ *     to the active level's attn_paged for each row alone;
+ *   - at every level, one row's bits alone, inside prefill tiles and split
+ *     into chunk partials merged in order. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +198,78 @@ static void test_depth_reference(void **state)
     }
 }
 
+/* Every level, type and group (1, 3, 5: a block of 4 queries and a
+ * remainder, 8), with and without a sliding window: one row's bits are the
+ * same alone (attn_paged), inside prefill tiles of 16 and 5 rows starting
+ * before it (attn_paged_tile), and split (attn_partial of its chunks,
+ * computed last chunk first, then attn_merge in chunk order and O / L). */
+static void test_row_tile_split_bits(void **state)
+{
+    const cache *c = *state;
+    const int groups[] = {1, 3, 5, 8};
+    const int windows[] = {0, 700};
+    enum { NR = 16, ROW = 11, POS0 = 2000 }; /* the row: position POS0 + ROW */
+    const int n_pos = POS0 + ROW + 1; /* keys it sees */
+    const int h = 1;
+    float *q = malloc(sizeof(float) * NR * MAXG * HD), *ot = malloc(sizeof(float) * NR * MAXG * HD);
+    float o1[MAXG * HD], os[MAXG * HD];
+    const int n_ch = (n_pos + PLUME_ATTN_CHUNK - 1) / PLUME_ATTN_CHUNK;
+    float *pm = malloc(sizeof(float) * (size_t)n_ch * MAXG), *pl = malloc(sizeof(float) * (size_t)n_ch * MAXG);
+    float *po = malloc(sizeof(float) * (size_t)n_ch * MAXG * HD);
+    for (int l = -1; l < n_levels; l++) {
+        const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
+        for (int t = 0; t < 3; t++)
+            for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+                for (size_t wi = 0; wi < sizeof windows / sizeof windows[0]; wi++) {
+                    const int g = groups[gi], w = windows[wi], qs = g * HD;
+                    tu_fill(q, (size_t)NR * qs, -2, 2);
+                    const float *qr = q + (size_t)ROW * qs;
+                    kt->attn_paged(qr, g, kptr(c, t, h), vptr(c, t, h), stride_of(t), t, c->table,
+                                   BS, n_pos, HD, 0.125f, w, o1);
+                    /* tiles: rows 0..15 and rows 9..13 */
+                    kt->attn_paged_tile(q, qs, NR, g, kptr(c, t, h), vptr(c, t, h), stride_of(t), t,
+                                        c->table, BS, POS0 + 1, HD, 0.125f, w, ot, qs);
+                    if (memcmp(o1, ot + (size_t)ROW * qs, sizeof(float) * (size_t)qs))
+                        fail_msg("level %s type %d group %d window %d: the row in a 16-row tile "
+                                 "differs from the row alone",
+                                 plume_cpu_level_name(kt->level), t, g, w);
+                    kt->attn_paged_tile(q + (size_t)9 * qs, qs, 5, g, kptr(c, t, h), vptr(c, t, h),
+                                        stride_of(t), t, c->table, BS, POS0 + 10, HD, 0.125f, w, ot,
+                                        qs);
+                    if (memcmp(o1, ot + (size_t)(ROW - 9) * qs, sizeof(float) * (size_t)qs))
+                        fail_msg("level %s type %d group %d window %d: the row in a 5-row tile "
+                                 "differs from the row alone",
+                                 plume_cpu_level_name(kt->level), t, g, w);
+                    /* split: its chunks' partials, last first, merged in order */
+                    const int c_first = (w > 0 && n_pos > w ? n_pos - w : 0) / PLUME_ATTN_CHUNK;
+                    for (int ch = n_ch - 1; ch >= c_first; ch--)
+                        kt->attn_partial(qr, qs, 1, g, kptr(c, t, h), vptr(c, t, h), stride_of(t), t,
+                                         c->table, BS, n_pos, HD, 0.125f, w, ch * PLUME_ATTN_CHUNK,
+                                         pm + ch * g, pl + ch * g, po + (size_t)ch * g * HD);
+                    float M[MAXG], L[MAXG];
+                    for (int i = 0; i < g; i++)
+                        M[i] = -INFINITY, L[i] = 0;
+                    for (int ch = c_first; ch < n_ch; ch++)
+                        kt->attn_merge(M, L, os, pm + ch * g, pl + ch * g, po + (size_t)ch * g * HD,
+                                       g, HD, HD);
+                    for (int i = 0; i < g; i++) {
+                        const float inv = 1.0f / L[i];
+                        for (int d = 0; d < HD; d++)
+                            os[i * HD + d] *= inv;
+                    }
+                    if (memcmp(o1, os, sizeof(float) * (size_t)qs))
+                        fail_msg("level %s type %d group %d window %d: the row split by chunks "
+                                 "differs from the row alone",
+                                 plume_cpu_level_name(kt->level), t, g, w);
+                }
+    }
+    free(q);
+    free(ot);
+    free(pm);
+    free(pl);
+    free(po);
+}
+
 /* plume_paged_attention split and unsplit at 1-4 threads: each row the
  * bits of the active level's attn_paged for it alone. */
 static void test_split_threads(void **state)
@@ -260,6 +334,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_depth_reference),
         cmocka_unit_test(test_split_threads),
+        cmocka_unit_test(test_row_tile_split_bits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

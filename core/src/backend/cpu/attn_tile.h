@@ -27,8 +27,9 @@ typedef void (*plume_attn_partial_fn)(const float *q, int64_t q_stride, int nr, 
 typedef void (*plume_attn_merge_fn)(float *M, float *L, float *O, const float *m, const float *l,
                                     const float *o, int n, int hd, int64_t O_stride);
 
-/* Most queries (rows x heads) of one pass. */
-#define PLUME_ATTN_TILE_Q 32
+/* Most queries (rows x heads) of one pass: 16 rows of a GQA group of 8, so
+ * that a tile of paged_attention.c is one pass (its K/V read once). */
+#define PLUME_ATTN_TILE_Q 128
 
 /* attn_paged_tile with this level's partial and merge; po is scratch for
  * po_floats partial outputs (at least hd). */

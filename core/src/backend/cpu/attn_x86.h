@@ -220,10 +220,10 @@ KX_INLINE int kx_attn_slice_len(int kv_type, int hd)
     return slice;
 }
 
-/* dispatch.h: attn_partial.  Slices start at absolute multiples of the
- * slice length; each is gathered once for the tile and a row folds only
- * the keys of its own range. */
-static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+/* attn_partial on 256-bit vectors.  Slices start at absolute multiples of
+ * the slice length; each is gathered once for the tile and a row folds
+ * only the keys of its own range. */
+static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq, const void *k,
                             const void *v, int64_t stride, int kv_type,
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, int c0, float *m, float *l, float *o)
@@ -257,6 +257,420 @@ static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                               o + (size_t)(r * nq + qi) * hd);
         }
     }
+}
+
+/* ---- Multi-query attention on the level's widest vectors (kz_*): 16
+ * lanes at the avx512 level (KX_ZMM), 8 at avx2; head_dim a multiple of
+ * the width ----
+ * Per slice, each row's queries in blocks of up to KZ_NQ are folded
+ * together: every key and value row is loaded (f16 converted, int8 times its
+ * scale, in registers) once per block and used by each query of it.  A
+ * query's score for a key is its product vector (an FMA chain over the
+ * head's columns of KZ_W values) summed by a fixed shuffle tree that reduces
+ * KZ_W keys' vectors at once (kz_scores), so no per-key horizontal add; the
+ * softmax of the slice's scores is a vector exp; each value column is one
+ * FMA chain over the keys.  All of it per (query, key) is the same
+ * arithmetic whatever the block, tile, chunking or split: a row's bits
+ * depend only on the row. */
+#ifndef KZ_PF_HINT
+#define KZ_PF_HINT _MM_HINT_T0
+#endif
+
+#if KX_ZMM
+#define KZ_W 16
+#define KZ_NQ 4 /* 4 queries x 4 columns of 16 accumulate in 16 of 32 registers */
+typedef __m512 kz_v;
+#define kz_load _mm512_loadu_ps
+#define kz_loada _mm512_load_ps
+#define kz_store _mm512_storeu_ps
+#define kz_storea _mm512_store_ps
+#define kz_set1 _mm512_set1_ps
+#define kz_zero _mm512_setzero_ps
+#define kz_mul _mm512_mul_ps
+#define kz_add _mm512_add_ps
+#define kz_sub _mm512_sub_ps
+#define kz_fma _mm512_fmadd_ps
+#define kz_max _mm512_max_ps
+
+/* e^x on 16 lanes: kx_exp's Cephes reduction and polynomial. */
+KX_INLINE __m512 kz_exp(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+/* 16 values of a K/V row from column c: f32, f16 (exact) or int8 x scale
+ * (one rounding, as kx_gather_kv). */
+KX_INLINE __m512 kz_row(const int kt, const char *row, int c, __m512 sc)
+{
+    if (kt == PLUME_KV_TYPE_F32)
+        return _mm512_loadu_ps((const float *)row + c);
+    if (kt == PLUME_KV_TYPE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)row + c)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                             _mm_loadu_si128((const __m128i *)((const int8_t *)row + c)))), sc);
+}
+
+/* x where lane < n (n <= 16), else y. */
+KX_INLINE __m512 kz_select(__m512 x, __m512 y, int n)
+{
+    return _mm512_mask_mov_ps(y, (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1), x);
+}
+KX_INLINE float kz_hmax(__m512 v) { return _mm512_reduce_max_ps(v); }
+KX_INLINE float kz_hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* The tree's levels: two vectors of partial sums of 2^k keys each -> one of
+ * 2^(k+1) keys, each key's lanes halved by adding pairs. */
+KX_INLINE __m512 kz_l1(__m512 a, __m512 b) /* lanes 0-7 of a key + 8-15 */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+KX_INLINE __m512 kz_l2(__m512 a, __m512 b) /* 128-bit chunks 0+1, 2+3 */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+KX_INLINE __m512 kz_l3(__m512 a, __m512 b) /* lanes 0+1, 2+3 of each chunk */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+/* Two quads' vectors (kz_l2 of pairs: keys 4u .. 4u+3, one per chunk) ->
+ * 8 keys; two of those -> the 16 keys' sums, in key order. */
+#define kz_lq kz_l2
+KX_INLINE __m512 kz_oct(__m512 c0, __m512 c1) { return kz_l3(c0, c1); }
+KX_INLINE __m512 kz_final(__m512 d0, __m512 d1)
+{
+    /* lane 4i + t holds key 4t + i */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(idx, kz_l3(d0, d1));
+}
+#else
+#define KZ_W 8
+#define KZ_NQ 2 /* 2 queries x 4 columns of 8 accumulate in 8 of 16 registers */
+typedef __m256 kz_v;
+#define kz_load _mm256_loadu_ps
+#define kz_loada _mm256_load_ps
+#define kz_store _mm256_storeu_ps
+#define kz_storea _mm256_store_ps
+#define kz_set1 _mm256_set1_ps
+#define kz_zero _mm256_setzero_ps
+#define kz_mul _mm256_mul_ps
+#define kz_add _mm256_add_ps
+#define kz_sub _mm256_sub_ps
+#define kz_fma _mm256_fmadd_ps
+#define kz_max _mm256_max_ps
+#define kz_exp kx_exp
+
+/* 8 values of a K/V row from column c: f32, f16 (exact) or int8 x scale
+ * (one rounding, as kx_gather_kv). */
+KX_INLINE __m256 kz_row(const int kt, const char *row, int c, __m256 sc)
+{
+    if (kt == PLUME_KV_TYPE_F32)
+        return _mm256_loadu_ps((const float *)row + c);
+    if (kt == PLUME_KV_TYPE_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + c)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                             _mm_loadl_epi64((const __m128i *)((const int8_t *)row + c)))), sc);
+}
+
+/* x where lane < n (n <= 8), else y. */
+KX_INLINE __m256 kz_select(__m256 x, __m256 y, int n)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_blendv_ps(y, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
+}
+KX_INLINE float kz_hmax(__m256 v)
+{
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+#define kz_hsum kx_hsum
+
+/* The tree's levels (as the 512-bit ones, on 8 lanes). */
+KX_INLINE __m256 kz_l1(__m256 a, __m256 b) /* lanes 0-3 of a key + 4-7 */
+{
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+KX_INLINE __m256 kz_l3(__m256 a, __m256 b) /* lanes 0+1, 2+3 of each half */
+{
+    return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD));
+}
+/* Two quads (kz_l3 of pairs: keys 4u .. 4u+3, half h lane i holding key
+ * 2i + h's half sums) -> the 8 keys' sums, in key order. */
+#define kz_lq kz_l3
+KX_INLINE __m256 kz_final8(__m256 c0, __m256 c1)
+{
+    /* half h, lane i holds key 2i + h */
+    return _mm256_permutevar8x32_ps(kz_l3(c0, c1), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+#endif
+
+/* The product vectors a[qi] of NQ queries (q[qi*hd]) and one key row (an
+ * FMA chain over its columns), each column converted once for all the
+ * queries. */
+KX_INLINE void kz_qk(const int kt, const int NQ, const int hd, const float *q, const char *k,
+                     kz_v ks, kz_v *a)
+{
+    for (int c = 0; c < hd; c += KZ_W) {
+        const kz_v kc = kz_row(kt, k, c, ks);
+        for (int qi = 0; qi < NQ; qi++)
+            a[qi] = c == 0 ? kz_mul(kz_load(q + (size_t)qi * hd), kc)
+                           : kz_fma(kz_load(q + (size_t)qi * hd + c), kc, a[qi]);
+    }
+}
+
+/* kz_l1 of keys j and j+1's product vectors (0 for a key >= nk), per
+ * query. */
+KX_INLINE void kz_pair(const int kt, const int NQ, const int hd, const float *q,
+                       const char *const *kp, const float *ksc, int nk, int j, kz_v *b)
+{
+    kz_v a0[KZ_NQ], a1[KZ_NQ];
+    for (int qi = 0; qi < NQ; qi++)
+        a0[qi] = a1[qi] = kz_zero();
+    if (j < nk)
+        kz_qk(kt, NQ, hd, q, kp[j], kt == PLUME_KV_TYPE_I8 ? kz_set1(ksc[j]) : kz_zero(), a0);
+    if (j + 1 < nk)
+        kz_qk(kt, NQ, hd, q, kp[j + 1], kt == PLUME_KV_TYPE_I8 ? kz_set1(ksc[j + 1]) : kz_zero(), a1);
+    for (int qi = 0; qi < NQ; qi++)
+        b[qi] = kz_l1(a0[qi], a1[qi]);
+}
+
+/* Keys j .. j+3 reduced to one vector per query (kz_lq of two pairs). */
+KX_INLINE void kz_quad(const int kt, const int NQ, const int hd, const float *q,
+                       const char *const *kp, const float *ksc, int nk, int j, kz_v *c)
+{
+    kz_v b0[KZ_NQ], b1[KZ_NQ];
+    kz_pair(kt, NQ, hd, q, kp, ksc, nk, j, b0);
+    kz_pair(kt, NQ, hd, q, kp, ksc, nk, j + 2, b1);
+    for (int qi = 0; qi < NQ; qi++)
+        c[qi] = kz_lq(b0[qi], b1[qi]);
+}
+
+/* Scores (unscaled) of NQ queries q[qi*hd] against keys kp[0..nk) (nk <=
+ * KZ_W; missing keys score 0) into s[qi*sstride + j]: per key its product
+ * vector, reduced KZ_W keys at once by the tree (pairs, quads, ...), each
+ * level as soon as its inputs exist. */
+KX_INLINE void kz_scores(const int kt, const int NQ, const int hd, const float *q,
+                         const char *const *kp, const float *ksc, int nk, float *s, int sstride)
+{
+    kz_v c0[KZ_NQ], c1[KZ_NQ];
+#if KX_ZMM
+    kz_v d0[KZ_NQ];
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 0, c0);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 4, c1);
+    for (int qi = 0; qi < NQ; qi++)
+        d0[qi] = kz_oct(c0[qi], c1[qi]);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 8, c0);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 12, c1);
+    for (int qi = 0; qi < NQ; qi++)
+        kz_storea(s + (size_t)qi * sstride, kz_final(d0[qi], kz_oct(c0[qi], c1[qi])));
+#else
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 0, c0);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 4, c1);
+    for (int qi = 0; qi < NQ; qi++)
+        kz_storea(s + (size_t)qi * sstride, kz_final8(c0[qi], c1[qi]));
+#endif
+}
+
+/* Folds keys/values kp[j] / vp[j] (j < n <= KX_ATTN_SLICE; int8 rows
+ * with scales ksc[j] / vsc[j]) into NQ queries' running max m, sum l and
+ * unnormalized output o ([NQ][hd]); q is [NQ][hd]. */
+KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
+                       const char *const *kp, const char *const *vp, const float *ksc,
+                       const float *vsc, int n, float scale, float *m, float *l, float *o)
+{
+    _Alignas(64) float s[KZ_NQ][KX_ATTN_SLICE];
+    for (int j0 = 0; j0 < n; j0 += KZ_W)
+        kz_scores(kt, NQ, hd, q, kp + j0, ksc + j0, n - j0 < KZ_W ? n - j0 : KZ_W, &s[0][j0],
+                  KX_ATTN_SLICE);
+    const kz_v sv = kz_set1(scale);
+    for (int qi = 0; qi < NQ; qi++) {
+        kz_v mv = kz_set1(m[qi]);
+        for (int j0 = 0; j0 < n; j0 += KZ_W) {
+            const kz_v x = kz_mul(kz_loada(&s[qi][j0]), sv);
+            kz_storea(&s[qi][j0], x);
+            mv = kz_select(kz_max(mv, x), mv, n - j0);
+        }
+        const float mx = kz_hmax(mv);
+        const float c = expf(m[qi] - mx); /* 0 on the first slice */
+        mv = kz_set1(mx);
+        kz_v sum = kz_zero();
+        for (int j0 = 0; j0 < n; j0 += KZ_W) {
+            const kz_v e = kz_select(kz_exp(kz_sub(kz_loada(&s[qi][j0]), mv)), kz_zero(), n - j0);
+            kz_storea(&s[qi][j0], e);
+            sum = kz_add(sum, e);
+        }
+        l[qi] = l[qi] * c + kz_hsum(sum);
+        m[qi] = mx;
+        if (c != 1.0f) {
+            float *oq = o + (size_t)qi * hd;
+            for (int d = 0; d < hd; d += KZ_W)
+                kz_store(oq + d, kz_mul(kz_load(oq + d), kz_set1(c)));
+        }
+    }
+    /* o[qi] += p[qi][j] v_j, 4 columns at a time, every value row converted
+     * once per block for all its queries */
+    for (int d0 = 0; d0 < hd; d0 += 4 * KZ_W) {
+        const int nc = hd - d0 < 4 * KZ_W ? (hd - d0) / KZ_W : 4;
+        kz_v acc[KZ_NQ][4];
+        for (int qi = 0; qi < NQ; qi++)
+            for (int c = 0; c < nc; c++)
+                acc[qi][c] = kz_load(o + (size_t)qi * hd + d0 + KZ_W * c);
+        for (int j = 0; j < n; j++) {
+            const kz_v vs = kt == PLUME_KV_TYPE_I8 ? kz_set1(vsc[j]) : kz_zero();
+            kz_v vr[4];
+            for (int c = 0; c < nc; c++)
+                vr[c] = kz_row(kt, vp[j], d0 + KZ_W * c, vs);
+            for (int qi = 0; qi < NQ; qi++) {
+                const kz_v p = kz_set1(s[qi][j]);
+                for (int c = 0; c < nc; c++)
+                    acc[qi][c] = kz_fma(p, vr[c], acc[qi][c]);
+            }
+        }
+        for (int qi = 0; qi < NQ; qi++)
+            for (int c = 0; c < nc; c++)
+                kz_store(o + (size_t)qi * hd + d0 + KZ_W * c, acc[qi][c]);
+    }
+}
+
+/* kz_fold with the block size, cache type and (64: unrolled) head size as
+ * constants. */
+#define KZ_FOLD_NQ(kt, hd)                                                                    \
+    switch (nq) {                                                                             \
+    case 1: kz_fold(kt, 1, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
+    case 2: kz_fold(kt, 2, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
+    case 3: kz_fold(kt, 3 < KZ_NQ ? 3 : KZ_NQ, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break; \
+    default: kz_fold(kt, KZ_NQ, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;          \
+    }
+#define KZ_FOLD_HD(kt)                                                                        \
+    if (hd == 64) {                                                                           \
+        KZ_FOLD_NQ(kt, 64)                                                                    \
+    } else {                                                                                  \
+        KZ_FOLD_NQ(kt, hd)                                                                    \
+    }
+static void kz_fold_any(int kt, int nq, int hd, const float *q, const char *const *kp,
+                        const char *const *vp, const float *ksc, const float *vsc, int n,
+                        float scale, float *m, float *l, float *o)
+{
+    if (kt == PLUME_KV_TYPE_F16) {
+        KZ_FOLD_HD(PLUME_KV_TYPE_F16)
+    } else if (kt == PLUME_KV_TYPE_I8) {
+        KZ_FOLD_HD(PLUME_KV_TYPE_I8)
+    } else {
+        KZ_FOLD_HD(PLUME_KV_TYPE_F32)
+    }
+}
+#undef KZ_FOLD_HD
+#undef KZ_FOLD_NQ
+
+/* dispatch.h: attn_partial on KZ_W-lane vectors (head_dim % KZ_W == 0): slices
+ * of KX_ATTN_SLICE keys at absolute multiples of it; each slice's row
+ * pointers (and int8 scales) are looked up once for the tile, and each row
+ * folds the keys of its own range, its queries KZ_NQ at a time. */
+static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                            const void *v, int64_t stride, int kv_type,
+                            const int32_t *block_table, int block_size, int n_pos0, int hd,
+                            float scale, int window, int c0, float *m, float *l, float *o)
+{
+    const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
+    float ksc[KX_ATTN_SLICE], vsc[KX_ATTN_SLICE];
+    _Alignas(64) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
+    const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
+    const uintptr_t row_bytes = (uintptr_t)hd * esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
+    for (int i = 0; i < nr * nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
+    const int n_max = n_pos0 + nr - 1; /* keys of the last row */
+    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
+    const int lo0 = plume_attn_lo(n_pos0, window); /* the first row's first key */
+    int p0 = lo0 / KX_ATTN_SLICE * KX_ATTN_SLICE;
+    if (p0 < c0)
+        p0 = c0;
+    for (; p0 < end; p0 += KX_ATTN_SLICE) {
+        const int g = p0 > lo0 ? p0 : lo0; /* looked up: g .. e-1 */
+        const int e = end - p0 < KX_ATTN_SLICE ? end : p0 + KX_ATTN_SLICE;
+        for (int p = g; p < e; p++) {
+            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            kp[p - g] = (const char *)k + off;
+            vp[p - g] = (const char *)v + off;
+            if (kv_type == PLUME_KV_TYPE_I8) {
+                memcpy(&ksc[p - g], kp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
+                memcpy(&vsc[p - g], vp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
+            }
+        }
+        /* the next slice's rows are strided and in blocks anywhere: ask
+         * for them now, while this one is folded */
+        const int pe = n_max - e < KX_ATTN_SLICE ? n_max : e + KX_ATTN_SLICE;
+        for (int p = e; p < pe; p++) {
+            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
+                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            const uintptr_t ka = (uintptr_t)((const char *)k + off), va = (uintptr_t)((const char *)v + off);
+            for (uintptr_t b = 0; b < (ka & 63) + row_bytes; b += 64) {
+                _mm_prefetch((const char *)((ka & ~(uintptr_t)63) + b), KZ_PF_HINT);
+                _mm_prefetch((const char *)((va & ~(uintptr_t)63) + b), KZ_PF_HINT);
+            }
+        }
+        int kt = kv_type;
+        if (nr > 1 && kv_type != PLUME_KV_TYPE_F32 && hd * KX_ATTN_SLICE <= KX_ATTN_F16_BUF) {
+            /* several rows: convert the slice once for all of them (f16
+             * exactly, int8 with kz_row's rounding: the same bits) */
+            const float *fk[KX_ATTN_SLICE], *fv[KX_ATTN_SLICE];
+            kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf,
+                         fk, fv);
+            for (int i = 0; i < e - g; i++) {
+                kp[i] = (const char *)fk[i];
+                vp[i] = (const char *)fv[i];
+            }
+            kt = PLUME_KV_TYPE_F32;
+        }
+        for (int r = 0; r < nr; r++) {
+            const int n_pos = n_pos0 + r;
+            const int lo = window > 0 ? plume_attn_lo(n_pos, window) : 0;
+            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
+            if (er <= a)
+                continue;
+            for (int q0 = 0; q0 < nq; q0 += KZ_NQ) {
+                const int i = r * nq + q0;
+                kz_fold_any(kt, nq - q0 < KZ_NQ ? nq - q0 : KZ_NQ, hd,
+                            q + (size_t)r * q_stride + (size_t)q0 * hd, kp + (a - g), vp + (a - g),
+                            ksc + (a - g), vsc + (a - g), er - a, scale, m + i, l + i,
+                            o + (size_t)i * hd);
+            }
+        }
+    }
+}
+/* dispatch.h: attn_partial: the multi-query kernel (kz_attn_partial) where
+ * head_dim is a multiple of the level's width, else the one-query 256-bit
+ * one; the choice depends only on the level and head_dim, never on the
+ * tile or chunk. */
+static void kx_attn_partial(const float *q, int64_t q_stride, int nr, int nq, const void *k,
+                            const void *v, int64_t stride, int kv_type,
+                            const int32_t *block_table, int block_size, int n_pos0, int hd,
+                            float scale, int window, int c0, float *m, float *l, float *o)
+{
+    if (hd % KZ_W == 0) {
+        kz_attn_partial(q, q_stride, nr, nq, k, v, stride, kv_type, block_table, block_size,
+                        n_pos0, hd, scale, window, c0, m, l, o);
+        return;
+    }
+    kx_attn_partial_ymm(q, q_stride, nr, nq, k, v, stride, kv_type, block_table, block_size,
+                        n_pos0, hd, scale, window, c0, m, l, o);
 }
 
 /* dispatch.h: attn_merge. */

@@ -15,6 +15,7 @@
 #endif
 
 #define KX_VNNI 1
+#define KX_ZMM 1 /* 512-bit attention kernels (attn_x86.h) */
 #define KX_TR 4
 #define KX_TT 4
 #define KX_FR 4

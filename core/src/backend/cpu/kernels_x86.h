@@ -475,7 +475,10 @@ static float kx_softmax_exp(float *s, int n)
     return total;
 }
 
-/* The attention kernels (kx_attn_*). */
+/* The attention kernels (kx_attn_*; KX_ZMM 1: also the 512-bit kz_attn_*). */
+#ifndef KX_ZMM
+#define KX_ZMM 0
+#endif
 #include "backend/cpu/attn_x86.h"
 
 static float kx_read_sum(const void *buf, size_t bytes)

@@ -74,7 +74,11 @@ static size_t part_floats(int group, int hd)
     return (size_t)TILE_ROWS * (size_t)group * (size_t)(hd + 2);
 }
 
-/* Split-K, pass 1: item (tile, kv head, chunk) -> its partial. */
+/* Split-K, pass 1: item (tile, kv head, chunk) -> its partial.  Items are
+ * taken chunk by chunk (the kv heads of a chunk one after another): the kv
+ * heads of a slot are interleaved in the cache, so the heads of one chunk
+ * share its cache lines and pages, read once from memory for all of them.
+ * Partials are stored by (kv head, chunk) whatever the order. */
 static void split_worker(void *ctx, int ith, int nth)
 {
     const job *j = ctx;
@@ -88,9 +92,9 @@ static void split_worker(void *ctx, int ith, int nth)
         while (j->tiles[t].item0 + j->tiles[t].n_chunks * j->n_head_kv <= item)
             t++; /* items are in tile order */
         const tile *tl = &j->tiles[t];
-        const int i = item - tl->item0, kvh = i / tl->n_chunks, c = i % tl->n_chunks;
+        const int i = item - tl->item0, kvh = i % j->n_head_kv, c = i / j->n_head_kv;
         const plume_attn_row *row = &j->rows[tl->r0];
-        float *m = j->part + (size_t)item * pf, *l = m + TILE_ROWS * group, *o = l + TILE_ROWS * group;
+        float *m = j->part + (size_t)(tl->item0 + kvh * tl->n_chunks + c) * pf, *l = m + TILE_ROWS * group, *o = l + TILE_ROWS * group;
         kern->attn_partial(j->q + (size_t)tl->r0 * q_stride + (size_t)kvh * group * hd, q_stride,
                            tl->nr, group, (const char *)j->k + esz * (size_t)kvh * j->head_stride,
                            (const char *)j->v + esz * (size_t)kvh * j->head_stride, j->stride,

@@ -1,0 +1,142 @@
+/* One thread's paged attention in thread CPU time (so that a loaded
+ * machine's preemption does not count), SmolLM2-135M's shape: 9 query heads
+ * over 3 kv heads of 64, 30 layers' caches (each its own memory, blocks of
+ * 16 slots in order), best of reps runs.  Modes:
+ *   decode  one row at depth D, each kv head's whole depth in turn (the
+ *           unsplit path);
+ *   split   one row at depth D as split-K partials taken chunk by chunk
+ *           (paged_attention.c's order; merges not included);
+ *   prefill the last 16-row tile at depth D;
+ *   stream  the plain read of the same caches (kernels' read_sum), the
+ *           memory bound of decode.
+ * Usage: bench_attn [scalar|avx2|avx512] [depth] [f32|f16|int8] [mode] [reps]
+ * (defaults: best level, 6144, f16, decode, 7).  Prints ms and ns per
+ * (query, key) pair.  Not a test: it asserts nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/cpu/dispatch.h"
+#include "plume/fp16.h"
+
+enum { LAYERS = 30, NKV = 3, GROUP = 3, HD = 64, BS = 16 };
+
+static double cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv)
+{
+    const plume_kernels *k = plume_kernels_active();
+    if (argc > 1) {
+        int found = 0;
+        for (int l = 0; l < PLUME_CPU_LEVEL_COUNT; l++)
+            if (!strcmp(argv[1], plume_cpu_level_name((plume_cpu_level)l))) {
+                k = plume_kernels_for((plume_cpu_level)l);
+                found = 1;
+            }
+        if (!found || !k) {
+            fprintf(stderr, "bench_attn: level '%s' is %s; use scalar, avx2 or avx512\n", argv[1],
+                    found ? "not supported by this CPU" : "unknown");
+            return 1;
+        }
+    }
+    const int D = argc > 2 ? atoi(argv[2]) : 6144;
+    const char *ts = argc > 3 ? argv[3] : "f16";
+    const int kvt = !strcmp(ts, "f32") ? PLUME_KV_TYPE_F32 : !strcmp(ts, "int8") ? PLUME_KV_TYPE_I8 : PLUME_KV_TYPE_F16;
+    const char *mode = argc > 4 ? argv[4] : "decode";
+    if (strcmp(mode, "decode") && strcmp(mode, "split") && strcmp(mode, "prefill") && strcmp(mode, "stream")) {
+        fprintf(stderr, "bench_attn: unknown mode '%s'; use decode, split, prefill or stream\n", mode);
+        return 1;
+    }
+    const int reps = argc > 5 ? atoi(argv[5]) : 7;
+    if (D < 16 || reps < 1) {
+        fprintf(stderr, "bench_attn: depth must be >= 16 and reps >= 1\n");
+        return 1;
+    }
+    const size_t esz = kvt == PLUME_KV_TYPE_F32 ? 4 : kvt == PLUME_KV_TYPE_F16 ? 2 : 1;
+    const int64_t head = kvt == PLUME_KV_TYPE_I8 ? (int64_t)PLUME_KV_I8_SCALE_AT(HD) + 4 : HD;
+    const int64_t stride = NKV * head;
+    const int nb = D / BS + 2;
+    const size_t bytes = ((size_t)nb * BS * (size_t)stride * esz + 255) / 256 * 256;
+    char *K[LAYERS], *V[LAYERS];
+    srand(1);
+    for (int l = 0; l < LAYERS; l++) {
+        K[l] = aligned_alloc(64, bytes);
+        V[l] = aligned_alloc(64, bytes);
+        if (!K[l] || !V[l]) {
+            fprintf(stderr, "bench_attn: out of memory\n");
+            return 1;
+        }
+        for (size_t s = 0; s < (size_t)nb * BS * NKV; s++) /* each (slot, kv head) */
+            for (int d = 0; d < HD; d++) {
+                const float x = (float)(rand() % 200) / 100.0f - 1.0f, y = (float)(rand() % 200) / 100.0f - 1.0f;
+                char *kr = K[l] + s * (size_t)head * esz, *vr = V[l] + s * (size_t)head * esz;
+                if (kvt == PLUME_KV_TYPE_F32) {
+                    ((float *)kr)[d] = x;
+                    ((float *)vr)[d] = y;
+                } else if (kvt == PLUME_KV_TYPE_F16) {
+                    ((uint16_t *)kr)[d] = plume_fp32_to_fp16(x);
+                    ((uint16_t *)vr)[d] = plume_fp32_to_fp16(y);
+                } else {
+                    kr[d] = (char)(int)(x * 127);
+                    vr[d] = (char)(int)(y * 127);
+                    const float sc = 1.0f / 127;
+                    memcpy(kr + PLUME_KV_I8_SCALE_AT(HD), &sc, 4);
+                    memcpy(vr + PLUME_KV_I8_SCALE_AT(HD), &sc, 4);
+                }
+            }
+    }
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)nb);
+    for (int b = 0; b < nb; b++)
+        table[b] = b;
+    const int nr = !strcmp(mode, "prefill") ? 16 : 1, qs = NKV * GROUP * HD;
+    float *q = malloc(sizeof(float) * (size_t)nr * qs), *o = malloc(sizeof(float) * (size_t)nr * qs);
+    static float pm[GROUP], pl[GROUP], po[GROUP * HD];
+    for (int i = 0; i < nr * qs; i++)
+        q[i] = (float)(rand() % 100) / 100.0f - 0.5f;
+    double best = 1e30;
+    float sink = 0;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = cpu_seconds();
+        for (int l = 0; l < LAYERS; l++) {
+            if (!strcmp(mode, "stream")) {
+                sink += k->read_sum(K[l], bytes) + k->read_sum(V[l], bytes);
+                continue;
+            }
+            if (!strcmp(mode, "split")) {
+                for (int c = 0; c * PLUME_ATTN_CHUNK < D; c++)
+                    for (int h = 0; h < NKV; h++)
+                        k->attn_partial(q + h * GROUP * HD, qs, 1, GROUP, K[l] + (size_t)h * head * esz,
+                                        V[l] + (size_t)h * head * esz, stride, kvt, table, BS, D, HD,
+                                        0.125f, 0, c * PLUME_ATTN_CHUNK, pm, pl, po);
+                sink += po[0];
+                continue;
+            }
+            for (int h = 0; h < NKV; h++)
+                k->attn_paged_tile(q + h * GROUP * HD, qs, nr, GROUP, K[l] + (size_t)h * head * esz,
+                                   V[l] + (size_t)h * head * esz, stride, kvt, table, BS, D - nr + 1,
+                                   HD, 0.125f, 0, o + h * GROUP * HD, qs);
+            sink += o[0];
+        }
+        const double t = cpu_seconds() - t0;
+        best = t < best ? t : best;
+    }
+    const double pairs = (double)LAYERS * NKV * GROUP * D * nr;
+    printf("%s %s depth %d %s: %.2f ms", plume_cpu_level_name(k->level), ts, D, mode, best * 1e3);
+    if (strcmp(mode, "stream"))
+        printf(", %.2f ns per (query, key)", best * 1e9 / pairs);
+    printf(" (checksum %g)\n", (double)sink);
+    for (int l = 0; l < LAYERS; l++) {
+        free(K[l]);
+        free(V[l]);
+    }
+    free(table);
+    free(q);
+    free(o);
+    return 0;
+}
