@@ -118,6 +118,8 @@ int pd_ucx_ms_until(double deadline)
  * seconds for the close to finish.  0 when it did. */
 int pd_ucx_close_ep(ucx_state *st, ucp_ep_h ep, bool force, double seconds)
 {
+    if (!ep)
+        return 0;
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                              .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
@@ -155,7 +157,7 @@ int pd_ucx_resolve(const char *addr, bool passive, struct sockaddr_storage *out,
     struct addrinfo *res = NULL;
     int e = getaddrinfo(h, port, &hints, &res);
     if (e || !res) {
-        snprintf(msg, cap, "cannot pd_ucx_resolve '%.200s': %s", addr, gai_strerror(e));
+        snprintf(msg, cap, "cannot resolve '%.200s': %s", addr, gai_strerror(e));
         return -1;
     }
     memcpy(out, res->ai_addr, res->ai_addrlen);

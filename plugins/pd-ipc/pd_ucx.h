@@ -46,6 +46,7 @@ typedef struct ucx_conn { /* prefill: a decode worker's endpoint; decode: a pref
     ucp_ep_h ep;
     ucs_status_t failed;                    /* UCS_OK while alive */
     char addr[PLUME_KV_XFER_ADDR_MAX];      /* decode: its remote_addr */
+    bool greeted;                           /* prefill: its HELLO was accepted */
 } ucx_conn;
 
 typedef struct ucx_state {

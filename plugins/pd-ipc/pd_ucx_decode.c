@@ -69,6 +69,7 @@ static char get_blocks(ucx_state *st, const plume_kv_connector *c, unsigned char
     ucp_rkey_h rkey[2] = {NULL, NULL};
     const unsigned char *ids_at = m->extra + g->rkey_len + g->rkey_v_len;
     char kind = 0;
+    bool issued = false; /* a get went out */
     if (ucp_ep_rkey_unpack(st->ep, m->extra, &rkey[0]) != UCS_OK ||
         (g->rkey_v_len && ucp_ep_rkey_unpack(st->ep, m->extra + g->rkey_len, &rkey[1]) != UCS_OK)) {
         kind = 'P';
@@ -85,7 +86,7 @@ static char get_blocks(ucx_state *st, const plume_kv_connector *c, unsigned char
                     if (id != id0 + n)
                         break;
                 }
-                if (id0 < 0) {
+                if (id0 < 0 || (int64_t)id0 + n > INT32_MAX) {
                     kind = 'P';
                     break;
                 }
@@ -99,10 +100,16 @@ static char get_blocks(ucx_state *st, const plume_kv_connector *c, unsigned char
                     kind = 'G';
                 else if (r)
                     ucp_request_free(r); /* the flush below waits for it */
+                issued = true;
             }
     if (!kind) /* every get done: the endpoint's flush completes */
         kind = flush_ep(st, deadline);
 out:
+    if (kind && issued) { /* gets may be outstanding: they end with the endpoint, and
+                             only then may their rkeys go */
+        pd_ucx_close_ep(st, st->ep, true, 5.0);
+        st->ep = NULL;
+    }
     for (int i = 0; i < 2; i++)
         if (rkey[i])
             ucp_rkey_destroy(rkey[i]);
@@ -179,9 +186,22 @@ static int peer_connect(ucx_state *st, plume_kv_connector *c, pd_job *j,
         return -1;
     }
     *k = st->n_conns++;
-    st->conns[*k] = (ucx_conn){st->ep, UCS_OK, ""};
+    st->conns[*k] = (ucx_conn){st->ep, UCS_OK, "", false};
     snprintf(st->conns[*k].addr, sizeof st->conns[*k].addr, "%s", addr);
     return 0;
+}
+
+/* Tells the prefill worker that segment id (a transfer id) is done with;
+ * an endpoint on which that fails is closed (the prefill worker then drops
+ * what it holds for it). */
+static void send_got(ucx_state *st, const char *id, double deadline)
+{
+    pd_msg got = pd_msg_new(PD_GOT);
+    memcpy(got.id, id, sizeof got.id);
+    if (pd_ucx_send_msg(st->ep, &got, NULL, 0) || flush_ep(st, deadline)) {
+        pd_ucx_close_ep(st, st->ep, true, 5.0);
+        st->ep = NULL;
+    }
 }
 
 /* GET, the reads, GOT on st->ep: 0 with j->map, j->bytes and j's seg_*
@@ -200,28 +220,30 @@ static int transfer(ucx_state *st, plume_kv_connector *c, pd_job *j, double dead
     if (*kind)
         goto io;
     if (pd_consumer_seg_reply(c, j, &m.m, &want))
-        goto out;
+        goto refuse;
     if (want && posix_memalign(&buf, 4096, want)) {
         buf = NULL;
         snprintf(j->msg, sizeof j->msg, "cannot allocate %zu bytes for transfer %s", want,
                  j->xp.transfer_id);
-        goto out;
+        goto refuse;
     }
     if (want && (*kind = get_blocks(st, c, buf, &m, deadline)))
         goto io;
-    pd_msg got = pd_msg_new(PD_GOT);
-    memcpy(got.id, m.m.id, sizeof got.id);
     /* the bytes are here whatever becomes of GOT: if it is lost the prefill
      * worker lets the blocks go when it sees the endpoint closed, or after
      * timeout_s */
-    if (pd_ucx_send_msg(st->ep, &got, NULL, 0) || flush_ep(st, deadline)) {
-        pd_ucx_close_ep(st, st->ep, true, 5.0);
-        st->ep = NULL;
-    }
+    send_got(st, m.m.id, deadline);
     j->map = buf;
     j->bytes = want;
     buf = NULL;
     rc = 0;
+    goto out;
+refuse:
+    /* a segment the prefill worker claimed for this endpoint and that will not
+     * be read: let it go now, not after timeout_s (when the endpoint's reaping
+     * would also drop the next transfer's) */
+    if (m.m.type == PD_SEG)
+        send_got(st, m.m.id, deadline);
     goto out;
 io:
     pd_consumer_io_fail(c, j, "transfer", *kind);

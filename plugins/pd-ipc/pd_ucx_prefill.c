@@ -78,7 +78,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
                          .err_handler = {.cb = pd_ucx_on_ep_error, .arg = st}};
     ucp_ep_h ep;
     if (ucp_ep_create(st->worker, &p, &ep) == UCS_OK)
-        st->conns[st->n_conns++] = (ucx_conn){ep, UCS_OK, ""};
+        st->conns[st->n_conns++] = (ucx_conn){ep, UCS_OK, "", false};
 }
 
 static bool conn_alive(ucx_state *st, ucp_ep_h ep)
@@ -87,6 +87,15 @@ static bool conn_alive(ucx_state *st, ucp_ep_h ep)
         if (st->conns[i].ep == ep)
             return st->conns[i].failed == UCS_OK;
     return false;
+}
+
+/* The kept connection of ep, or NULL. */
+static ucx_conn *conn_of(ucx_state *st, ucp_ep_h ep)
+{
+    for (int i = 0; i < st->n_conns; i++)
+        if (st->conns[i].ep == ep)
+            return &st->conns[i];
+    return NULL;
 }
 
 static void reply_err(ucp_ep_h ep, const char *text)
@@ -196,10 +205,18 @@ static void serve_inbox(ucx_state *st)
         if (!conn_alive(st, in->ep))
             continue; /* no answer to a failed endpoint */
         if (in->m.type == PD_HELLO) {
-            pd_producer_hello(st->c, &in->m, &r);
+            const int bad = pd_producer_hello(st->c, &in->m, &r);
+            ucx_conn *cn = conn_of(st, in->ep);
+            if (cn)
+                cn->greeted = !bad;
             pd_ucx_send_msg(in->ep, &r, NULL, 0);
         } else if (in->m.type == PD_GET) {
-            serve_get(st, in);
+            const ucx_conn *cn = conn_of(st, in->ep);
+            if (!cn || !cn->greeted) /* the identity check gates every read */
+                reply_err(in->ep, "GET before an accepted HELLO: the decode worker must shake "
+                                  "hands (same model, dtype, block size, layers) first");
+            else
+                serve_get(st, in);
         } else {
             reply_err(in->ep, "unexpected message: only HELLO, GET and GOT go to a prefill worker");
         }
@@ -266,7 +283,9 @@ static void *ucx_listener(void *arg)
     plume_kv_connector *c = arg;
     ucx_state *st = c->tp_state;
     while (!pd_stopping(c)) {
-        while (ucp_worker_progress(st->worker))
+        /* bounded, so that a flood of messages cannot starve serving,
+         * reaping, expiry and the stop check */
+        for (int spins = 0; spins < 4096 && ucp_worker_progress(st->worker); spins++)
             ;
         serve_inbox(st);
         reap_conns(st);

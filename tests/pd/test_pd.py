@@ -298,6 +298,8 @@ def test_failed_transfer(d, colo, pre, dec, pre_addr):
     ids = list(range(10, 40))
     for other, says in ((ids[:17] + [99] + ids[18:], "holds the KV of another prompt"),
                         (ids + [7, 8, 9], "holds the KV of a 30-token prompt")):
+        expired0 = wait_clean(pre, "prefill before a refused transfer")[
+            'plume:kv_transfers_total{result="expired"}']
         st, r = pre.request("POST", "/v1/completions",
                             {"prompt": ids, "max_tokens": 1,
                              "kv_transfer_params": {"do_remote_decode": True}})
@@ -306,7 +308,11 @@ def test_failed_transfer(d, colo, pre, dec, pre_addr):
                              {"prompt": other, "max_tokens": 2,
                               "kv_transfer_params": r["kv_transfer_params"]})
         check(st == 500 and says in r2["error"]["message"], (st, r2))
-    wait_clean(pre, "prefill after refused transfers")
+        m = wait_clean(pre, "prefill after a refused transfer")
+        if "30-token" in says:
+            # refused after the segment was handed over: the decode worker
+            # lets it go at once, it does not wait for timeout_s to expire
+            check(m['plume:kv_transfers_total{result="expired"}'] == expired0, m)
     # on_failure: recompute: computed here, the same ids
     rec = Worker(pipeline(d, "rec.yaml", "decode", on_failure="recompute"), 0)
     try:

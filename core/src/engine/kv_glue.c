@@ -19,6 +19,7 @@ typedef struct plume_kv_deferred {
     int32_t *prompt;           /* a copy: the sequence may be released first */
     plume_kv_transfer_params xp;
     bool saved;                /* handed to the connector's save */
+    bool saving;               /* in the save call of this step */
 } plume_kv_deferred;
 
 /* FNV-1a, for the model identity. */
@@ -300,7 +301,7 @@ int plume_kv_glue_after_step(plume_engine *e, bool idle, plume_error *err)
             plume_kv_deferred *d = &e->deferred[i];
             if (d->saved)
                 continue;
-            d->saved = true;
+            d->saved = d->saving = true;
             e->kv_meta[ns++] = (plume_kv_req_blocks){d->req_id, &d->xp, d->bt.ids,
                                                      plume_bm_blocks_for(e->sched.bm, d->n_tokens),
                                                      d->n_tokens, d->prompt, d->n_tokens};
@@ -309,18 +310,22 @@ int plume_kv_glue_after_step(plume_engine *e, bool idle, plume_error *err)
             plume_kv_step_meta meta = {NULL, 0, e->kv_meta, ns};
             plume_error e2 = {0};
             if (e->kvc_vt.save(e->kvc, &meta, &e2)) {
-                /* nothing was saved: free the blocks now; the decode worker's
-                 * load of these requests fails loudly (unknown transfer) */
+                /* nothing of this call was saved: free those requests' blocks
+                 * now (the decode worker's load of them fails loudly: unknown
+                 * transfer); blocks saved in earlier steps may still be read
+                 * in place by a decode worker and stay until reported sent */
                 fprintf(stderr, "plume: kv_connector '%s' could not save %d requests' KV: %s\n",
                         e->kvc_vt.name, ns, e2.msg);
                 for (int32_t i = e->n_deferred - 1; i >= 0; i--)
-                    if (e->deferred[i].saved) {
+                    if (e->deferred[i].saving) {
                         plume_bm_release(e->sched.bm, &e->deferred[i].bt);
                         plume_block_table_free(&e->deferred[i].bt);
                         free(e->deferred[i].prompt);
                         e->deferred[i] = e->deferred[--e->n_deferred];
                     }
             }
+            for (int32_t i = 0; i < e->n_deferred; i++)
+                e->deferred[i].saving = false;
         }
     }
     take_finished(e);
@@ -377,7 +382,7 @@ void plume_kv_glue_on_finish(plume_engine *e, plume_seq *s)
     /* the blocks move out of the sequence (which may be released at once):
      * they are freed when get_finished reports the send */
     e->deferred[e->n_deferred++] = (plume_kv_deferred){s->id, s->bt, s->n_prompt, prompt,
-                                                       s->kv_xfer, false};
+                                                       s->kv_xfer, false, false};
     memset(&s->bt, 0, sizeof s->bt);
 }
 
