@@ -370,6 +370,10 @@ int serve_loop_start(const serve_loop_opts *o, serve_loop **out)
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
+    /* the gauges exist from the start: /metrics may be read before the
+     * engine thread's first step */
+    if (l->metrics)
+        snapshot(l, 0);
     if (pthread_create(&l->thread, NULL, engine_main, l) != 0) {
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->cv);
