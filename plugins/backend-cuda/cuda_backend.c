@@ -110,7 +110,10 @@ static int cuda_create(const plume_settings *s, int n_threads, plume_backend **o
     char why[256];
     if (!cc_device_usable((int)dev, ck_kernel_probe, "the backend's kernels", why, sizeof why))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "cuda backend: %s; use backend: cpu (or auto, which picks cpu here)", why);
+                         "cuda backend: %s; choose a device this machine has (backend setting "
+                         "device), or use backend: cpu (or auto, which picks cpu when no device "
+                         "is usable)",
+                         why);
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b)
         return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory");

@@ -43,8 +43,18 @@ bool cc_device_usable(int device, cudaError_t (*probe)(void), const char *kernel
                  count - 1);
         return false;
     }
+    /* the probe runs on device; the caller's current device is put back
+     * after it, so that probing (backend: auto's score) never moves the
+     * thread off the device a live backend launches on */
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        prev = -1;
+    }
     if ((e = cudaSetDevice(device)) == cudaSuccess)
         e = probe();
+    if (prev >= 0 && prev != device)
+        (void)cudaSetDevice(prev);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         struct cudaDeviceProp p;

@@ -23,7 +23,9 @@ typedef struct plume_q8_act {
     const float *s;
     int64_t K;
     /* int32[n_tok][K/32] = Σq per block; needed by the repacked kernels
-     * (mm_r) of Q4_0 and Q8_0, may be NULL for the others. */
+     * (mm_r) of Q4_0 and Q8_0, and by the AVX-512 mm_r kernels of the
+     * formats with one scale per 32 values and an offset correction (Q5_0,
+     * IQ4_NL); may be NULL for the others. */
     const int32_t *isum;
     /* int32[n_tok][K/16] = Σq per 16 values and float[n_tok][K/16] =
      * d * that sum; needed by the mm_r kernels of the formats in
