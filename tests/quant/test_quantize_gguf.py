@@ -32,10 +32,11 @@ smollm2: models/SmolLM2-135M-Instruct-f16 if scripts/make-f16-model made
          - quantized to Q4_1 it gives the downloaded llama.cpp Q4_1 file's
            tensors byte for byte (types, the Q8_0 tied embedding, the q/k
            permutation, the codes) and its tokenizer keys;
-         - quantized to Q4_K_M: the 576-wide fallbacks; the chat answer to
-           "Which city is the capital of France?" names Paris (to "What is
-           the capital of France?" both this and the downloaded Q4_1 model
-           answer greedily in French); its perplexity on
+         - quantized to Q4_K_M: the 576-wide fallbacks; its next-token
+           distributions on bench/data/eval-heldout.txt stay close to the
+           f16 base's (mean KL < 0.3, top-1 agreement > 70%; the greedy chat
+           answer is printed, not checked: its first token is a near tie);
+           its perplexity on
            bench/data/eval-heldout.txt is within 20% of the Q4_1 GGUF's (the
            base is on Q4_1's grid, which Q4_K_M's grids do not contain: it
            pays a re-quantization that Q4_1 does not; measured ~14%).
@@ -43,6 +44,7 @@ smollm2: models/SmolLM2-135M-Instruct-f16 if scripts/make-f16-model made
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
 """
 
+import json
 import os
 import re
 import sys
@@ -300,8 +302,20 @@ def test_smollm2(tmp):
     check(types["blk.5.ffn_down.weight"] == T.Q6_K, "ffn_down of layer 5 (use_more_bits): Q6_K")
     g = run("generate", "--model", out, "--chat", "--prompt", "Which city is the capital of France?",
             "--max-tokens", "24", "--temperature", "0")
-    print("Q4_K_M answer:", g.stdout.strip())
-    check("Paris" in g.stdout, "the Q4_K_M model's answer names Paris")
+    # printed, not checked: the model's first answer token is a near tie (top 3
+    # within 0.17 nats: "The", "Le", "La"), so which one a kernel level's
+    # rounding picks says nothing of the quantizer; the divergence from the
+    # f16 base below does
+    print("Q4_K_M answer (not checked):", g.stdout.strip())
+    kl = json.loads(run("perplexity", "--model", out, "--kl-base", f16, "--text", HELDOUT,
+                        "--ctx", "512", "--threads", "2", "--json").stdout)["kl"]
+    print("Q4_K_M vs its f16 base: mean KL %.4f, top-1 agreement %.1f%%" %
+          (kl["mean"], kl["top1_pct"]))
+    # measured 0.16 and 81.6% (the base lies on Q4_1's grid, which Q4_K_M
+    # requantizes); a wrong scale, code or fallback type gives KL > 1 and
+    # top-1 below 50%
+    check(kl["mean"] < 0.3 and kl["top1_pct"] > 70,
+          "Q4_K_M's next-token distributions stay close to the f16 base's")
     p_q4km, p_q41 = ppl(out), ppl(harness.SMOL)
     print("PPL Q4_K_M %.3f, Q4_1 %.3f" % (p_q4km, p_q41))
     check(p_q4km <= 1.20 * p_q41, "Q4_K_M perplexity %.3f within 20%% of Q4_1's %.3f" %
