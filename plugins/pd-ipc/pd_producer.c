@@ -100,30 +100,25 @@ static int save_one(plume_kv_connector *c, const plume_kv_req_blocks *r, pd_seg 
     int in_place = c->tp->seg_in_place ? c->tp->seg_in_place(c, out, r->block_ids, r->n_blocks) : 0;
     if (in_place < 0)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    if (in_place) {
-        out->bytes = bytes;
-        out->n_tokens = nt;
-        out->n_blocks = r->n_blocks;
-        out->tokens_hash = pd_tokens_hash(r->prompt, nt);
-        out->t_created = pd_now();
-        return 0;
-    }
-    unsigned char *map = NULL;
-    if (c->tp->seg_create(c, out, bytes, &map, err))
-        return -1;
-    int rc = 0;
-    for (int32_t l = 0; l < p->n_layer && !rc; l++)
-        for (int kv = 0; kv < 2 && !rc; kv++)
-            for (int32_t i = 0; i < r->n_blocks && !rc; i++) {
-                size_t src = (size_t)l * p->layer_stride +
-                             (size_t)r->block_ids[i] * (size_t)p->block_size * p->slot_stride;
-                size_t dst = (((size_t)l * 2 + (size_t)kv) * (size_t)r->n_blocks + (size_t)i) * bb;
-                rc = c->kv.bvt->download(c->kv.b, map + dst, kv ? p->v : p->k, src, bb, err);
-            }
-    c->tp->seg_filled(out, map);
-    if (rc) {
-        c->tp->seg_free(c, out);
-        return -1;
+    if (!in_place) { /* a copy: the blocks go back to the engine at once */
+        unsigned char *map = NULL;
+        if (c->tp->seg_create(c, out, bytes, &map, err))
+            return -1;
+        int rc = 0;
+        for (int32_t l = 0; l < p->n_layer && !rc; l++)
+            for (int kv = 0; kv < 2 && !rc; kv++)
+                for (int32_t i = 0; i < r->n_blocks && !rc; i++) {
+                    size_t src = (size_t)l * p->layer_stride +
+                                 (size_t)r->block_ids[i] * (size_t)p->block_size * p->slot_stride;
+                    size_t dst =
+                        (((size_t)l * 2 + (size_t)kv) * (size_t)r->n_blocks + (size_t)i) * bb;
+                    rc = c->kv.bvt->download(c->kv.b, map + dst, kv ? p->v : p->k, src, bb, err);
+                }
+        c->tp->seg_filled(out, map);
+        if (rc) {
+            c->tp->seg_free(c, out);
+            return -1;
+        }
     }
     out->bytes = bytes;
     out->n_tokens = nt;
