@@ -10,7 +10,10 @@
  *   stream  the plain read of the same caches (kernels' read_sum), the
  *           memory bound of decode.
  * Usage: bench_attn [scalar|avx2|avx512] [depth] [f32|f16|int8] [mode] [reps]
- * (defaults: best level, 6144, f16, decode, 7).  Prints ms and ns per
+ * [sep] (defaults: best level, 6144, f16, decode, 7).  With "sep", split
+ * mode reads each kv head's rows from a buffer of its own (a copy), not
+ * interleaved with the other heads' as in the pool: what a pool layout
+ * with each head's rows contiguous would give.  Prints ms and ns per
  * (query, key) pair.  Not a test: it asserts nothing. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,10 +63,11 @@ int main(int argc, char **argv)
     }
     const size_t esz = kvt == PLUME_KV_TYPE_F32 ? 4 : kvt == PLUME_KV_TYPE_F16 ? 2 : 1;
     const int64_t head = kvt == PLUME_KV_TYPE_I8 ? (int64_t)PLUME_KV_I8_SCALE_AT(HD) + 4 : HD;
-    const int64_t stride = NKV * head;
+    const int sep = argc > 6 && !strcmp(argv[6], "sep");
+    const int64_t stride = sep ? head : NKV * head;
     const int nb = D / BS + 2;
-    const size_t bytes = ((size_t)nb * BS * (size_t)stride * esz + 255) / 256 * 256;
-    char *K[LAYERS], *V[LAYERS];
+    const size_t bytes = ((size_t)nb * BS * (size_t)(NKV * head) * esz + 255) / 256 * 256;
+    char *K[LAYERS], *V[LAYERS], *KS[LAYERS][NKV], *VS[LAYERS][NKV];
     srand(1);
     for (int l = 0; l < LAYERS; l++) {
         K[l] = aligned_alloc(64, bytes);
@@ -91,6 +95,18 @@ int main(int argc, char **argv)
                 }
             }
     }
+    if (sep) /* the copies' contents do not matter: only their layout */
+        for (int l = 0; l < LAYERS; l++)
+            for (int h = 0; h < NKV; h++) {
+                KS[l][h] = aligned_alloc(64, bytes);
+                VS[l][h] = aligned_alloc(64, bytes);
+                if (!KS[l][h] || !VS[l][h]) {
+                    fprintf(stderr, "bench_attn: out of memory\n");
+                    return 1;
+                }
+                memcpy(KS[l][h], K[l], bytes);
+                memcpy(VS[l][h], V[l], bytes);
+            }
     int32_t *table = malloc(sizeof(int32_t) * (size_t)nb);
     for (int b = 0; b < nb; b++)
         table[b] = b;
@@ -111,8 +127,10 @@ int main(int argc, char **argv)
             if (!strcmp(mode, "split")) {
                 for (int c = 0; c * PLUME_ATTN_CHUNK < D; c++)
                     for (int h = 0; h < NKV; h++)
-                        k->attn_partial(q + h * GROUP * HD, qs, 1, GROUP, K[l] + (size_t)h * head * esz,
-                                        V[l] + (size_t)h * head * esz, stride, kvt, table, BS, D, HD,
+                        k->attn_partial(q + h * GROUP * HD, qs, 1, GROUP,
+                                        sep ? KS[l][h] : K[l] + (size_t)h * head * esz,
+                                        sep ? VS[l][h] : V[l] + (size_t)h * head * esz, stride,
+                                        kvt, table, BS, D, HD,
                                         0.125f, 0, c * PLUME_ATTN_CHUNK, pm, pl, po);
                 sink += po[0];
                 continue;
@@ -134,6 +152,10 @@ int main(int argc, char **argv)
     for (int l = 0; l < LAYERS; l++) {
         free(K[l]);
         free(V[l]);
+        for (int h = 0; sep && h < NKV; h++) {
+            free(KS[l][h]);
+            free(VS[l][h]);
+        }
     }
     free(table);
     free(q);
