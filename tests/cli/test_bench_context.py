@@ -2,7 +2,10 @@
 row per depth with decode and prefill figures beside positive rooflines
 (prefill null at depth 0), the KV bytes per token of the dtype (int8 about
 half of f16, f16 half of f32), and bad --depths / --kv-dtype are usage
-errors naming the option.  Speeds are printed, never asserted."""
+errors naming the option; --batch N decodes N sequences together, its
+roofline (per unit of measured bandwidth) above batch 1's since the weights
+are read once per step for all of them.  Speeds are printed, never
+asserted."""
 import json
 import subprocess
 import sys
@@ -45,3 +48,15 @@ r = bench("--depths", "40,5", rc=2)
 check("--depths" in r.stderr, r.stderr)
 r = bench("--kv-dtype", "int4", rc=2)
 check("--kv-dtype" in r.stderr and "int8" in r.stderr, r.stderr)
+r = bench("--batch", "0", rc=2)
+check("--batch" in r.stderr, r.stderr)
+
+per_bw = {}
+for b in [1, 4]:
+    out = json.loads(bench("--depths", "0,40", "--batch", str(b), "--chunk", "16", "--json").stdout)
+    check(out["batch"] == b and [r["depth"] for r in out["rows"]] == [0, 40], out)
+    for r in out["rows"]:
+        check(r["decode_tok_s"] > 0 and r["decode_roofline_tok_s"] > 0, r)
+    per_bw[b] = [r["decode_roofline_tok_s"] / out["machine"]["bandwidth_gbs"] for r in out["rows"]]
+    print("batch", b, out["rows"])
+check(all(x4 > x1 for x1, x4 in zip(per_bw[1], per_bw[4])), per_bw)

@@ -16,9 +16,14 @@ static const char help[] =
     "One prompt (arbitrary ids) is prefilled in chunks through a sequence runner\n"
     "with the chosen KV cache; at each depth D (ascending) it decodes --steps single\n"
     "tokens (batch 1, greedy; llama-bench's -d), then cuts the sequence back to D\n"
-    "and goes on.  Prefill of D = the time from position 0 to D.  Reports:\n"
-    "  decode:  tokens/s of the steps, and the roofline bandwidth / (weight bytes +\n"
-    "           KV bytes read per step at the steps' mean depth)\n"
+    "and goes on.  Prefill of D = the time from position 0 to D.  With --batch N,\n"
+    "N such sequences (different prompts) are each brought to D and then decode\n"
+    "together, one token each per step (the prefill figure is the first one's).\n"
+    "Reports:\n"
+    "  decode:  tokens/s of the steps (all sequences), and the roofline\n"
+    "           N x bandwidth / (weight bytes + N x KV bytes per token x the\n"
+    "           steps' mean depth): the weights are read once per step, every\n"
+    "           sequence's KV cache once\n"
     "  prefill: tokens/s of the whole prompt, and the roofline N / (2 x P x N /\n"
     "           int8 peak (f32 peak when the weights are not quantized) +\n"
     "           causal attention FLOPs (4 x layers x heads x head_dim x N(N+1)/2) /\n"
@@ -33,20 +38,22 @@ static const char help[] =
     "  --depths LIST     comma-separated context depths (default 0,512,2048,6144)\n"
     "  --kv-dtype T      KV cache storage: f32, f16, int8 (default f16)\n"
     "  --steps N         decode steps per measurement (default 32)\n"
+    "  --batch N         sequences decoding together at each depth (default 1)\n"
     "  --chunk N         prefill chunk, tokens per forward pass (default 512)\n"
     "  --reps N          repetitions (default 3)\n"
     "  --threads N       worker threads (default: PLUME_THREADS, else physical cores)\n"
     "  --json            one JSON object: {machine, model, kv_dtype,\n"
-    "                    kv_bytes_per_token, rows: [{depth, decode_tok_s,\n"
+    "                    kv_bytes_per_token, steps, batch, rows: [{depth, decode_tok_s,\n"
     "                    decode_roofline_tok_s, decode_pct, prefill_tok_s,\n"
     "                    prefill_roofline_tok_s, prefill_pct}]} (prefill null at 0)\n";
 
 #define MAX_DEPTHS 32
+#define MAX_BATCH 256
 
 typedef struct ctx_opts {
     const char *model;
     int depths[MAX_DEPTHS], n_depths;
-    int kv_dtype, steps, chunk, reps, threads;
+    int kv_dtype, steps, batch, chunk, reps, threads;
     bool json;
 } ctx_opts;
 
@@ -64,61 +71,87 @@ static int32_t argmax(const float *v, int32_t n)
     return best;
 }
 
-static int run_tokens(plume_seq_runner *r, const int32_t *tokens, int n, bool logits_last,
-                      float *logits, plume_error *err)
+static int run_tokens(plume_seq_runner *r, int64_t seq, const int32_t *tokens, int n,
+                      bool logits_last, float *logits, plume_error *err)
 {
-    const plume_seq_run run = {0, tokens, n, logits_last};
+    const plume_seq_run run = {seq, tokens, n, logits_last};
     return plume_seq_runner_run(r, &run, 1, logits, err);
 }
 
-/* Decodes o->steps greedy tokens after the sequence's context; returns the
- * seconds they took, or -1. */
+/* Decodes o->steps greedy tokens after each sequence's context, one token
+ * of every sequence per forward pass (logits holds o->batch rows, the
+ * last of each sequence); returns the seconds they took, or -1. */
 static double decode_steps(plume_seq_runner *r, const ctx_opts *o, float *logits, int32_t nv,
                            plume_error *err)
 {
+    int32_t next[MAX_BATCH];
+    plume_seq_run runs[MAX_BATCH];
     const double t0 = cli_now();
     for (int s = 0; s < o->steps; s++) {
-        const int32_t next = argmax(logits, nv);
-        if (run_tokens(r, &next, 1, true, logits, err))
+        for (int b = 0; b < o->batch; b++) {
+            next[b] = argmax(logits + (size_t)b * (size_t)nv, nv);
+            runs[b] = (plume_seq_run){b, &next[b], 1, 1};
+        }
+        if (plume_seq_runner_run(r, runs, o->batch, logits, err))
             return -1;
     }
     return cli_now() - t0;
 }
 
-/* One repetition of the whole sweep.  The depths (ascending) are reached
- * by one prompt prefilled in chunks from position 0: the prefill time of
- * depth d is the time from position 0 to d, the same work as a prompt of d
- * tokens alone; after each depth's decode steps the sequence is cut back
- * to d (plume_seq_runner_truncate) before the prompt goes on.  Depth 0 is
- * a one-token prompt. */
-static int run_rep(plume_seq_runner *r, const ctx_opts *o, const int32_t *prompt, float *logits,
-                   int32_t nv, double *t_pre, double *t_dec, plume_error *err)
+/* Brings sequence b from position cur to d in chunks of o->chunk, the last
+ * position's logits into row b of logits. */
+static int prefill(plume_seq_runner *r, const ctx_opts *o, int b, const int32_t *prompt, int cur,
+                   int d, float *logits, int32_t nv, plume_error *err)
 {
-    (void)plume_seq_runner_release(r, 0, NULL);
+    for (int p = cur; p < d;) {
+        const int end = (p / o->chunk + 1) * o->chunk < d ? (p / o->chunk + 1) * o->chunk : d;
+        if (run_tokens(r, b, prompt + p, end - p, end == d, logits + (size_t)b * (size_t)nv, err))
+            return -1;
+        p = end;
+    }
+    return 0;
+}
+
+/* One repetition of the whole sweep.  The depths (ascending) are reached
+ * by one prompt per sequence prefilled in chunks from position 0: the
+ * prefill time of depth d is sequence 0's time from position 0 to d, the
+ * same work as a prompt of d tokens alone (the other sequences follow it,
+ * untimed); after each depth's decode steps every sequence is cut back to d
+ * (plume_seq_runner_truncate) before the prompts go on.  Depth 0 is a
+ * one-token prompt.  prompts holds o->batch prompts of max_d ids. */
+static int run_rep(plume_seq_runner *r, const ctx_opts *o, const int32_t *prompts, int max_d,
+                   float *logits, int32_t nv, double *t_pre, double *t_dec, plume_error *err)
+{
+    for (int b = 0; b < o->batch; b++)
+        (void)plume_seq_runner_release(r, b, NULL);
     int cur = 0;
     double t_cum = 0;
     for (int di = 0; di < o->n_depths; di++) {
         const int d = o->depths[di];
         if (d == 0) {
-            if (run_tokens(r, prompt, 1, true, logits, err) ||
-                (t_dec[di] = decode_steps(r, o, logits, nv, err)) < 0)
+            for (int b = 0; b < o->batch; b++)
+                if (prefill(r, o, b, prompts + (size_t)b * (size_t)max_d, 0, 1, logits, nv, err))
+                    return -1;
+            if ((t_dec[di] = decode_steps(r, o, logits, nv, err)) < 0)
                 return -1;
-            (void)plume_seq_runner_release(r, 0, NULL);
+            for (int b = 0; b < o->batch; b++)
+                (void)plume_seq_runner_release(r, b, NULL);
             t_pre[di] = 0;
             continue;
         }
         const double t0 = cli_now();
-        for (int p = cur; p < d;) {
-            const int end = (p / o->chunk + 1) * o->chunk < d ? (p / o->chunk + 1) * o->chunk : d;
-            if (run_tokens(r, prompt + p, end - p, end == d, logits, err))
-                return -1;
-            p = end;
-        }
+        if (prefill(r, o, 0, prompts, cur, d, logits, nv, err))
+            return -1;
         t_cum += cli_now() - t0;
         t_pre[di] = t_cum;
-        if ((t_dec[di] = decode_steps(r, o, logits, nv, err)) < 0 ||
-            plume_seq_runner_truncate(r, 0, d, err))
+        for (int b = 1; b < o->batch; b++)
+            if (prefill(r, o, b, prompts + (size_t)b * (size_t)max_d, cur, d, logits, nv, err))
+                return -1;
+        if ((t_dec[di] = decode_steps(r, o, logits, nv, err)) < 0)
             return -1;
+        for (int b = 0; b < o->batch; b++)
+            if (plume_seq_runner_truncate(r, b, d, err))
+                return -1;
         cur = d;
     }
     return 0;
@@ -138,9 +171,10 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     for (int i = 0; i < o->n_depths; i++)
         max_d = o->depths[i] > max_d ? o->depths[i] : max_d;
     plume_seq_runner_params rp = plume_seq_runner_defaults();
-    rp.kv_max_tokens = max_d + o->steps + 16;
-    rp.max_batch_tokens = o->chunk;
-    rp.max_seqs = 1;
+    /* each sequence's context plus its steps, and a block's rounding */
+    rp.kv_max_tokens = o->batch * (max_d + o->steps + 32);
+    rp.max_batch_tokens = o->chunk > o->batch ? o->chunk : o->batch;
+    rp.max_seqs = o->batch;
     rp.kv_dtype = (plume_kv_dtype)o->kv_dtype;
     plume_seq_runner *r;
     if (plume_seq_runner_create(m, &rp, &r, &err)) {
@@ -159,21 +193,28 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     const double tok_params = (double)plume_model_n_params_per_token(m);
     const int64_t kvb = plume_seq_runner_kv_bytes_per_token(r);
     *kvb_out = kvb;
-    float *logits = malloc(sizeof(float) * (size_t)nv);
-    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)max_d);
+    float *logits = malloc(sizeof(float) * (size_t)nv * (size_t)o->batch);
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)max_d * (size_t)o->batch);
     const size_t nd = (size_t)o->n_depths, nr = (size_t)o->reps;
     double *tp = malloc(sizeof(double) * nd * nr), *td = malloc(sizeof(double) * nd * nr);
     double *pre = malloc(sizeof(double) * nr), *dec = malloc(sizeof(double) * nr);
-    for (int i = 0; i < max_d; i++) /* arbitrary ids spread over the vocabulary */
-        prompt[i] = (int32_t)((1 + (int64_t)i * 7919) % nv);
+    if (!logits || !prompt || !tp || !td || !pre || !dec) {
+        fprintf(stderr, "plume bench context: out of memory\n");
+        exit(1);
+    }
+    for (int b = 0; b < o->batch; b++) /* arbitrary ids spread over the vocabulary */
+        for (int i = 0; i < max_d; i++)
+            prompt[(size_t)b * (size_t)max_d + (size_t)i] =
+                (int32_t)((1 + (int64_t)i * 7919 + (int64_t)b * 104729) % nv);
     int rc = 0;
     for (int rep = 0; rep < o->reps && rc == 0; rep++)
-        rc = run_rep(r, o, prompt, logits, nv, tp + (size_t)rep * nd, td + (size_t)rep * nd, &err);
+        rc = run_rep(r, o, prompt, max_d, logits, nv, tp + (size_t)rep * nd, td + (size_t)rep * nd,
+                     &err);
     for (int di = 0; di < o->n_depths && rc == 0; di++) {
         const int d = o->depths[di];
         for (int rep = 0; rep < o->reps; rep++) {
             pre[rep] = d > 0 ? d / tp[(size_t)rep * nd + (size_t)di] : 0;
-            dec[rep] = o->steps / td[(size_t)rep * nd + (size_t)di];
+            dec[rep] = (double)o->steps * o->batch / td[(size_t)rep * nd + (size_t)di];
         }
         ctx_row *row = &rows[di];
         row->depth = d;
@@ -181,7 +222,7 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
         row->pre = bench_median(pre, o->reps);
         /* the steps read the context at depths d+1 .. d+steps: their mean */
         const double mean_depth = (d > 0 ? d : 1) + 0.5 * (o->steps + 1);
-        row->dec_roof = mach->bw / (wbytes + (double)kvb * mean_depth);
+        row->dec_roof = o->batch * mach->bw / (wbytes + (double)o->batch * (double)kvb * mean_depth);
         const double attn_flops = 4.0 * n_layer * n_head * hd * 0.5 * (double)d * (d + 1.0);
         row->pre_roof = d > 0 ? d / (2.0 * tok_params * d / lin_peak + attn_flops / mach->f32) : 0;
     }
@@ -219,11 +260,11 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
                                "prefill_roofline_tok_s", pre_roof, "prefill_pct", pre_pct));
         }
         json_t *root = json_pack(
-            "{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s},s:s,s:s,s:I,s:i,s:o}", "machine", "cpu", mach->cpu,
+            "{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s},s:s,s:s,s:I,s:i,s:i,s:o}", "machine", "cpu", mach->cpu,
             "threads", o->threads, "bandwidth_gbs", mach->bw / 1e9, "f32_gflops", mach->f32 / 1e9,
             "int8_gops", mach->i8 / 1e9, "features", mach->feats, "level", mach->level, "model",
             o->model, "kv_dtype", kv_name(o->kv_dtype), "kv_bytes_per_token", (json_int_t)kvb,
-            "steps", o->steps, "rows", arr);
+            "steps", o->steps, "batch", o->batch, "rows", arr);
         char *s = json_dumps(root, JSON_COMPACT);
         puts(s);
         free(s);
@@ -232,9 +273,10 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
     }
     printf("machine: %s, %d threads, level %s; %.1f GB/s, %.1f f32 GFLOP/s, %.1f int8 GOP/s\n",
            mach->cpu, o->threads, mach->level, mach->bw / 1e9, mach->f32 / 1e9, mach->i8 / 1e9);
-    printf("kv cache %s: %lld bytes per token; decode %d steps, prefill in chunks of %d; "
-           "medians of %d\n",
-           kv_name(o->kv_dtype), (long long)kvb, o->steps, o->chunk, o->reps);
+    printf("kv cache %s: %lld bytes per token; decode %d steps of %d sequence%s, prefill in "
+           "chunks of %d; medians of %d\n",
+           kv_name(o->kv_dtype), (long long)kvb, o->steps, o->batch, o->batch > 1 ? "s" : "",
+           o->chunk, o->reps);
     printf("%7s  %10s %10s %6s  %10s %10s %6s\n", "depth", "decode", "roofline", "%", "prefill",
            "roofline", "%");
     for (int i = 0; i < o->n_depths; i++) {
@@ -281,7 +323,7 @@ static void parse_depths(ctx_opts *o, const char *v)
 int bench_context(int argc, char **argv)
 {
     ctx_opts o = {.depths = {0, 512, 2048, 6144}, .n_depths = 4, .kv_dtype = PLUME_KV_F16,
-                  .steps = 32, .chunk = 512, .reps = 3, .threads = plume_cpu_count()};
+                  .steps = 32, .batch = 1, .chunk = 512, .reps = 3, .threads = plume_cpu_count()};
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
@@ -295,6 +337,8 @@ int bench_context(int argc, char **argv)
             o.kv_dtype = cli_kv_dtype("bench context", v);
         } else if (cli_opt(argc, argv, &i, "--steps", &v)) {
             o.steps = (int)cli_int("--steps", v, 1, 100000);
+        } else if (cli_opt(argc, argv, &i, "--batch", &v)) {
+            o.batch = (int)cli_int("--batch", v, 1, MAX_BATCH);
         } else if (cli_opt(argc, argv, &i, "--chunk", &v)) {
             o.chunk = (int)cli_int("--chunk", v, 1, 1 << 16);
         } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
