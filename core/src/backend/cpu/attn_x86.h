@@ -432,14 +432,34 @@ KX_INLINE void kz_qk(const int kt, const int NQ, const int hd, const float *q, c
     }
 }
 
+/* Rows to prefetch while a slice is folded: the next slice's K rows pk[j]
+ * and V rows pv[j] (j < n), each rb bytes. */
+typedef struct kz_pf {
+    const char *const *pk, *const *pv;
+    int n, rb;
+} kz_pf;
+
+/* Asks for the lines of one rb-byte row at p. */
+KX_INLINE void kz_prefetch_row(const char *p, int rb)
+{
+    const uintptr_t a = (uintptr_t)p;
+    for (uintptr_t b = 0; b < (a & 63) + (uintptr_t)rb; b += 64)
+        _mm_prefetch((const char *)((a & ~(uintptr_t)63) + b), KZ_PF_HINT);
+}
+
 /* kz_l1 of keys j and j+1's product vectors (0 for a key >= nk), per
- * query. */
+ * query; the K rows j and j+1 of pf (if any) are prefetched. */
 KX_INLINE void kz_pair(const int kt, const int NQ, const int hd, const float *q,
-                       const char *const *kp, const float *ksc, int nk, int j, kz_v *b)
+                       const char *const *kp, const float *ksc, int nk, int j, kz_v *b,
+                       const kz_pf *pf)
 {
     kz_v a0[KZ_NQ], a1[KZ_NQ];
     for (int qi = 0; qi < NQ; qi++)
         a0[qi] = a1[qi] = kz_zero();
+    if (j < pf->n)
+        kz_prefetch_row(pf->pk[j], pf->rb);
+    if (j + 1 < pf->n)
+        kz_prefetch_row(pf->pk[j + 1], pf->rb);
     if (j < nk)
         kz_qk(kt, NQ, hd, q, kp[j], kt == PLUME_KV_TYPE_I8 ? kz_set1(ksc[j]) : kz_zero(), a0);
     if (j + 1 < nk)
@@ -450,11 +470,12 @@ KX_INLINE void kz_pair(const int kt, const int NQ, const int hd, const float *q,
 
 /* Keys j .. j+3 reduced to one vector per query (kz_lq of two pairs). */
 KX_INLINE void kz_quad(const int kt, const int NQ, const int hd, const float *q,
-                       const char *const *kp, const float *ksc, int nk, int j, kz_v *c)
+                       const char *const *kp, const float *ksc, int nk, int j, kz_v *c,
+                       const kz_pf *pf)
 {
     kz_v b0[KZ_NQ], b1[KZ_NQ];
-    kz_pair(kt, NQ, hd, q, kp, ksc, nk, j, b0);
-    kz_pair(kt, NQ, hd, q, kp, ksc, nk, j + 2, b1);
+    kz_pair(kt, NQ, hd, q, kp, ksc, nk, j, b0, pf);
+    kz_pair(kt, NQ, hd, q, kp, ksc, nk, j + 2, b1, pf);
     for (int qi = 0; qi < NQ; qi++)
         c[qi] = kz_lq(b0[qi], b1[qi]);
 }
@@ -462,24 +483,26 @@ KX_INLINE void kz_quad(const int kt, const int NQ, const int hd, const float *q,
 /* Scores (unscaled) of NQ queries q[qi*hd] against keys kp[0..nk) (nk <=
  * KZ_W; missing keys score 0) into s[qi*sstride + j]: per key its product
  * vector, reduced KZ_W keys at once by the tree (pairs, quads, ...), each
- * level as soon as its inputs exist. */
+ * level as soon as its inputs exist.  pf's K rows 0..KZ_W-1 are prefetched
+ * on the way. */
 KX_INLINE void kz_scores(const int kt, const int NQ, const int hd, const float *q,
-                         const char *const *kp, const float *ksc, int nk, float *s, int sstride)
+                         const char *const *kp, const float *ksc, int nk, float *s, int sstride,
+                         const kz_pf *pf)
 {
     kz_v c0[KZ_NQ], c1[KZ_NQ];
 #if KX_ZMM
     kz_v d0[KZ_NQ];
-    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 0, c0);
-    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 4, c1);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 0, c0, pf);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 4, c1, pf);
     for (int qi = 0; qi < NQ; qi++)
         d0[qi] = kz_oct(c0[qi], c1[qi]);
-    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 8, c0);
-    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 12, c1);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 8, c0, pf);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 12, c1, pf);
     for (int qi = 0; qi < NQ; qi++)
         kz_storea(s + (size_t)qi * sstride, kz_final(d0[qi], kz_oct(c0[qi], c1[qi])));
 #else
-    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 0, c0);
-    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 4, c1);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 0, c0, pf);
+    kz_quad(kt, NQ, hd, q, kp, ksc, nk, 4, c1, pf);
     for (int qi = 0; qi < NQ; qi++)
         kz_storea(s + (size_t)qi * sstride, kz_final8(c0[qi], c1[qi]));
 #endif
@@ -487,15 +510,27 @@ KX_INLINE void kz_scores(const int kt, const int NQ, const int hd, const float *
 
 /* Folds keys/values kp[j] / vp[j] (j < n <= KX_ATTN_SLICE; int8 rows
  * with scales ksc[j] / vsc[j]) into NQ queries' running max m, sum l and
- * unnormalized output o ([NQ][hd]); q is [NQ][hd]. */
+ * unnormalized output o ([NQ][hd]); q is [NQ][hd].  The rows of pf (the
+ * next slice's, or none) are prefetched a key or two at a time along the
+ * way, K rows with the scores and V rows with the values, so that the
+ * memory works while the arithmetic does (asked all at once, they filled
+ * the core's line fill buffers and the kernel waited on them, then folded
+ * with no read in flight). */
 KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
                        const char *const *kp, const char *const *vp, const float *ksc,
-                       const float *vsc, int n, float scale, float *m, float *l, float *o)
+                       const float *vsc, int n, float scale, float *m, float *l, float *o,
+                       const kz_pf *pf)
 {
     _Alignas(64) float s[KZ_NQ][KX_ATTN_SLICE];
-    for (int j0 = 0; j0 < n; j0 += KZ_W)
-        kz_scores(kt, NQ, hd, q, kp + j0, ksc + j0, n - j0 < KZ_W ? n - j0 : KZ_W, &s[0][j0],
-                  KX_ATTN_SLICE);
+    for (int j0 = 0; j0 < n || j0 < pf->n; j0 += KZ_W) {
+        const kz_pf pj = {pf->pk + j0, pf->pv + j0, pf->n - j0, pf->rb};
+        if (j0 < n)
+            kz_scores(kt, NQ, hd, q, kp + j0, ksc + j0, n - j0 < KZ_W ? n - j0 : KZ_W, &s[0][j0],
+                      KX_ATTN_SLICE, &pj);
+        else
+            for (int j = 0; j < KZ_W && j < pj.n; j++)
+                kz_prefetch_row(pj.pk[j], pj.rb);
+    }
     const kz_v sv = kz_set1(scale);
     for (int qi = 0; qi < NQ; qi++) {
         kz_v mv = kz_set1(m[qi]);
@@ -530,6 +565,8 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
             for (int c = 0; c < nc; c++)
                 acc[qi][c] = kz_load(o + (size_t)qi * hd + d0 + KZ_W * c);
         for (int j = 0; j < n; j++) {
+            if (d0 == 0 && j < pf->n)
+                kz_prefetch_row(pf->pv[j], pf->rb);
             const kz_v vs = kt == PLUME_KV_TYPE_I8 ? kz_set1(vsc[j]) : kz_zero();
             kz_v vr[4];
             for (int c = 0; c < nc; c++)
@@ -544,16 +581,20 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
             for (int c = 0; c < nc; c++)
                 kz_store(o + (size_t)qi * hd + d0 + KZ_W * c, acc[qi][c]);
     }
+    for (int j = n; j < pf->n; j++) /* a short slice: the rest of the next one's */
+        kz_prefetch_row(pf->pv[j], pf->rb);
 }
 
 /* kz_fold with the block size, cache type and (64: unrolled) head size as
  * constants. */
-#define KZ_FOLD_NQ(kt, hd)                                                                    \
-    switch (nq) {                                                                             \
-    case 1: kz_fold(kt, 1, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
-    case 2: kz_fold(kt, 2, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;               \
-    case 3: kz_fold(kt, 3 < KZ_NQ ? 3 : KZ_NQ, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break; \
-    default: kz_fold(kt, KZ_NQ, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o); break;          \
+#define KZ_FOLD_NQ(kt, hd)                                                                      \
+    switch (nq) {                                                                               \
+    case 1: kz_fold(kt, 1, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o, pf); break;             \
+    case 2: kz_fold(kt, 2, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o, pf); break;             \
+    case 3:                                                                                     \
+        kz_fold(kt, 3 < KZ_NQ ? 3 : KZ_NQ, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o, pf);     \
+        break;                                                                                  \
+    default: kz_fold(kt, KZ_NQ, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o, pf); break;        \
     }
 #define KZ_FOLD_HD(kt)                                                                        \
     if (hd == 64) {                                                                           \
@@ -563,7 +604,7 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
     }
 static void kz_fold_any(int kt, int nq, int hd, const float *q, const char *const *kp,
                         const char *const *vp, const float *ksc, const float *vsc, int n,
-                        float scale, float *m, float *l, float *o)
+                        float scale, float *m, float *l, float *o, const kz_pf *pf)
 {
     if (kt == PLUME_KV_TYPE_F16) {
         KZ_FOLD_HD(PLUME_KV_TYPE_F16)
@@ -585,11 +626,11 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, int c0, float *m, float *l, float *o)
 {
-    const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
+    const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE], *nkp[KX_ATTN_SLICE], *nvp[KX_ATTN_SLICE];
     float ksc[KX_ATTN_SLICE], vsc[KX_ATTN_SLICE];
     _Alignas(64) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
     const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
-    const uintptr_t row_bytes = (uintptr_t)hd * esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
+    const int row_bytes = hd * (int)esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
     for (int i = 0; i < nr * nq; i++) {
         m[i] = -INFINITY;
         l[i] = 0.0f;
@@ -614,18 +655,16 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                 memcpy(&vsc[p - g], vp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
             }
         }
-        /* the next slice's rows are strided and in blocks anywhere: ask
-         * for them now, while this one is folded */
+        /* the next slice's rows are strided and in blocks anywhere: the
+         * first fold of this slice asks for them as it goes (kz_fold) */
         const int pe = n_max - e < KX_ATTN_SLICE ? n_max : e + KX_ATTN_SLICE;
         for (int p = e; p < pe; p++) {
             const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
                                 (size_t)(p % block_size)) * (size_t)stride * esz;
-            const uintptr_t ka = (uintptr_t)((const char *)k + off), va = (uintptr_t)((const char *)v + off);
-            for (uintptr_t b = 0; b < (ka & 63) + row_bytes; b += 64) {
-                _mm_prefetch((const char *)((ka & ~(uintptr_t)63) + b), KZ_PF_HINT);
-                _mm_prefetch((const char *)((va & ~(uintptr_t)63) + b), KZ_PF_HINT);
-            }
+            nkp[p - e] = (const char *)k + off;
+            nvp[p - e] = (const char *)v + off;
         }
+        kz_pf pf = {nkp, nvp, pe > e ? pe - e : 0, row_bytes};
         int kt = kv_type;
         if (nr > 1 && kv_type != PLUME_KV_TYPE_F32 && hd * KX_ATTN_SLICE <= KX_ATTN_F16_BUF) {
             /* several rows: convert the slice once for all of them (f16
@@ -650,8 +689,13 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                 kz_fold_any(kt, nq - q0 < KZ_NQ ? nq - q0 : KZ_NQ, hd,
                             q + (size_t)r * q_stride + (size_t)q0 * hd, kp + (a - g), vp + (a - g),
                             ksc + (a - g), vsc + (a - g), er - a, scale, m + i, l + i,
-                            o + (size_t)i * hd);
+                            o + (size_t)i * hd, &pf);
+                pf.n = 0; /* asked for once */
             }
+        }
+        for (int j = 0; j < pf.n; j++) { /* no row folded this slice */
+            kz_prefetch_row(nkp[j], row_bytes);
+            kz_prefetch_row(nvp[j], row_bytes);
         }
     }
 }
