@@ -447,6 +447,15 @@ KX_INLINE void kz_prefetch_row(const char *p, int rb)
         _mm_prefetch((const char *)((a & ~(uintptr_t)63) + b), KZ_PF_HINT);
 }
 
+/* Asks for pf's K and V rows from..n-1 at once. */
+KX_INLINE void kz_prefetch_rest(const kz_pf *pf, int from)
+{
+    for (int j = from; j < pf->n; j++) {
+        kz_prefetch_row(pf->pk[j], pf->rb);
+        kz_prefetch_row(pf->pv[j], pf->rb);
+    }
+}
+
 /* kz_l1 of keys j and j+1's product vectors (0 for a key >= nk), per
  * query; the K rows j and j+1 of pf (if any) are prefetched. */
 KX_INLINE void kz_pair(const int kt, const int NQ, const int hd, const float *q,
@@ -522,14 +531,10 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
                        const kz_pf *pf)
 {
     _Alignas(64) float s[KZ_NQ][KX_ATTN_SLICE];
-    for (int j0 = 0; j0 < n || j0 < pf->n; j0 += KZ_W) {
+    for (int j0 = 0; j0 < n; j0 += KZ_W) {
         const kz_pf pj = {pf->pk + j0, pf->pv + j0, pf->n - j0, pf->rb};
-        if (j0 < n)
-            kz_scores(kt, NQ, hd, q, kp + j0, ksc + j0, n - j0 < KZ_W ? n - j0 : KZ_W, &s[0][j0],
-                      KX_ATTN_SLICE, &pj);
-        else
-            for (int j = 0; j < KZ_W && j < pj.n; j++)
-                kz_prefetch_row(pj.pk[j], pj.rb);
+        kz_scores(kt, NQ, hd, q, kp + j0, ksc + j0, n - j0 < KZ_W ? n - j0 : KZ_W, &s[0][j0],
+                  KX_ATTN_SLICE, &pj);
     }
     const kz_v sv = kz_set1(scale);
     for (int qi = 0; qi < NQ; qi++) {
@@ -581,8 +586,7 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
             for (int c = 0; c < nc; c++)
                 kz_store(o + (size_t)qi * hd + d0 + KZ_W * c, acc[qi][c]);
     }
-    for (int j = n; j < pf->n; j++) /* a short slice: the rest of the next one's */
-        kz_prefetch_row(pf->pv[j], pf->rb);
+    kz_prefetch_rest(pf, n); /* a short slice: the next one's rows beyond it */
 }
 
 /* kz_fold with the block size, cache type and (64: unrolled) head size as
@@ -693,10 +697,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                 pf.n = 0; /* asked for once */
             }
         }
-        for (int j = 0; j < pf.n; j++) { /* no row folded this slice */
-            kz_prefetch_row(nkp[j], row_bytes);
-            kz_prefetch_row(nvp[j], row_bytes);
-        }
+        kz_prefetch_rest(&pf, 0); /* no row folded this slice */
     }
 }
 /* dispatch.h: attn_partial: the multi-query kernel (kz_attn_partial) where
