@@ -9,7 +9,9 @@ directory), then variants of it with one field altered, and runs `plume
 info` / `plume generate` / `plume tokenize` on them:
   GGUF   llama.block_count 5000000; a 100000-byte general.name (shown
          shortened); a 100000-byte rope.scaling.type (error shortened);
-         optional keys of the wrong type (context_length "long", ...)
+         optional keys of the wrong type (context_length "long", ...);
+         special-token ids 4294967295 (optional: absent with one warning;
+         EOS, or BOS with add_bos_token: an error)
   HF     num_hidden_layers 5000000; a vocabulary id and an added_tokens id
          near 2^31; a merge ["", ""]; chat_template 42
   JSONL  a line that is an array; "chat": "yes"
@@ -147,6 +149,56 @@ def test_gguf(tmp):
         expect_error("GGUF %s = %r" % (key, value), plume("info", bad), bad, key)
 
 
+def test_special_ids(tmp):
+    """An optional special-token id outside the vocabulary (llama2.c's
+    exporter and older converters write 4294967295 for "none") means absent,
+    with one warning, as llama.cpp reads it; a required one (EOS, or BOS
+    with add_bos_token set) stays an error naming the key."""
+    def put_id(key, value):
+        return lambda self, _v: self.add_uint32(key, value)
+
+    plain = os.path.join(tmp, "plain.gguf")
+    write_gguf(plain)
+    pad = os.path.join(tmp, "pad-none.gguf")
+    write_gguf(pad, methods={"add_pad_token_id":
+                             put_id("tokenizer.ggml.padding_token_id", 4294967295)})
+    args = ["--prompt", "Hello world", "--max-tokens", "8", "--temperature", "0",
+            "--threads", "1", "--json"]
+    want = plume("generate", "--model", plain, *args)
+    got = plume("generate", "--model", pad, *args)
+    warnings = [ln for ln in got.stderr.splitlines() if "warning" in ln]
+    check(want.returncode == 0 and got.returncode == 0,
+          "padding_token_id 4294967295: the file loads and generates (exit %d: %s)"
+          % (got.returncode, got.stderr.strip()[:300]))
+    check(len(warnings) == 1 and "tokenizer.ggml.padding_token_id" in warnings[0]
+          and "4294967295" in warnings[0],
+          "padding_token_id 4294967295: exactly one warning naming the key (%s)" % warnings)
+    if want.returncode == 0 and got.returncode == 0:
+        check(json.loads(want.stdout)["token_ids"] == json.loads(got.stdout)["token_ids"],
+              "padding_token_id 4294967295: the same greedy tokens as the unaltered file")
+
+    eos = os.path.join(tmp, "eos-none.gguf")
+    write_gguf(eos, methods={"add_eos_token_id":
+                             put_id("tokenizer.ggml.eos_token_id", 4294967295)})
+    expect_error("eos_token_id 4294967295", plume("info", eos), eos,
+                 "tokenizer.ggml.eos_token_id", "4294967295")
+
+    # BOS is required only when the tokenizer adds it (the tiny model does not)
+    bos = os.path.join(tmp, "bos-none.gguf")
+    write_gguf(bos, methods={"add_bos_token_id":
+                             put_id("tokenizer.ggml.bos_token_id", 4294967295)})
+    r = plume("info", bos)
+    check(r.returncode == 0 and r.stderr.count("warning") == 1,
+          "bos_token_id 4294967295 without add_bos_token: a warning, not an error (%s)"
+          % r.stderr.strip()[:300])
+    bos_added = os.path.join(tmp, "bos-none-added.gguf")
+    write_gguf(bos_added, methods={
+        "add_bos_token_id": put_id("tokenizer.ggml.bos_token_id", 4294967295),
+        "add_add_bos_token": lambda self, _v: self.add_bool("tokenizer.ggml.add_bos_token", True)})
+    expect_error("bos_token_id 4294967295 with add_bos_token", plume("info", bos_added),
+                 bos_added, "tokenizer.ggml.bos_token_id")
+
+
 def test_hf(tmp, hf):
     d = hf_variant(hf, os.path.join(tmp, "hf-layers"), "config.json",
                    lambda c: c.update(num_hidden_layers=5000000))
@@ -213,6 +265,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="plume_hostile_") as tmp:
         paths = tm.make(os.path.join(tmp, "tiny"), quant=False)
         test_gguf(tmp)
+        test_special_ids(tmp)
         test_hf(tmp, paths["hf"])
         test_jsonl(tmp, paths["gguf"])
     test_smollm2()

@@ -8,28 +8,46 @@
 #include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tok_internal.h"
 
-/* Reads an optional token id key into *id (left unchanged when absent; a
- * negative id means none).  An id beyond int32 is an error naming the key
- * (tok_finalize then checks it against the vocabulary). */
-static int read_id(const gguf_file *f, const char *key, int32_t *id, plume_error *err)
+/* Reads a special-token id key into *id (left unchanged when absent; a
+ * negative id means none).  An id outside the vocabulary (written as
+ * 4294967295 or -1 for "none" by llama2.c's exporter and older converters,
+ * or simply out of range) is an error naming the key when the token is
+ * required, and otherwise means "absent", with one warning on stderr, as
+ * llama.cpp treats it. */
+static int read_id(const gguf_file *f, const char *key, int32_t n_vocab, bool required,
+                   int32_t *id, plume_error *err)
 {
     const gguf_value *v = gguf_get(f, key);
     if (!v)
         return 0;
     int64_t x;
-    if (!gguf_get_i64(f, key, &x)) {
-        if (v->type == GGUF_TYPE_UINT64)
-            return plume_err(err, PLUME_ERR_FORMAT,
-                             "GGUF key %s = %llu is not a token id; fix the metadata", key,
-                             (unsigned long long)v->u);
+    unsigned long long shown;
+    if (gguf_get_i64(f, key, &x)) {
+        if (x < 0) {
+            *id = -1;
+            return 0;
+        }
+        if (x < n_vocab) {
+            *id = (int32_t)x;
+            return 0;
+        }
+        shown = (unsigned long long)x;
+    } else if (v->type == GGUF_TYPE_UINT64) {
+        shown = (unsigned long long)v->u;
+    } else {
         return plume_err(err, PLUME_ERR_FORMAT, "GGUF key %s has type %s, expected an integer",
                          key, gguf_type_name(v->type));
     }
-    if (x > INT32_MAX)
+    if (required)
         return plume_err(err, PLUME_ERR_FORMAT,
-                         "GGUF key %s = %lld is not a token id; fix the metadata", key,
-                         (long long)x);
-    *id = x < 0 ? -1 : (int32_t)x;
+                         "GGUF key %s = %llu is outside the vocabulary of %d tokens, and the "
+                         "model needs this token; fix the metadata",
+                         key, shown, (int)n_vocab);
+    fprintf(stderr,
+            "plume: warning: %s: GGUF key %s = %llu is outside the vocabulary of %d tokens; "
+            "treating the token as absent\n",
+            gguf_path(f), key, shown, (int)n_vocab);
+    *id = -1;
     return 0;
 }
 
@@ -181,14 +199,17 @@ static int load(plume_tokenizer *t, const gguf_file *f, plume_error *err)
                              "missing");
     }
 
-    if (read_id(f, "tokenizer.ggml.bos_token_id", &t->bos, err) < 0 ||
-        read_id(f, "tokenizer.ggml.eos_token_id", &t->eos, err) < 0 ||
-        read_id(f, "tokenizer.ggml.unknown_token_id", &t->unk, err) < 0 ||
-        read_id(f, "tokenizer.ggml.padding_token_id", &t->pad, err) < 0 ||
-        read_id(f, "tokenizer.ggml.eot_token_id", &t->eot, err) < 0 ||
-        read_id(f, "tokenizer.ggml.eom_token_id", &t->eom, err) < 0 ||
-        read_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err) < 0 ||
-        read_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err) < 0)
+    /* EOS ends every generation and BOS starts every prompt when add_bos is
+     * set: those two must be real tokens.  The rest are optional. */
+    int32_t nv = t->vocab.n;
+    if (read_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err) < 0 ||
+        read_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err) < 0 ||
+        read_id(f, "tokenizer.ggml.bos_token_id", nv, t->add_bos, &t->bos, err) < 0 ||
+        read_id(f, "tokenizer.ggml.eos_token_id", nv, true, &t->eos, err) < 0 ||
+        read_id(f, "tokenizer.ggml.unknown_token_id", nv, false, &t->unk, err) < 0 ||
+        read_id(f, "tokenizer.ggml.padding_token_id", nv, false, &t->pad, err) < 0 ||
+        read_id(f, "tokenizer.ggml.eot_token_id", nv, false, &t->eot, err) < 0 ||
+        read_id(f, "tokenizer.ggml.eom_token_id", nv, false, &t->eom, err) < 0)
         return -1;
 
     gguf_str tmpl;
