@@ -15,7 +15,8 @@ every forward; this oracle (like plume, and like vLLM) fixes
 seq_len = factor * max_position_embeddings, so that a position's rotation
 does not depend on how the sequence was batched or cached.
 
-API:  m = load_hf(dir);  m.logits(ids) -> [len(ids), n_vocab] (float64).
+API:  m = load_hf(dir) or load_gemma3_gguf(path);
+      m.logits(ids) -> [len(ids), n_vocab] (float64).
 """
 
 import json
@@ -138,10 +139,10 @@ def _layer_types(cfg):
 
 
 class Model:
-    def __init__(self, d):
-        with open(os.path.join(d, "config.json")) as f:
-            self.cfg = c = json.load(f)
-        self.w = _read_safetensors(d)
+    def __init__(self, cfg, w):
+        """cfg: an HF config.json dict; w: HF tensor names -> float64 arrays."""
+        self.cfg = c = cfg
+        self.w = w
         self.mt = c["model_type"]
         self.gemma = self.mt == "gemma3_text"
         self.E = c["hidden_size"]
@@ -232,4 +233,90 @@ class Model:
 
 
 def load_hf(d):
-    return Model(d)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    return Model(cfg, _read_safetensors(d))
+
+
+# ---- GGUF (llama.cpp's converter undone) ------------------------------------
+
+# llama.cpp's per-layer tensor names -> transformers' (Gemma 3 layout).
+_GEMMA3_GGUF_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+
+
+def load_gemma3_gguf(path):
+    """A Gemma 3 text GGUF written by llama.cpp's convert_hf_to_gguf.py, as
+    the HF model it came from: every tensor dequantized by gguf-py
+    (gguf.quants.dequantize), the converter's "+1" on norm weights taken back
+    (Gemma3Model.modify_tensors), names mapped back, and config.json rebuilt
+    from the gemma3.* keys.  Gemma's q/k rows are not permuted by the
+    converter (NEOX rope), and llama.cpp fixes the sliding-window pattern at
+    every 6th layer full (LLM_ARCH_GEMMA3)."""
+    import gguf
+    r = gguf.GGUFReader(path)
+
+    def kv(key, default=None):
+        f = r.fields.get(key)
+        if f is None:
+            return default
+        v = f.parts[f.data[0]]
+        return v.tobytes().decode() if f.types[0] == gguf.GGUFValueType.STRING else v.item()
+
+    arch = kv("general.architecture")
+    if arch != "gemma3":
+        raise ValueError("%s: architecture %s, expected gemma3" % (path, arch))
+    E = int(kv("gemma3.embedding_length"))
+    H = int(kv("gemma3.attention.head_count"))
+    D = int(kv("gemma3.attention.key_length", E // H))
+    cfg = {
+        "model_type": "gemma3_text",
+        "hidden_size": E,
+        "num_hidden_layers": int(kv("gemma3.block_count")),
+        "num_attention_heads": H,
+        "num_key_value_heads": int(kv("gemma3.attention.head_count_kv", H)),
+        "head_dim": D,
+        "intermediate_size": int(kv("gemma3.feed_forward_length")),
+        "rms_norm_eps": float(kv("gemma3.attention.layer_norm_rms_epsilon", 1e-6)),
+        "rope_theta": float(kv("gemma3.rope.freq_base", 1e6)),
+        "rope_local_base_freq": 10000.0,
+        "sliding_window": int(kv("gemma3.attention.sliding_window", 4096)),
+        "sliding_window_pattern": 6,
+        "query_pre_attn_scalar": D,
+        "max_position_embeddings": int(kv("gemma3.context_length", 32768)),
+        "tie_word_embeddings": True,
+    }
+    cap = kv("gemma3.final_logit_softcapping")
+    if cap:
+        cfg["final_logit_softcapping"] = float(cap)
+    w = {}
+    for t in r.tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+        a = a.reshape(tuple(int(x) for x in reversed(t.shape)))
+        if t.name.endswith("norm.weight"):
+            a = a - 1.0
+        if t.name == "token_embd.weight":
+            w["model.embed_tokens.weight"] = a
+        elif t.name == "output_norm.weight":
+            w["model.norm.weight"] = a
+        elif t.name == "output.weight":
+            w["lm_head.weight"] = a
+            cfg["tie_word_embeddings"] = False
+        elif t.name.startswith("blk."):
+            _, l, rest = t.name.split(".", 2)
+            if rest not in _GEMMA3_GGUF_NAMES:
+                raise ValueError("%s: tensor %s is not in the Gemma 3 oracle" % (path, t.name))
+            w["model.layers.%s.%s" % (l, _GEMMA3_GGUF_NAMES[rest])] = a
+        else:
+            raise ValueError("%s: tensor %s is not in the Gemma 3 oracle" % (path, t.name))
+    return Model(cfg, w)
