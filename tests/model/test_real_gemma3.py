@@ -80,10 +80,10 @@ def oracle_greedy(orc, ids, n):
     """The oracle's greedy continuation and its logits at each step."""
     seq, rows = list(ids), []
     for _ in range(n):
-        lg = orc.logits(seq)[-1]
+        lg = orc.logits(seq, last=True)[-1]
         rows.append(lg)
         seq.append(int(np.argmax(lg)))
-    rows.append(orc.logits(seq)[-1])
+    rows.append(orc.logits(seq, last=True)[-1])
     return seq[len(ids):], np.array(rows)
 
 

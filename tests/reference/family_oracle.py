@@ -173,7 +173,9 @@ class Model:
         rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
         return x * cos + rot * sin
 
-    def logits(self, ids):
+    def logits(self, ids, last=False):
+        """[len(ids), n_vocab] logits, or [1, n_vocab] of the last position
+        only with last (the output head is most of the work at 262k rows)."""
         c, w, T = self.cfg, self.w, len(ids)
         x = w["model.embed_tokens.weight"][ids]
         if self.gemma:  # Gemma3TextScaledWordEmbedding (f32 weights: no rounding)
@@ -224,7 +226,7 @@ class Model:
             if self.gemma:
                 m = self.norm(m, w[p + "post_feedforward_layernorm.weight"])
             x = x + m
-        x = self.norm(x, w["model.norm.weight"])
+        x = self.norm(x[-1:] if last else x, w["model.norm.weight"])
         lg = x @ self.head.T
         cap = c.get("final_logit_softcapping")
         if cap:
