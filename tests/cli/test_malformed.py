@@ -257,8 +257,10 @@ def gguf_variants(g, d):
                    replace_kv={"llama.attention.head_count": u32(T_U32) + u32(0)})
     header_variant("embedding_length_2e31", ["embedding_length", "n_embd", "token_embd"],
                    replace_kv={"llama.embedding_length": u32(T_U32) + u32(0x80000000)})
-    header_variant("bos_id_huge", ["bos"],
-                   replace_kv={"tokenizer.ggml.bos_token_id": u32(T_U32) + u32(0x7FFFFFF0)})
+    # EOS must be a real token (an optional id out of range is absent with a
+    # warning instead: tests/model/test_hostile_files.py)
+    header_variant("eos_id_huge", ["eos"],
+                   replace_kv={"tokenizer.ggml.eos_token_id": u32(T_U32) + u32(0x7FFFFFF0)})
     header_variant("pre_unknown", ["tokenizer.ggml.pre", "pre-tokenizer"],
                    replace_kv={"tokenizer.ggml.pre": u32(T_STR) + gstr("no-such-pre")})
     header_variant("alignment_3", ["general.alignment"],
