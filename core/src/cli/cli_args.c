@@ -93,13 +93,6 @@ int cli_kv_dtype(const char *cmd, const char *v)
     exit(2);
 }
 
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* 0: dir exists and is empty; 2: it was created; 1: exists with entries;
  * -1: error (printed). */
 int cli_prepare_out_dir(const char *cmd, const char *dir)

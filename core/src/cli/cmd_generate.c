@@ -308,7 +308,7 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
     (void)id;
     (void)reason;
     stream_state *st = user;
-    double t = cli_now();
+    double t = plume_clock_seconds();
     if (token >= 0) {
         if (st->n_tokens++ == 0)
             st->t_first = t;
@@ -393,7 +393,7 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
         rp.first_logits = logits;
     }
     int64_t id;
-    double t0 = cli_now();
+    double t0 = plume_clock_seconds();
     if (o->prompt_ids) {
         int32_t *ids;
         size_t n;
@@ -513,12 +513,12 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
     }
     free(line);
     fclose(f);
-    double t0 = cli_now();
+    double t0 = plume_clock_seconds();
     if (rc == 0 && n == 0)
         rc = plume_err(err, PLUME_ERR_INVALID, "%s has no prompts", o->prompts_file);
     if (rc == 0)
         rc = run_engine(e, err);
-    double dt = cli_now() - t0;
+    double dt = plume_clock_seconds() - t0;
     size_t total = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         plume_request_result r;

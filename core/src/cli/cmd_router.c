@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/http_stream.h"
-#include "cli/router_http.h"
-#include "cli/router_upstream.h"
+#include "serve/http_client.h"
+#include "serve/router.h"
+#include "serve/router_upstream.h"
 
 static const char help[] =
     "usage: plume router --prefill URL [--prefill URL ...] --decode URL [--decode URL ...]\n"

@@ -1,5 +1,5 @@
 /* Perplexity and KL divergence over fixed windows (see perplexity.h). */
-#include "eval/perplexity.h"
+#include "plume/perplexity.h"
 
 #include <math.h>
 #include <stdlib.h>

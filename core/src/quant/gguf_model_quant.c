@@ -20,8 +20,8 @@
 #include "model/model_internal.h" /* plume_config_from_gguf */
 #include "plume/tensor.h"
 #include "plume/tokenizer.h"
+#include "plume/quantize_gguf.h"
 #include "quant/gguf_mix.h"
-#include "quant/gguf_model_quant.h"
 #include "quant/gguf_quant.h"
 #include "tokenizer/tok_internal.h"
 
@@ -377,7 +377,7 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
     const gguf_mix *mix = gguf_mix_find(o->mix);
     if (!mix)
         return plume_err(err, PLUME_ERR_INVALID, "unknown GGUF type '%s'; choose one of %s",
-                         o->mix, gguf_mix_names());
+                         o->mix, plume_gguf_mix_names());
     qsrc s = {0};
     gguf_writer *w = NULL;
     float *x = NULL;

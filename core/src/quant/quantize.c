@@ -1,7 +1,7 @@
 /* The quantization driver: calibration windows, the layer-by-layer pass
  * (formats.md §1.7's driver, true-sequential inside each layer), and the
  * checkpoint. */
-#include "quant/quantize.h"
+#include "plume/quantize.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -5,6 +5,8 @@
 #ifndef PLUME_SERVE_HTTP_H
 #define PLUME_SERVE_HTTP_H
 
+#include "serve/serve_api.h"
+
 #include <stddef.h>
 
 #include "serve/engine_loop.h"
@@ -25,11 +27,11 @@ typedef struct serve_http serve_http;
 
 /* Binds and starts serving; *port_out is the bound port.  On failure writes
  * why to msg and returns -1. */
-int serve_http_start(const serve_http_opts *o, serve_http **out, int *port_out, char *msg,
+PLUME_SERVE_API int serve_http_start(const serve_http_opts *o, serve_http **out, int *port_out, char *msg,
                      size_t cap);
 /* Stops accepting new connections (open ones keep being served). */
-void serve_http_quiesce(serve_http *h);
+PLUME_SERVE_API void serve_http_quiesce(serve_http *h);
 /* Closes every connection and frees the server. */
-void serve_http_stop(serve_http *h);
+PLUME_SERVE_API void serve_http_stop(serve_http *h);
 
 #endif

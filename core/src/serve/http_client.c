@@ -1,11 +1,11 @@
-#include "cli/http_stream.h"
+#include "serve/http_client.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "plume/clock.h"
 
 #define SSE_MAX_LINE ((size_t)16 << 20) /* a longer event is an error */
 #define SNIPPET_MAX 400
@@ -157,7 +157,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 {
     http_transfer *t = ud;
     size_t len = size * nmemb;
-    t->last_t = cli_now();
+    t->last_t = plume_clock_seconds();
     if (!t->status_known) {
         curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
         t->status_known = true;

@@ -1,5 +1,5 @@
 /* plume router: upstream calls (router_upstream.h). */
-#include "cli/router_upstream.h"
+#include "serve/router_upstream.h"
 
 #include <curl/curl.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* plume router: HTTP front and the two-hop flow (router_http.h). */
-#include "cli/router_http.h"
+#include "serve/router.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/http_stream.h"
-#include "cli/router_upstream.h"
+#include "serve/http_client.h"
+#include "serve/router_upstream.h"
 #include "serve/http_body.h"
 
 struct router {
