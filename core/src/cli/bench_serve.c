@@ -4,7 +4,7 @@
  * latency as `vllm bench serve` defines them (docs/bench-serve.md).
  *
  * One thread drives every request through libcurl's multi interface
- * (cli/http_stream.h); the timestamps are taken in the receive callbacks. */
+ * (serve/http_client.h); the timestamps are taken in the receive callbacks. */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>

@@ -1,7 +1,8 @@
-/* plume serve: the HTTP side on libmicrohttpd (one thread per connection,
- * internal polling thread): routing, the API key, body limits, waiting on a
- * request's channel, non-streamed JSON and streamed SSE responses, and
- * noticing clients that go away. */
+/* plume serve's routes on the one HTTP daemon (http_daemon.h, which binds,
+ * limits connections, checks the API key and answers routing errors):
+ * generation (waiting on a request's channel, non-streamed JSON and
+ * streamed SSE responses, noticing clients that go away), tokenize,
+ * detokenize, models, health and metrics. */
 #ifndef PLUME_SERVE_HTTP_H
 #define PLUME_SERVE_HTTP_H
 

@@ -7,7 +7,11 @@
  * round robin; one that refuses the connection is skipped for the next.
  * A worker that fails or goes silent for timeout_s ends the request with a
  * clear error (502); nothing waits forever.  GET /v1/models comes from a
- * decode worker; GET /health and /metrics are the router's own. */
+ * decode worker; GET /health and /metrics are the router's own.  It runs on
+ * the same HTTP daemon as plume serve (http_daemon.h: the key checked before
+ * routing, in constant time; errors in the server's shape), calls workers
+ * with the one client (http_client.h), and builds the two hops' requests
+ * with router_rewrite.h. */
 #ifndef PLUME_SERVE_ROUTER_H
 #define PLUME_SERVE_ROUTER_H
 
