@@ -195,8 +195,9 @@ int http_daemon_start(const http_daemon_opts *o, http_daemon **out, int *port_ou
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);
     const struct sockaddr *sa;
+    /* poll(), not select(): a connection's descriptor may pass FD_SETSIZE */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (inet_pton(AF_INET, o->host, &a4.sin_addr) == 1) {
         a4.sin_family = AF_INET;
         a4.sin_port = htons((uint16_t)o->port);
