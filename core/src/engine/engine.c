@@ -281,6 +281,8 @@ const char *plume_engine_scheduler_name(const plume_engine *e)
     return plume_sched_name(&e->sched);
 }
 
+int32_t plume_engine_n_ctx(const plume_engine *e) { return e->n_ctx; }
+
 const char *plume_engine_proposer_name(const plume_engine *e)
 {
     return e->prop_vt ? e->prop_vt->name : NULL;

@@ -1,7 +1,6 @@
 /* quantization_config / quantize_config.json -> settings for a linear
  * method (formats.md §1.6). */
 #include "formats/hf_quant_config.h"
-#include "runtime/settings_internal.h"
 
 #include <ctype.h>
 #include <jansson.h>
