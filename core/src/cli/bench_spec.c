@@ -389,13 +389,13 @@ int bench_spec(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             threads = (int)cli_int("--threads", v, 1, 1024);
         } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
-            sp.temperature = (float)cli_float("--temperature", v, 0.0, 100.0);
+            sp.temperature = (float)cli_sampling("--temperature", "temperature", v);
         } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            sp.top_k = (int32_t)cli_int("--top-k", v, 0, 1 << 30);
+            sp.top_k = (int32_t)cli_sampling("--top-k", "top_k", v);
         } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            sp.top_p = (float)cli_float("--top-p", v, 0.0, 1.0);
+            sp.top_p = (float)cli_sampling("--top-p", "top_p", v);
         } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            sp.min_p = (float)cli_float("--min-p", v, 0.0, 1.0);
+            sp.min_p = (float)cli_sampling("--min-p", "min_p", v);
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
         } else if (cli_flag(argv, i, "--json")) {

@@ -55,6 +55,12 @@ bool cli_flag(char **argv, int i, const char *name);
 long long cli_int(const char *opt, const char *s, long long lo, long long hi);
 double cli_float(const char *opt, const char *s, double lo, double hi);
 
+/* A sampling option (--top-p V for the parameter "top_p"): V must be a
+ * number (an integer for an integer parameter) in the range of the one
+ * table (plume_sampling_param_find), else an error naming the option, the
+ * range and what turns it off, and exit 2. */
+double cli_sampling(const char *opt, const char *name, const char *v);
+
 /* A length option: N or MIN-MAX, each in [1, 2^20], MIN <= MAX; else an
  * error naming `plume <cmd>` and the option, and exit 2. */
 void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi);
