@@ -1,5 +1,6 @@
 /* The engine: requests in and out, and the step -- schedule (and propose
  * drafts), run one batched forward, post-process (postprocess.c). */
+#include "plume/clock.h"
 #include "plume/engine.h"
 
 #include <stddef.h>
@@ -242,13 +243,6 @@ bool plume_engine_has_work(const plume_engine *e)
     return e->sched.waiting.n > 0 || e->sched.running.n > 0 || plume_kv_glue_pending(e) > 0;
 }
 
-double plume_engine_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int plume_engine_set_sampler(plume_engine *e, const plume_sampler_vtable *vt,
                              const plume_settings *settings, plume_error *err)
 {
@@ -325,10 +319,10 @@ static int run(plume_engine *e, int32_t n, plume_error *err)
         e->stats.max_step_positions = positions;
     if (n > e->stats.max_step_seqs)
         e->stats.max_step_seqs = n;
-    double t0 = plume_engine_now();
+    double t0 = plume_clock_seconds();
     if (plume_runner_forward(e->runner, e->batch, n, e->logits, err))
         return -1;
-    double dt = plume_engine_now() - t0;
+    double dt = plume_clock_seconds() - t0;
     e->stats.forward_seconds += dt;
     plume_engine_spec_time_forward(e, positions, dt);
     e->stats.steps++;

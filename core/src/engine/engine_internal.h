@@ -140,7 +140,5 @@ void plume_engine_spec_time_forward(plume_engine *e, int32_t positions, double s
 void plume_engine_spec_observe(plume_engine *e, plume_seq *s, int32_t n_drafted,
                                int32_t n_accepted);
 
-/* Seconds on a monotonic clock. */
-double plume_engine_now(void);
 
 #endif
