@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import openai  # noqa: E402
 
 from serve_util import CheckFailed, Server, check  # noqa: E402

@@ -109,8 +109,6 @@ PLUME_API int32_t plume_sampler_sample(plume_sampler *s, const float *logits,
 /* Draws a token from a distribution over n_vocab ids (one uniform draw from
  * the sampler's RNG). */
 PLUME_API int32_t plume_sampler_draw(plume_sampler *s, const float *probs);
-/* One uniform draw in [0, 1) from the sampler's RNG. */
-PLUME_API double plume_sampler_uniform(plume_sampler *s);
 PLUME_API bool plume_sampler_is_greedy(const plume_sampler *s);
 PLUME_API int32_t plume_sampler_n_vocab(const plume_sampler *s);
 

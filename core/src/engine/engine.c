@@ -99,7 +99,7 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     e->sched.max_batched_tokens = p->max_batched_tokens;
     e->sched.prefix_caching = p->prefix_caching;
     e->sched.spec_adaptive = p->spec_adaptive;
-    e->sched.on_preempt = plume_engine_on_preempt;
+    e->sched.on_preempt = plume_engine_proposer_forget;
     e->sched.hook_ctx = e;
     if (plume_queue_reserve(&e->sched.running, p->max_num_seqs)) {
         plume_engine_free(e);

@@ -111,9 +111,10 @@ void plume_engine_finish_drop(plume_engine *e, plume_seq *s);
 
 /* speculative.c */
 
-/* The proposer forgets a sequence that finished or was preempted (the
- * scheduler's on_preempt hook; ctx is the engine). */
-void plume_engine_on_preempt(void *ctx, plume_seq *seq);
+/* The proposer forgets a sequence (its release slot, timed): called when the
+ * sequence finishes and, as the scheduler's on_preempt hook, when it is
+ * preempted (ctx is the engine). */
+void plume_engine_proposer_forget(void *ctx, plume_seq *seq);
 
 /* Turns speculation off and frees its buffers. */
 void plume_engine_free_spec(plume_engine *e);

@@ -8,10 +8,7 @@
 #include "plume/clock.h"
 #include "plume/struct_size.h"
 
-/* The engine whose proposer is being created on this thread (its loads
- * through the host are counted into its stats). */
-
-void plume_engine_on_preempt(void *ctx, plume_seq *seq)
+void plume_engine_proposer_forget(void *ctx, plume_seq *seq)
 {
     plume_engine *e = ctx;
     if (e->prop && e->prop_vt->release) {

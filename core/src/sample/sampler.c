@@ -288,8 +288,6 @@ int32_t plume_sampler_draw(plume_sampler *s, const float *probs)
 
 plume_rng *plume_sampler_rng(plume_sampler *s) { return &s->rng; }
 
-double plume_sampler_uniform(plume_sampler *s) { return plume_rng_uniform(&s->rng); }
-
 bool plume_sampler_is_greedy(const plume_sampler *s) { return s->p.temperature == 0.0f; }
 
 int32_t plume_sampler_n_vocab(const plume_sampler *s) { return s->n_vocab; }

@@ -1,4 +1,4 @@
-"""Starting and talking to `plume serve` in the tests (tests/serve/)."""
+"""Starting and talking to `plume serve` in the tests (tests/http/)."""
 import http.client
 import json
 import os
