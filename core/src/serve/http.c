@@ -259,22 +259,25 @@ static enum MHD_Result on_chat(void *user, http_exchange *x)
     return handle_generate(user, x, SERVE_API_CHAT);
 }
 
-static enum MHD_Result on_tokenize(void *user, http_exchange *x)
+/* /tokenize and /detokenize: the body to JSON by one of openai_api.h's converters. */
+static enum MHD_Result convert(serve_http *h, http_exchange *x,
+                               json_t *(*fn)(const serve_api_env *, const char *, size_t, int *,
+                                             char *, size_t))
 {
-    serve_http *h = user;
     int st = 0;
     char em[1024];
-    json_t *j = serve_api_tokenize(h->o.env, x->body, x->body_len, &st, em, sizeof em);
+    json_t *j = fn(h->o.env, x->body, x->body_len, &st, em, sizeof em);
     return j ? http_send_json(x, 200, j) : http_send_error(x, (unsigned)(st ? st : 500), "%s", em);
+}
+
+static enum MHD_Result on_tokenize(void *user, http_exchange *x)
+{
+    return convert(user, x, serve_api_tokenize);
 }
 
 static enum MHD_Result on_detokenize(void *user, http_exchange *x)
 {
-    serve_http *h = user;
-    int st = 0;
-    char em[1024];
-    json_t *j = serve_api_detokenize(h->o.env, x->body, x->body_len, &st, em, sizeof em);
-    return j ? http_send_json(x, 200, j) : http_send_error(x, (unsigned)(st ? st : 500), "%s", em);
+    return convert(user, x, serve_api_detokenize);
 }
 
 static enum MHD_Result on_models(void *user, http_exchange *x)
