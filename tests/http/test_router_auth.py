@@ -15,8 +15,6 @@ The right key passes on both (the router then fails at the missing worker:
 import http.client
 import json
 import os
-import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -25,18 +23,12 @@ from serve_util import CheckFailed, Server, check  # noqa: E402
 KEY = "k3y-for-the-router-test"
 
 
-class Router:
+class Router(Server):
+    """plume router in front of workers that do not exist (port 9: refused)."""
+
     def __init__(self, plume, *extra):
-        self.proc = subprocess.Popen([plume, "router", "--no-check", "--port", "0",
-                                      "--prefill", "http://127.0.0.1:9",
-                                      "--decode", "http://127.0.0.1:9", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.match(r"plume router: listening on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise CheckFailed(("router: no listening line", line, self.proc.stderr.read()))
-        self.port = int(m.group(1))
+        self.start([plume, "router", "--no-check", "--port", "0", "--prefill",
+                    "http://127.0.0.1:9", "--decode", "http://127.0.0.1:9", *extra])
 
     def kill(self):
         self.proc.terminate()
