@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pd_ipc.h"
+#include "plume/clock.h"
 
 int pd_consumer_hello_reply(plume_kv_connector *c, pd_job *j, const pd_msg *m)
 {
@@ -84,9 +85,9 @@ static void *fetcher(void *arg)
         }
         j->state = PD_FETCHING;
         pthread_mutex_unlock(&c->mu);
-        double t0 = pd_now();
+        double t0 = plume_clock_seconds();
         int rc = c->tp->fetch(c, j);
-        j->fetch_s = pd_now() - t0;
+        j->fetch_s = plume_clock_seconds() - t0;
         pthread_mutex_lock(&c->mu);
         if (j->cancelled) { /* the request went away meanwhile: the job is ours to free */
             if (rc == 0)
@@ -206,14 +207,14 @@ int pd_consumer_load(plume_kv_connector *c, const plume_kv_step_meta *meta, plum
             }
             if (j->state == PD_STAGED) {
                 plume_error e2 = {0};
-                double t0 = pd_now();
+                double t0 = plume_clock_seconds();
                 int crc = copy_in(c, j, r, &e2);
                 if (crc == 0 && c->log_transfers)
                     fprintf(stderr,
                             "plume pd-ipc: transfer %s: %d tokens, %zu bytes: fetched (%s) in "
                             "%.2f ms, copied into the cache in %.2f ms\n",
                             j->xp.transfer_id, j->seg_tokens, j->bytes, c->tp->name,
-                            j->fetch_s * 1e3, (pd_now() - t0) * 1e3);
+                            j->fetch_s * 1e3, (plume_clock_seconds() - t0) * 1e3);
                 if (crc) {
                     j->state = PD_FAILED; /* job_remove below must not free twice */
                     c->tp->job_free(j);

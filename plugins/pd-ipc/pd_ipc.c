@@ -21,14 +21,8 @@
 #include <unistd.h>
 
 #include "pd_ipc.h"
+#include "plume/clock.h"
 #include "plume/plugin.h"
-
-double pd_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int pd_push_id(int64_t **a, int32_t *n, int32_t *cap, int64_t v)
 {

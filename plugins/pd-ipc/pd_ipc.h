@@ -89,8 +89,6 @@ struct plume_kv_connector {
     plume_kv_connector_stats st;          /* under mu */
 };
 
-/* Seconds on a monotonic clock. */
-double pd_now(void);
 
 /* Appends v to the id list *a (n, cap); -1 when out of memory. */
 int pd_push_id(int64_t **a, int32_t *n, int32_t *cap, int64_t v);

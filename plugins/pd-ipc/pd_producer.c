@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pd_ipc.h"
+#include "plume/clock.h"
 
 void pd_producer_drop(plume_kv_connector *c, int32_t i)
 {
@@ -25,7 +26,7 @@ void pd_producer_drop(plume_kv_connector *c, int32_t i)
 
 void pd_producer_expire(plume_kv_connector *c)
 {
-    double now = pd_now();
+    double now = plume_clock_seconds();
     pthread_mutex_lock(&c->mu);
     for (int32_t i = c->n_segs - 1; i >= 0; i--) {
         const pd_seg *s = &c->segs[i];
@@ -124,7 +125,7 @@ static int save_one(plume_kv_connector *c, const plume_kv_req_blocks *r, pd_seg 
     out->n_tokens = nt;
     out->n_blocks = r->n_blocks;
     out->tokens_hash = pd_tokens_hash(r->prompt, nt);
-    out->t_created = pd_now();
+    out->t_created = plume_clock_seconds();
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "pd_ucx.h"
+#include "plume/clock.h"
 
 void pd_ucx_on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
@@ -110,7 +111,7 @@ void pd_ucx_progress_or_wait(ucx_state *st, int ms)
 
 int pd_ucx_ms_until(double deadline)
 {
-    double left = deadline - pd_now();
+    double left = deadline - plume_clock_seconds();
     return left <= 0 ? 0 : left > 0.1 ? 100 : (int)(left * 1000) + 1;
 }
 
@@ -125,8 +126,8 @@ int pd_ucx_close_ep(ucx_state *st, ucp_ep_h ep, bool force, double seconds)
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
     if (r == NULL || UCS_PTR_IS_ERR(r))
         return 0;
-    double deadline = pd_now() + seconds;
-    while (ucp_request_check_status(r) == UCS_INPROGRESS && pd_now() < deadline)
+    double deadline = plume_clock_seconds() + seconds;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && plume_clock_seconds() < deadline)
         pd_ucx_progress_or_wait(st, pd_ucx_ms_until(deadline));
     bool done = ucp_request_check_status(r) != UCS_INPROGRESS;
     ucp_request_free(r);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "pd_ucx.h"
+#include "plume/clock.h"
 
 #define PD_UCX_PEERS 8 /* prefill workers whose endpoints are kept */
 
@@ -27,7 +28,7 @@ static char wait_msg(ucx_state *st, double deadline, ucx_in *out)
             }
         if (st->ep_status != UCS_OK)
             return 'G';
-        if (pd_now() >= deadline)
+        if (plume_clock_seconds() >= deadline)
             return 'T';
         pd_ucx_progress_or_wait(st, pd_ucx_ms_until(deadline));
     }
@@ -45,7 +46,7 @@ static char flush_ep(ucx_state *st, double deadline)
     if (UCS_PTR_IS_ERR(r))
         return 'G';
     while (ucp_request_check_status(r) == UCS_INPROGRESS && st->ep_status == UCS_OK &&
-           pd_now() < deadline)
+           plume_clock_seconds() < deadline)
         pd_ucx_progress_or_wait(st, pd_ucx_ms_until(deadline));
     ucs_status_t s = ucp_request_check_status(r);
     ucp_request_free(r);
@@ -281,7 +282,7 @@ int pd_ucx_fetch(plume_kv_connector *c, pd_job *j)
         }
         c->tp_state = st;
     }
-    double deadline = pd_now() + c->timeout_s;
+    double deadline = plume_clock_seconds() + c->timeout_s;
     int rc = -1;
     for (int attempt = 0; attempt < 2; attempt++) {
         pd_ucx_clear_inbox(st);

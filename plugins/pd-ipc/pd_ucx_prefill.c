@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "pd_ucx.h"
+#include "plume/clock.h"
 
 int pd_ucx_seg_create(plume_kv_connector *c, pd_seg *seg, size_t bytes, unsigned char **map,
                       plume_error *err)
@@ -171,7 +172,7 @@ static void serve_get(ucx_state *st, const ucx_in *in)
                 memcpy(e, &id, sizeof id);
             }
             seg->claimed_by = in->ep;
-            seg->t_claimed = pd_now();
+            seg->t_claimed = plume_clock_seconds();
         }
     }
     pthread_mutex_unlock(&c->mu);
@@ -250,7 +251,7 @@ static void conn_close(ucx_state *st, int i, const char *why)
 static void reap_conns(ucx_state *st)
 {
     plume_kv_connector *c = st->c;
-    double now = pd_now();
+    double now = plume_clock_seconds();
     for (int i = st->n_conns - 1; i >= 0; i--) {
         bool late = false;
         pthread_mutex_lock(&c->mu);

@@ -16,6 +16,7 @@
 
 #include "gptq_kernels.h"
 #include "plume/cpu.h"
+#include "plume/struct_size.h"
 
 /* ---- the repacked layer ---- */
 
@@ -481,7 +482,7 @@ static void fwd_worker(void *ctx, int ith, int nth)
 static bool has_parallel_for(const plume_backend_vtable *bvt, const plume_backend *b)
 {
     return b && bvt &&
-           bvt->struct_size >= offsetof(plume_backend_vtable, parallel_for) + sizeof bvt->parallel_for &&
+           PLUME_HAS_MEMBER(plume_backend_vtable, bvt, parallel_for) &&
            bvt->parallel_for;
 }
 

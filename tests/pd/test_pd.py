@@ -38,7 +38,6 @@ ucx://127.0.0.1:PORT).
 import concurrent.futures
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -46,7 +45,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import openai  # noqa: E402
 
 from serve_util import CheckFailed, Server, check  # noqa: E402
@@ -72,31 +71,13 @@ class Worker(Server):
     comes back where the router looks)."""
 
     def __init__(self, pipeline, port):
-        self.proc = subprocess.Popen([plume, "serve", "--pipeline", pipeline, "--port", str(port),
-                                      "--threads", "1"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.match(r"plume serve: listening on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise CheckFailed(("no listening line", line, self.proc.stderr.read()))
-        self.port = int(m.group(1))
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.start([plume, "serve", "--pipeline", pipeline, "--port", str(port), "--threads", "1"])
 
 
 class Router(Server):
     def __init__(self, prefill, decode, *extra):
-        self.proc = subprocess.Popen([plume, "router", "--prefill", prefill.base, "--decode",
-                                      decode.base, "--port", "0", "--timeout", str(TIMEOUT),
-                                      "--startup-timeout", "20", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.match(r"plume router: listening on http://127\.0\.0\.1:(\d+)", line)
-        if not m:
-            self.proc.kill()
-            raise CheckFailed(("router: no listening line", line, self.proc.stderr.read()))
-        self.port = int(m.group(1))
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.start([plume, "router", "--prefill", prefill.base, "--decode", decode.base,
+                    "--port", "0", "--timeout", str(TIMEOUT), "--startup-timeout", "20", *extra])
 
 
 def pipeline(d, name, role, block_size=16, **kv):

@@ -6,13 +6,15 @@ The SDK is the set of functions declared in INCLUDE_DIR (core/include/plume).
 Checks, each failure one line saying what is wrong and what to do:
 
 1. every function declared in a public header carries PLUME_API (plume/api.h);
-2. the dynamic symbols libplume.so defines are exactly those functions, plus
-   plume_cli_main (the `plume` executable's entry point, core/src/cli/cli.h):
-   an internal symbol there is a leak, a missing one breaks plugins;
+2. the dynamic symbols libplume.so defines are exactly those functions: an
+   internal symbol there is a leak, a missing one breaks plugins;
 3. no plugin refers to a symbol the core defines but does not export (it
    would link, since shared modules may leave symbols undefined, and then
    fail to load with RTLD_NOW);
-4. no header outside INCLUDE_DIR (under $PLUME_SOURCE_ROOT) reuses the
+4. libplume.so needs no HTTP library (libcurl, libmicrohttpd): those belong
+   to libplume-serve (core/src/serve), so a program can embed the engine
+   without an HTTP stack;
+5. no header outside INCLUDE_DIR (under $PLUME_SOURCE_ROOT) reuses the
    include guard of a public one (whichever is included second would
    silently vanish).
 
@@ -24,10 +26,9 @@ import re
 import subprocess
 import sys
 
-# Exported without being SDK: the `plume` command lives in libplume (so that
-# its subcommands share one copy of the core with the plugins they load) and
-# the executable calls it.  Keep this list to that one name.
-NOT_SDK = {"plume_cli_main"}
+# Exported without being SDK: nothing (the `plume` command is its own
+# executable on the SDK and libplume-serve).  Keep this set empty.
+NOT_SDK = set()
 
 
 def statements(text):
@@ -116,6 +117,14 @@ def main():
                               f"libplume does not export (the plugin would fail to load): use "
                               f"the SDK (core/include/plume) instead, or make {name} SDK")
 
+    r = subprocess.run(["readelf", "-d", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        errors.append(f"readelf -d {so} failed: {r.stderr.strip()}")
+    for lib in re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout):
+        if lib.startswith(("libcurl", "libmicrohttpd")):
+            errors.append(f"{so} needs {lib}: libplume links no HTTP library; move the code "
+                          f"that uses it to libplume-serve (core/src/serve/meson.build)")
+
     guards = {}
     for h in glob.glob(os.path.join(include_dir, "*.h")):
         with open(h, encoding="utf-8") as f:
@@ -136,7 +145,7 @@ def main():
     for e in errors:
         print(e, file=sys.stderr)
     print(f"libplume exports {len(exported)} symbols: {len(sdk)} SDK functions declared in "
-          f"{include_dir}, plus {', '.join(sorted(NOT_SDK))}; "
+          f"{include_dir}; no HTTP library needed; "
           f"{len(plugins)} plugins checked")
     sys.exit(1 if errors else 0)
 

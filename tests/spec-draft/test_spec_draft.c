@@ -263,7 +263,7 @@ static void test_swap_on_live_engine(void **state)
 }
 
 /* ---- sampled output follows the target's law with a poor draft ----
- * As in tests/serving/test_spec.c: the law at every prefix of generated
+ * As in tests/engine/test_spec.c: the law at every prefix of generated
  * tokens comes from plume_decode's logits shaped by oracle_probs; each
  * position's token given the ones before is fitted (chi-square, p > 1e-5). */
 #define LAW_TOKENS 3

@@ -133,10 +133,13 @@ typedef enum plume_backend_feature {
     PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
 } plume_backend_feature;
 
-/* What microbench measures (`plume bench roofline` on a device backend). */
+/* What microbench measures (`plume bench roofline`).  A backend answers the
+ * ones its device has and refuses the others with PLUME_ERR_UNSUPPORTED. */
 typedef enum plume_microbench {
     PLUME_MB_READ_GBS = 0,   /* streaming read bandwidth of the device's memory, GB/s */
     PLUME_MB_F16_TFLOPS = 1, /* dense f16 matrix multiply, f32 accumulation, TFLOP/s */
+    PLUME_MB_F32_GFLOPS = 2, /* peak f32 fused multiply-add rate, GFLOP/s (2 per FMA) */
+    PLUME_MB_INT8_GOPS = 3,  /* peak int8 dot-product rate, GOP/s (2 per multiply-add) */
 } plume_microbench;
 
 /* What device_info tells a plugin kernel about the backend's device. */
@@ -305,10 +308,11 @@ typedef struct plume_backend_vtable {
      * (or b NULL): call fn(ctx, 0, 1) yourself. */
     void (*parallel_for)(plume_backend *b, void (*fn)(void *ctx, int ith, int nth), void *ctx);
 
-    /* Optional: measures what this instance's device can do (reps timed
-     * runs after a warm-up; their mean rate into *out), for `plume bench
-     * roofline --pipeline` on a device backend.  NULL: the bench measures
-     * the host (the cpu backend). */
+    /* Optional: measures what this instance's device can do on all its
+     * threads or streams (reps timed runs after a warm-up; the rate of a
+     * typical run into *out: the cuda backend gives the mean, cpu the
+     * median), for `plume bench roofline` and `plume bench context`.
+     * NULL: the backend cannot be measured. */
     int (*microbench)(plume_backend *b, plume_microbench what, int reps, double *out,
                       plume_error *err);
 

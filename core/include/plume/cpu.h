@@ -12,6 +12,7 @@
 #define PLUME_CPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "plume/api.h"
@@ -45,6 +46,17 @@ PLUME_API bool plume_cpu_float_activations(void);
  * x[i] ≈ d[i/32] · q[i], q in [−127, 127], and s[b] = d[b] · Σ q over
  * block b.  Bit-identical at every level. */
 PLUME_API void plume_cpu_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s);
+
+/* Default worker count: PLUME_THREADS when set to a positive integer (an
+ * invalid value is reported on stderr once and ignored), else the number of
+ * physical cores this process may run on (SMT siblings counted once, from
+ * /sys/devices/system/cpu/cpuN/topology), else the online CPUs.  At least 1.
+ * The forward pass uses this when it is asked for 0 threads. */
+PLUME_API int plume_cpu_count(void);
+
+/* Writes the space-separated list of the CPU features plume detected
+ * ("avx2 fma f16c ...") into buf, NUL-terminated and cut to size. */
+PLUME_API void plume_cpu_features_string(char *buf, size_t size);
 
 #ifdef __cplusplus
 }

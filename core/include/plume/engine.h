@@ -253,6 +253,13 @@ PLUME_API const char *plume_engine_scheduler_name(const plume_engine *e);
 /* The active proposer's name, or NULL when speculation is off. */
 PLUME_API const char *plume_engine_proposer_name(const plume_engine *e);
 
+/* The longest sequence (prompt + generated tokens) one request may reach:
+ * the KV cache's capacity in whole blocks (kv_max_tokens rounded up to
+ * block_size), capped by the model's trained context when it has one.  A
+ * longer prompt is refused by plume_engine_add_tokens; servers report it
+ * as max_model_len. */
+PLUME_API int32_t plume_engine_n_ctx(const plume_engine *e);
+
 PLUME_API int plume_engine_result(const plume_engine *e, int64_t request_id,
                                   plume_request_result *out);
 /* Forgets a finished request (its result is no longer available). */

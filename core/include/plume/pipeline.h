@@ -92,10 +92,6 @@ PLUME_API void plume_pipeline_engine_params(const plume_pipeline *p, plume_engin
 PLUME_API bool plume_pipeline_sampling_params(const plume_pipeline *p, plume_sampling_params *out,
                                               bool *seed_given);
 
-/* Replaces the model of a resolved pipeline, resolving (against the current
- * directory) and probing it as for `model:`. */
-PLUME_API int plume_pipeline_set_model(plume_pipeline *p, const char *model_path, plume_error *err);
-
 /* Each slot's provider (vtable in the registry's layout) and its settings
  * (NULL settings: none given).  Never NULL except the optional slots. */
 PLUME_API const plume_weight_format_vtable *plume_pipeline_weight_format(const plume_pipeline *p,

@@ -44,6 +44,7 @@
 #include "plume/sampler_provider.h"
 #include "plume/scheduler.h"
 #include "plume/settings.h"
+#include "plume/struct_size.h"
 #include "plume/weight_format.h"
 
 #ifdef __cplusplus

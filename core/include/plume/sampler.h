@@ -30,13 +30,41 @@ typedef struct plume_sampling_params {
     float frequency_penalty;
 } plume_sampling_params;
 
-/* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no penalty, seed 0 —
- * the defaults of llama.cpp's CLI. */
+/* One sampling parameter as every reader of it (the sampler, pipelines,
+ * the server, JSONL requests, the commands' options) accepts it: the one
+ * table of names, types, ranges and defaults.  The seed is not in it (any
+ * 64-bit value is a seed). */
+typedef struct plume_sampling_param {
+    const char *name;     /* "temperature": the key in pipelines and JSON requests */
+    bool integer;         /* an integer (top_k, repeat_last_n), else a real */
+    double lo, hi;        /* accepted: lo <= v <= hi, or lo < v <= hi when lo_open */
+    bool lo_open;
+    double def;           /* the default (plume_sampling_defaults) */
+    const char *neutral;  /* what turns it off, for messages: "0 = greedy", "1 = off" */
+} plume_sampling_param;
+
+/* The table: *n entries (temperature, top_k, top_p, min_p,
+ * repetition_penalty, repeat_last_n, presence_penalty, frequency_penalty). */
+PLUME_API const plume_sampling_param *plume_sampling_param_list(size_t *n);
+/* The entry called name, or NULL when there is none. */
+PLUME_API const plume_sampling_param *plume_sampling_param_find(const char *name);
+/* True when v is in f's range (and integral for an integer parameter). */
+PLUME_API bool plume_sampling_param_ok(const plume_sampling_param *f, double v);
+/* f's range as text for messages, "[0, 100]" or "(0, 1]", into buf. */
+PLUME_API void plume_sampling_param_range(const plume_sampling_param *f, char *buf, size_t cap);
+/* Stores v (in f's range) into the field of p that f names, and reads it back; f
+ * must be an entry of the table (plume_sampling_param_list or _find). */
+PLUME_API void plume_sampling_param_store(plume_sampling_params *p, const plume_sampling_param *f,
+                                          double v);
+PLUME_API double plume_sampling_param_load(const plume_sampling_params *p,
+                                           const plume_sampling_param *f);
+
+/* Every parameter at the table's default (temperature 0.8, top_k 40, top_p
+ * 0.95, min_p 0.05, no penalty: llama.cpp's CLI defaults), seed 0. */
 PLUME_API plume_sampling_params plume_sampling_defaults(void);
 
-/* Checks ranges (temperature >= 0, top_p in (0,1], min_p in [0,1), top_k >= 0,
- * repetition_penalty > 0, presence_penalty and frequency_penalty in [-2, 2]);
- * the message names the field and its range. */
+/* Checks every parameter against the table; the message names the first
+ * field out of range, its range and what turns it off. */
 PLUME_API int plume_sampling_validate(const plume_sampling_params *p, plume_error *err);
 
 /* xoshiro256** generator state. */
@@ -81,8 +109,6 @@ PLUME_API int32_t plume_sampler_sample(plume_sampler *s, const float *logits,
 /* Draws a token from a distribution over n_vocab ids (one uniform draw from
  * the sampler's RNG). */
 PLUME_API int32_t plume_sampler_draw(plume_sampler *s, const float *probs);
-/* One uniform draw in [0, 1) from the sampler's RNG. */
-PLUME_API double plume_sampler_uniform(plume_sampler *s);
 PLUME_API bool plume_sampler_is_greedy(const plume_sampler *s);
 PLUME_API int32_t plume_sampler_n_vocab(const plume_sampler *s);
 

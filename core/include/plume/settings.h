@@ -85,6 +85,11 @@ PLUME_API int plume_settings_error(const plume_settings *s, const char *key, plu
 
 /* Settings built in code: an empty section named path ("sampling"). */
 PLUME_API int plume_settings_new(const char *path, plume_settings **out, plume_error *err);
+/* plume_settings_new whose error messages name source (copied: "--spec
+ * ngram:k=4", a checkpoint's config file) where plume_settings_new's say
+ * "(settings)": for settings read from text that is not a pipeline file. */
+PLUME_API int plume_settings_new_in(const char *source, const char *path, plume_settings **out,
+                                    plume_error *err);
 /* Adds key: value, value parsed as an unquoted YAML scalar would be. */
 PLUME_API int plume_settings_set(plume_settings *s, const char *key, const char *value,
                                  plume_error *err);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/threadpool.h"
 #include "cli/cli.h"
+#include "plume/cpu.h"
 #include "plume/model.h"
 #include "plume/seq_runner.h"
 
@@ -86,7 +86,7 @@ static double decode_steps(plume_seq_runner *r, const ctx_opts *o, float *logits
 {
     int32_t next[MAX_BATCH];
     plume_seq_run runs[MAX_BATCH];
-    const double t0 = cli_now();
+    const double t0 = plume_clock_seconds();
     for (int s = 0; s < o->steps; s++) {
         for (int b = 0; b < o->batch; b++) {
             next[b] = argmax(logits + (size_t)b * (size_t)nv, nv);
@@ -95,7 +95,7 @@ static double decode_steps(plume_seq_runner *r, const ctx_opts *o, float *logits
         if (plume_seq_runner_run(r, runs, o->batch, logits, err))
             return -1;
     }
-    return cli_now() - t0;
+    return plume_clock_seconds() - t0;
 }
 
 /* Brings sequence b from position cur to d in chunks of o->chunk, the last
@@ -139,10 +139,10 @@ static int run_rep(plume_seq_runner *r, const ctx_opts *o, const int32_t *prompt
             t_pre[di] = 0;
             continue;
         }
-        const double t0 = cli_now();
+        const double t0 = plume_clock_seconds();
         if (prefill(r, o, 0, prompts, cur, d, logits, nv, err))
             return -1;
-        t_cum += cli_now() - t0;
+        t_cum += plume_clock_seconds() - t0;
         t_pre[di] = t_cum;
         for (int b = 1; b < o->batch; b++)
             if (prefill(r, o, b, prompts + (size_t)b * (size_t)max_d, cur, d, logits, nv, err))

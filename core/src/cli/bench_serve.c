@@ -4,7 +4,7 @@
  * latency as `vllm bench serve` defines them (docs/bench-serve.md).
  *
  * One thread drives every request through libcurl's multi interface
- * (cli/http_stream.h); the timestamps are taken in the receive callbacks. */
+ * (serve/http_client.h); the timestamps are taken in the receive callbacks. */
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "cli/bench_stats.h"
 #include "cli/cli.h"
-#include "cli/http_stream.h"
+#include "serve/http_client.h"
 #include "plume/sampler.h"
 
 static const char help[] =
@@ -547,13 +547,13 @@ static int run(const serve_opts *o)
         goto out;
     }
     int next = 0, done = 0, in_flight = 0, peak = 0;
-    const double t0 = cli_now();
+    const double t0 = plume_clock_seconds();
     while (done < n) {
-        double now = cli_now() - t0;
+        double now = plume_clock_seconds() - t0;
         while (next < n && arrival[next] <= now &&
                (o->max_concurrency == 0 || in_flight < o->max_concurrency)) {
             req *r = &reqs[next++];
-            r->t_start = cli_now();
+            r->t_start = plume_clock_seconds();
             r->t_last = r->t_start;
             if (!http_post_sse(multi, url, o->api_key, r->body, o->timeout, on_event, r, r->err,
                                sizeof r->err)) {
@@ -565,7 +565,7 @@ static int run(const serve_opts *o)
         }
         int wait_ms = 100;
         if (next < n && (o->max_concurrency == 0 || in_flight < o->max_concurrency)) {
-            double dt = arrival[next] - (cli_now() - t0);
+            double dt = arrival[next] - (plume_clock_seconds() - t0);
             wait_ms = dt <= 0 ? 0 : dt < 0.1 ? (int)ceil(dt * 1e3) : 100;
         }
         if (in_flight || wait_ms > 0) /* with nothing in flight: a plain sleep */
@@ -593,7 +593,7 @@ static int run(const serve_opts *o)
             done++;
         }
     }
-    const double duration = cli_now() - t0;
+    const double duration = plume_clock_seconds() - t0;
     http_multi_free(multi);
 
     /* the metrics, as vllm/benchmarks/serve.py computes them */

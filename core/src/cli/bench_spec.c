@@ -15,7 +15,6 @@
 #include "plume/proposer.h"
 #include "plume/registry.h"
 #include "plume/settings.h"
-#include "runtime/settings_internal.h"
 
 static const char help[] =
     "usage: plume bench spec (--model PATH | --pipeline FILE) [options]\n"
@@ -118,7 +117,7 @@ static int parse_variant(const char *s, variant *v, plume_error *err)
     memcpy(v->method, s, ml);
     char file[96];
     snprintf(file, sizeof file, "--spec %s", s);
-    if (settings_new_in(file, "speculative", &v->settings, err))
+    if (plume_settings_new_in(file, "speculative", &v->settings, err))
         return -1;
     bool k_given = false;
     char *list = strdup(colon ? colon + 1 : "");
@@ -390,13 +389,13 @@ int bench_spec(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             threads = (int)cli_int("--threads", v, 1, 1024);
         } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
-            sp.temperature = (float)cli_float("--temperature", v, 0.0, 100.0);
+            sp.temperature = (float)cli_sampling("--temperature", "temperature", v);
         } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            sp.top_k = (int32_t)cli_int("--top-k", v, 0, 1 << 30);
+            sp.top_k = (int32_t)cli_sampling("--top-k", "top_k", v);
         } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            sp.top_p = (float)cli_float("--top-p", v, 0.0, 1.0);
+            sp.top_p = (float)cli_sampling("--top-p", "top_p", v);
         } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            sp.min_p = (float)cli_float("--min-p", v, 0.0, 1.0);
+            sp.min_p = (float)cli_sampling("--min-p", "min_p", v);
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
         } else if (cli_flag(argv, i, "--json")) {
@@ -486,10 +485,10 @@ int bench_spec(int argc, char **argv)
         int64_t generated = 0;
         plume_engine_stats before = plume_engine_get_stats(e);
         for (int r = 0; r < reps; r++) {
-            double t0 = cli_now();
+            double t0 = plume_clock_seconds();
             if (run_workload(e, &ps, batch, &sp, outs, n_outs, &generated, &err))
                 goto done;
-            times[r] = cli_now() - t0;
+            times[r] = plume_clock_seconds() - t0;
             wall += times[r];
         }
         plume_proposer_usage use;

@@ -107,7 +107,7 @@ static int serve(const plume_model *m, const plume_engine_params *ep, const work
         return -1;
     plume_request_params rp = plume_request_defaults();
     rp.ignore_eos = true;
-    double t0 = cli_now();
+    double t0 = plume_clock_seconds();
     int64_t generated = 0;
     for (int i = first; i < first + count; i++) {
         rp.max_tokens = w->n_out[i];
@@ -125,7 +125,7 @@ static int serve(const plume_model *m, const plume_engine_params *ep, const work
         if (plume_engine_result(e, id, &r) == 0)
             generated += (int64_t)r.n_output;
     }
-    out->seconds = cli_now() - t0;
+    out->seconds = plume_clock_seconds() - t0;
     out->generated = generated;
     out->stats = plume_engine_get_stats(e);
     plume_engine_free(e);

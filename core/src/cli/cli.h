@@ -5,14 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "plume/api.h"
+#include "plume/clock.h" /* plume_clock_seconds: the one clock */
 
-/* The `plume` command: argv[1] names the subcommand.  Returns the exit status
- * (0 ok, 1 runtime error, 2 usage error).  Exported from libplume for the
- * `plume` executable only: it is not part of the SDK (no header in
- * core/include/plume/ declares it) and is the one libplume export outside it
- * (tests/sdk/check_exports.py allows it by name). */
-PLUME_API int plume_cli_main(int argc, char **argv);
 
 /* Each subcommand: argc/argv start at the subcommand name. Returns the exit
  * status (0 ok, 1 runtime error, 2 usage error). */
@@ -61,6 +55,12 @@ bool cli_flag(char **argv, int i, const char *name);
 long long cli_int(const char *opt, const char *s, long long lo, long long hi);
 double cli_float(const char *opt, const char *s, double lo, double hi);
 
+/* A sampling option (--top-p V for the parameter "top_p"): V must be a
+ * number (an integer for an integer parameter) in the range of the one
+ * table (plume_sampling_param_find), else an error naming the option, the
+ * range and what turns it off, and exit 2. */
+double cli_sampling(const char *opt, const char *name, const char *v);
+
 /* A length option: N or MIN-MAX, each in [1, 2^20], MIN <= MAX; else an
  * error naming `plume <cmd>` and the option, and exit 2. */
 void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi);
@@ -76,8 +76,5 @@ int cli_prepare_out_dir(const char *cmd, const char *dir);
 /* A --kv-dtype value (f32, f16, int8) as a plume_kv_dtype; anything else prints
  * an error naming `plume <cmd>` and the choices, and exits 2. */
 int cli_kv_dtype(const char *cmd, const char *v);
-
-/* Monotonic seconds. */
-double cli_now(void);
 
 #endif

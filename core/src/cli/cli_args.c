@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "plume/sampler.h"
 #include "plume/backend.h"
 
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
@@ -56,6 +57,24 @@ double cli_float(const char *opt, const char *s, double lo, double hi)
     return v;
 }
 
+double cli_sampling(const char *opt, const char *name, const char *v)
+{
+    const plume_sampling_param *f = plume_sampling_param_find(name);
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!f || errno || end == v || *end != '\0' || !plume_sampling_param_ok(f, x)) {
+        char range[64] = "?";
+        if (f)
+            plume_sampling_param_range(f, range, sizeof range);
+        fprintf(stderr, "plume: %s (the sampling parameter %s) expects %s in %s (%s), got '%s'\n",
+                opt, name, f && f->integer ? "an integer" : "a number", range,
+                f ? f->neutral : "?", v);
+        exit(2);
+    }
+    return x;
+}
+
 void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi)
 {
     const char *dash = strchr(v, '-');
@@ -91,13 +110,6 @@ int cli_kv_dtype(const char *cmd, const char *v)
         return PLUME_KV_INT8;
     fprintf(stderr, "plume %s: --kv-dtype is f32, f16 or int8, got '%s'\n", cmd, v);
     exit(2);
-}
-
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* 0: dir exists and is empty; 2: it was created; 1: exists with entries;

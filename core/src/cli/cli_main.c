@@ -1,7 +1,7 @@
-/* `plume`: the command-line front end, plume_cli_main (cli/cli.h).  It lives
- * in libplume so that the subcommands may use the core's internals (the tools,
- * the kernel table) and share one copy of the core with the plugins they
- * load; main.c, the `plume` executable, only calls it. */
+/* `plume`: the command-line front end.  main() hands argv[1] to its
+ * subcommand; every subcommand uses libplume's public headers and, for the
+ * HTTP commands, libplume-serve, so the process holds one copy of the core,
+ * shared with the plugins it loads. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,7 +33,7 @@ static const char usage[] =
     "MODEL/PATH is a .gguf file or a Hugging Face model directory (config.json,\n"
     "*.safetensors, tokenizer.json).\n";
 
-int plume_cli_main(int argc, char **argv)
+int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {

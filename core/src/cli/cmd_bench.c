@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/dispatch.h"
-#include "backend/cpu/threadpool.h"
 #include "cli/cli.h"
 #include "cli/pipeline_args.h"
+#include "plume/backend.h"
+#include "plume/cpu.h"
 #include "plume/model.h"
+#include "plume/registry.h"
 
 static const char help[] =
     "usage: plume bench roofline [--model PATH] [options]\n"
@@ -75,53 +76,6 @@ double bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-typedef struct micro_job {
-    const plume_kernels *k;
-    const uint8_t *buf;
-    size_t bytes;
-    long iters;
-    int what; /* 0 read, 1 fma, 2 int8 */
-    double ops[256];
-    float sink[256];
-} micro_job;
-
-static void micro_worker(void *ctx, int ith, int nth)
-{
-    micro_job *j = ctx;
-    if (j->what == 0) {
-        /* slices of whole 256-byte lines, 64-byte aligned */
-        size_t lines = j->bytes / 256;
-        size_t l0 = lines * (size_t)ith / (size_t)nth, l1 = lines * (size_t)(ith + 1) / (size_t)nth;
-        j->sink[ith % 256] = j->k->read_sum(j->buf + l0 * 256, (l1 - l0) * 256);
-    } else {
-        j->ops[ith % 256] = j->what == 1 ? j->k->fma_peak(j->iters) : j->k->int8_peak(j->iters);
-    }
-}
-
-/* Median rate (units per second) of `reps` runs of one microbenchmark. */
-static double micro_rate(plume_pool *pool, micro_job *j, int what, int reps)
-{
-    double *rates = malloc(sizeof(double) * (size_t)reps);
-    j->what = what;
-    for (int r = 0; r < reps; r++) {
-        memset(j->ops, 0, sizeof j->ops);
-        double t0 = cli_now();
-        plume_pool_run(pool, micro_worker, j);
-        double dt = cli_now() - t0;
-        double total = 0;
-        if (what == 0) {
-            total = (double)j->bytes;
-        } else {
-            for (int i = 0; i < 256; i++)
-                total += j->ops[i];
-        }
-        rates[r] = total / dt;
-    }
-    double m = bench_median(rates, reps);
-    free(rates);
-    return m;
-}
-
 static void cpu_name(char *buf, size_t size)
 {
     snprintf(buf, size, "unknown");
@@ -181,7 +135,7 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
             rc = -1;
             break;
         }
-        double t0 = cli_now();
+        double t0 = plume_clock_seconds();
         for (int s = 0; s < DECODE_STEPS; s++) {
             int32_t next = argmax(logits, nv);
             if (plume_decode(ctx, &next, 1, logits, &err)) {
@@ -189,12 +143,12 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
                 break;
             }
         }
-        dec[r] = DECODE_STEPS / (cli_now() - t0);
+        dec[r] = DECODE_STEPS / (plume_clock_seconds() - t0);
         plume_context_reset(ctx);
-        t0 = cli_now();
+        t0 = plume_clock_seconds();
         if (plume_decode(ctx, prompt, PREFILL_TOKENS, logits, &err))
             rc = -1;
-        pre[r] = PREFILL_TOKENS / (cli_now() - t0);
+        pre[r] = PREFILL_TOKENS / (plume_clock_seconds() - t0);
     }
     if (rc)
         fprintf(stderr, "plume bench: %s\n", err.msg);
@@ -212,34 +166,39 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
 
 int bench_machine_measure(int threads, int reps, bench_machine *out)
 {
-    const plume_kernels *k = plume_kernels_active();
-    plume_error err;
-    plume_pool *pool;
-    if (plume_pool_create(threads, &pool, &err)) {
-        fprintf(stderr, "plume bench: %s\n", err.msg);
-        return -1;
+    plume_registry *reg = NULL;
+    plume_backend *b = NULL;
+    const plume_backend_vtable *vt = NULL;
+    plume_error err = {0};
+    int rc = -1;
+    if (plume_registry_create(&reg, &err))
+        goto done;
+    vt = plume_registry_find_backend(reg, "cpu");
+    if (!vt) {
+        plume_err(&err, PLUME_ERR_INTERNAL, "the built-in cpu backend is not registered");
+        goto done;
     }
-    uint8_t *buf = aligned_alloc(64, BW_BYTES);
-    if (!buf) {
-        fprintf(stderr, "plume bench: out of memory for the %zu MiB bandwidth buffer\n",
-                BW_BYTES >> 20);
-        plume_pool_free(pool);
-        return -1;
-    }
-    memset(buf, 1, BW_BYTES); /* fault every page in before timing */
-    micro_job mj = {.k = k, .buf = buf, .bytes = BW_BYTES};
-    (void)micro_rate(pool, &mj, 0, 1); /* warm-up */
-    out->bw = micro_rate(pool, &mj, 0, reps);
-    free(buf);
-    mj.iters = k->level == PLUME_CPU_SCALAR ? 20L * 1000 * 1000 : 50L * 1000 * 1000;
-    (void)micro_rate(pool, &mj, 1, 1);
-    out->f32 = micro_rate(pool, &mj, 1, reps);
-    out->i8 = micro_rate(pool, &mj, 2, reps);
-    plume_pool_free(pool);
+    if (vt->create(NULL, threads, &b, &err))
+        goto done;
+    /* The backend's units (GB/s, GFLOP/s, GOP/s) back to bytes and operations per second. */
+    if (vt->microbench(b, PLUME_MB_READ_GBS, reps, &out->bw, &err) ||
+        vt->microbench(b, PLUME_MB_F32_GFLOPS, reps, &out->f32, &err) ||
+        vt->microbench(b, PLUME_MB_INT8_GOPS, reps, &out->i8, &err))
+        goto done;
+    out->bw *= 1e9;
+    out->f32 *= 1e9;
+    out->i8 *= 1e9;
     cpu_name(out->cpu, sizeof out->cpu);
     plume_cpu_features_string(out->feats, sizeof out->feats);
-    out->level = plume_cpu_level_name(k->level);
-    return 0;
+    out->level = plume_cpu_level_str(plume_cpu_active_level());
+    rc = 0;
+done:
+    if (rc)
+        fprintf(stderr, "plume bench: %s\n", err.msg);
+    if (b)
+        vt->destroy(b);
+    plume_registry_free(reg);
+    return rc;
 }
 
 static int roofline(const bench_opts *o)
@@ -333,14 +292,15 @@ static int roofline_device(const bench_opts *o)
     }
     plume_backend *b;
     const plume_backend_vtable *vt = plume_model_backend(m, &b);
-    if (!vt->microbench) {
+    double bw = 0, f16 = 0;
+    if (!vt->microbench ||
+        (vt->microbench(b, PLUME_MB_F16_TFLOPS, o->reps, &f16, &err) &&
+         err.code == PLUME_ERR_UNSUPPORTED)) {
         fprintf(stderr, "plume bench roofline: backend %s measures no device (it runs on the "
                         "host); use --model PATH for the host's roofline\n", vt->name);
         goto done;
     }
-    double bw = 0, f16 = 0;
-    if (vt->microbench(b, PLUME_MB_READ_GBS, o->reps, &bw, &err) ||
-        vt->microbench(b, PLUME_MB_F16_TFLOPS, o->reps, &f16, &err)) {
+    if (err.code || vt->microbench(b, PLUME_MB_READ_GBS, o->reps, &bw, &err)) {
         fprintf(stderr, "plume bench roofline: %s\n", err.msg);
         goto done;
     }

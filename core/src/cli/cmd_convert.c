@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "convert/convert.h"
+#include "plume/convert.h"
 
 static const char help[] =
     "usage: plume convert MODEL.gguf --to hf OUT_DIR [--dtype f32|f16]\n"
@@ -99,7 +99,7 @@ int cmd_convert(int argc, char **argv)
     }
     if (!quiet)
         o.log = log_line;
-    double t0 = cli_now();
+    double t0 = plume_clock_seconds();
     plume_error err = {0};
     if (plume_convert_gguf_to_hf(pos[0], pos[1], &o, &err)) {
         fprintf(stderr, "plume convert: %s\n", err.msg);
@@ -108,6 +108,6 @@ int cmd_convert(int argc, char **argv)
         return 1;
     }
     if (!quiet)
-        fprintf(stderr, "converted %s -> %s in %.1f s\n", pos[0], pos[1], cli_now() - t0);
+        fprintf(stderr, "converted %s -> %s in %.1f s\n", pos[0], pos[1], plume_clock_seconds() - t0);
     return 0;
 }

@@ -33,7 +33,8 @@ static const char help[] =
     "  --prompt-ids IDS      the prompt as comma-separated token ids, used as given\n"
     "  --prompts-file F      JSONL, one object per line: {\"prompt\": TEXT} plus any of\n"
     "                        max_tokens, temperature, top_k, top_p, min_p,\n"
-    "                        repeat_penalty, seed, stop (list of strings), chat (bool),\n"
+    "                        repeat_penalty, repeat_last_n, presence_penalty,\n"
+    "                        frequency_penalty, seed, stop (list of strings), chat (bool),\n"
     "                        system, speculative (bool: false = no speculative decoding\n"
     "                        for this line), num_speculative_tokens (-1 the pipeline's k,\n"
     "                        0 none, 1..k a cap); unset fields take the command-line values\n"
@@ -130,25 +131,25 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_opt(argc, argv, &i, "--max-tokens", &v) || cli_opt(argc, argv, &i, "-n", &v)) {
             o->max_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 24);
         } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
-            o->sp.temperature = (float)cli_float("--temperature", v, 0, 100);
+            o->sp.temperature = (float)cli_sampling("--temperature", "temperature", v);
             o->set |= SET_TEMP;
         } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            o->sp.top_k = (int32_t)cli_int("--top-k", v, 0, 1 << 30);
+            o->sp.top_k = (int32_t)cli_sampling("--top-k", "top_k", v);
             o->set |= SET_TOPK;
         } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            o->sp.top_p = (float)cli_float("--top-p", v, 1e-6, 1);
+            o->sp.top_p = (float)cli_sampling("--top-p", "top_p", v);
             o->set |= SET_TOPP;
         } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            o->sp.min_p = (float)cli_float("--min-p", v, 0, 0.999999);
+            o->sp.min_p = (float)cli_sampling("--min-p", "min_p", v);
             o->set |= SET_MINP;
         } else if (cli_opt(argc, argv, &i, "--repeat-penalty", &v)) {
-            o->sp.repetition_penalty = (float)cli_float("--repeat-penalty", v, 1e-3, 100);
+            o->sp.repetition_penalty = (float)cli_sampling("--repeat-penalty", "repetition_penalty", v);
             o->set |= SET_PENALTY;
         } else if (cli_opt(argc, argv, &i, "--presence-penalty", &v)) {
-            o->sp.presence_penalty = (float)cli_float("--presence-penalty", v, -2, 2);
+            o->sp.presence_penalty = (float)cli_sampling("--presence-penalty", "presence_penalty", v);
             o->set |= SET_PRESENCE;
         } else if (cli_opt(argc, argv, &i, "--frequency-penalty", &v)) {
-            o->sp.frequency_penalty = (float)cli_float("--frequency-penalty", v, -2, 2);
+            o->sp.frequency_penalty = (float)cli_sampling("--frequency-penalty", "frequency_penalty", v);
             o->set |= SET_FREQUENCY;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             o->sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
@@ -308,7 +309,7 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
     (void)id;
     (void)reason;
     stream_state *st = user;
-    double t = cli_now();
+    double t = plume_clock_seconds();
     if (token >= 0) {
         if (st->n_tokens++ == 0)
             st->t_first = t;
@@ -393,7 +394,7 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
         rp.first_logits = logits;
     }
     int64_t id;
-    double t0 = cli_now();
+    double t0 = plume_clock_seconds();
     if (o->prompt_ids) {
         int32_t *ids;
         size_t n;
@@ -513,12 +514,12 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
     }
     free(line);
     fclose(f);
-    double t0 = cli_now();
+    double t0 = plume_clock_seconds();
     if (rc == 0 && n == 0)
         rc = plume_err(err, PLUME_ERR_INVALID, "%s has no prompts", o->prompts_file);
     if (rc == 0)
         rc = run_engine(e, err);
-    double dt = cli_now() - t0;
+    double dt = plume_clock_seconds() - t0;
     size_t total = 0;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         plume_request_result r;

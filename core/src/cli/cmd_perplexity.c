@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/pipeline_args.h"
-#include "eval/perplexity.h"
+#include "plume/perplexity.h"
 #include "plume/model.h"
 
 static const char help[] =

@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "plume/registry.h"
-#include "quant/quantize.h"
+#include "plume/quantize.h"
 
 static const char help[] =
     "usage: plume quantize MODEL_DIR OUT_DIR [options]\n"

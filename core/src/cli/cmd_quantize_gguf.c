@@ -7,8 +7,7 @@
 
 #include "cli/cli.h"
 #include "plume/tensor.h"
-#include "quant/gguf_mix.h"
-#include "quant/gguf_model_quant.h"
+#include "plume/quantize_gguf.h"
 
 static const char help[] =
     "usage: plume quantize MODEL OUT.gguf --to gguf --type TYPE [options]\n"
@@ -85,12 +84,12 @@ int cmd_quantize_gguf(int argc, char **argv)
         return 2;
     }
     if (!type) {
-        fprintf(stderr, "plume quantize: --to gguf needs --type, one of %s\n", gguf_mix_names());
+        fprintf(stderr, "plume quantize: --to gguf needs --type, one of %s\n", plume_gguf_mix_names());
         return 2;
     }
-    if (!gguf_mix_find(type)) {
+    if (!plume_gguf_mix_known(type)) {
         fprintf(stderr, "plume quantize: unknown --type '%s'; choose one of %s\n", type,
-                gguf_mix_names());
+                plume_gguf_mix_names());
         return 2;
     }
     struct stat sb;

@@ -1,4 +1,4 @@
-/* plume router: the front of a prefill/decode split (router_http.h,
+/* plume router: the front of a prefill/decode split (serve/router.h,
  * docs/disaggregation.md): argument parsing, the start-up check that sends
  * one request through a prefill and a decode worker (so that workers that
  * cannot exchange KV -- another model, dtype or block size -- are an error
@@ -15,9 +15,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/http_stream.h"
-#include "cli/router_http.h"
-#include "cli/router_upstream.h"
+#include "serve/http_client.h"
+#include "serve/router.h"
 
 static const char help[] =
     "usage: plume router --prefill URL [--prefill URL ...] --decode URL [--decode URL ...]\n"
@@ -55,21 +54,14 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* One greedy request through the router itself.  0 when it worked; 1 when
  * a worker is not reachable yet (retry); -1 for any other answer (msg). */
 static int check_once(int port, const char *api_key, char *msg, size_t cap)
 {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", port);
-    up_opts o = {5, 60, 120, api_key};
-    up_call *up = up_start(url,
+    http_call_opts o = {5, 60, 120, api_key, NULL, 0};
+    http_call *up = http_call_start(url,
                            "{\"prompt\":\"plume router start-up check: one request through "
                            "both workers\",\"max_tokens\":2,\"temperature\":0}",
                            &o);
@@ -78,11 +70,11 @@ static int check_once(int port, const char *api_key, char *msg, size_t cap)
         return -1;
     }
     size_t len = 0;
-    const char *body = up_wait_body(up, &len);
-    long st = up_wait_headers(up);
+    const char *body = http_call_wait_body(up, &len);
+    long st = http_call_wait_headers(up);
     int rc = 0;
     if (!body) {
-        snprintf(msg, cap, "the router did not answer its own check: %s", up_error(up));
+        snprintf(msg, cap, "the router did not answer its own check: %s", http_call_error(up));
         rc = -1;
     } else if (st != 200) {
         json_t *j = json_loadb(body, len, 0, NULL);
@@ -92,7 +84,7 @@ static int check_once(int port, const char *api_key, char *msg, size_t cap)
         /* 502 with "failed: ... connect" : a worker not up yet */
         rc = st == 502 && (strstr(msg, "onnect") || strstr(msg, "refused")) ? 1 : -1;
     }
-    up_free(up);
+    http_call_free(up);
     return rc;
 }
 
@@ -161,9 +153,9 @@ int cmd_router(int argc, char **argv)
         return 1;
     }
     if (check) {
-        double t0 = now_s();
+        double t0 = plume_clock_seconds();
         int rc;
-        while ((rc = check_once(port, o.api_key, msg, sizeof msg)) == 1 && now_s() - t0 < startup &&
+        while ((rc = check_once(port, o.api_key, msg, sizeof msg)) == 1 && plume_clock_seconds() - t0 < startup &&
                !g_stop)
             usleep(300000);
         if (rc != 0) {

@@ -214,16 +214,13 @@ int cmd_serve(int argc, char **argv)
     plume_build_opts bo = {.engine = &ep, .n_threads = o.threads};
     if (plume_pipeline_build(pipe_, reg, &bo, &m, &e, &err))
         goto done;
-    /* the engine's context: the KV capacity in whole blocks, capped by the trained length */
-    int64_t cap = (ep.kv_max_tokens + ep.block_size - 1) / ep.block_size * ep.block_size;
-    int32_t train = plume_model_n_ctx_train(m);
     char name[256];
     if (o.name)
         snprintf(name, sizeof name, "%s", o.name);
     else
         model_name(plume_pipeline_model(pipe_), name, sizeof name);
     serve_api_env env = {.tok = plume_model_tokenizer(m), .model_name = name,
-                         .n_ctx = train > 0 && train < cap ? train : (int32_t)cap};
+                         .n_ctx = plume_engine_n_ctx(e)};
     plume_pipeline_sampling_params(pipe_, &env.sampling, NULL);
     metrics = serve_metrics_new();
     if (!metrics || install_signals()) {

@@ -42,28 +42,41 @@ static int fill(cli_jsonl_request *r, const char *path, int line, const cli_json
     r->prompt = json_string_value(jp);
     plume_request_params rp = d->rp;
     rp.sampling.seed = d->rp.sampling.seed + (uint64_t)line; /* distinct streams per line */
-    double v[7] = {rp.max_tokens, rp.sampling.temperature, rp.sampling.top_k, rp.sampling.top_p,
-                   rp.sampling.min_p, rp.sampling.repetition_penalty, (double)rp.sampling.seed};
-    static const char *keys[7] = {"max_tokens", "temperature", "top_k", "top_p",
-                                  "min_p", "repeat_penalty", "seed"};
-    for (int i = 0; i < 7; i++)
-        if (!field_num(obj, keys[i], &v[i]))
-            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be a number", path,
-                             line, keys[i]);
+    /* max_tokens and seed, then the sampling parameters of the one table
+     * (plume/sampler.h); JSONL names repetition_penalty repeat_penalty, as
+     * plume generate's --repeat-penalty does */
+    double mt = rp.max_tokens, seed = (double)rp.sampling.seed;
+    if (!field_num(obj, "max_tokens", &mt))
+        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"max_tokens\" must be a number", path,
+                         line);
+    if (!field_num(obj, "seed", &seed))
+        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"seed\" must be a number", path, line);
     /* ranges first: a double outside an integer type's range is undefined to cast */
-    static const double lo[7] = {1, 0, 0, 1e-6, 0, 1e-3, 0};
-    static const double hi[7] = {1 << 24, 100, 1 << 30, 1, 0.999999, 100, 9.007199254740992e15};
-    for (int i = 0; i < 7; i++)
-        if (!(v[i] >= lo[i] && v[i] <= hi[i]))
-            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be in [%g, %g], got %g",
-                             path, line, keys[i], lo[i], hi[i], v[i]);
-    rp.max_tokens = (int32_t)v[0];
-    rp.sampling.temperature = (float)v[1];
-    rp.sampling.top_k = (int32_t)v[2];
-    rp.sampling.top_p = (float)v[3];
-    rp.sampling.min_p = (float)v[4];
-    rp.sampling.repetition_penalty = (float)v[5];
-    rp.sampling.seed = (uint64_t)v[6];
+    if (!(mt >= 1 && mt <= 1 << 24))
+        return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"max_tokens\" must be in [1, %d], got %g",
+                         path, line, 1 << 24, mt);
+    if (!(seed >= 0 && seed <= 9.007199254740992e15))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "%s:%d: \"seed\" must be in [0, 9.0072e+15], got %g", path, line, seed);
+    rp.max_tokens = (int32_t)mt;
+    rp.sampling.seed = (uint64_t)seed;
+    size_t n_params;
+    const plume_sampling_param *table = plume_sampling_param_list(&n_params);
+    for (size_t i = 0; i < n_params; i++) {
+        const plume_sampling_param *f = &table[i];
+        const char *key = strcmp(f->name, "repetition_penalty") == 0 ? "repeat_penalty" : f->name;
+        double v = plume_sampling_param_load(&rp.sampling, f);
+        if (!field_num(obj, key, &v))
+            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be a number", path,
+                             line, key);
+        if (!plume_sampling_param_ok(f, v)) {
+            char range[64];
+            plume_sampling_param_range(f, range, sizeof range);
+            return plume_err(err, PLUME_ERR_INVALID, "%s:%d: \"%s\" must be in %s (%s), got %g",
+                             path, line, key, range, f->neutral, v);
+        }
+        plume_sampling_param_store(&rp.sampling, f, v);
+    }
     size_t n_stop = 0;
     json_t *js = json_object_get(obj, "stop");
     if (js) {

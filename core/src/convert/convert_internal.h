@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "convert/convert.h"
+#include "plume/convert.h"
 #include "formats/gguf.h"
 #include "model/config.h"
 

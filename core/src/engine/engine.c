@@ -1,5 +1,6 @@
 /* The engine: requests in and out, and the step -- schedule (and propose
  * drafts), run one batched forward, post-process (postprocess.c). */
+#include "plume/clock.h"
 #include "plume/engine.h"
 
 #include <stddef.h>
@@ -98,7 +99,7 @@ int plume_engine_create(const plume_model *m, const plume_engine_params *p, plum
     e->sched.max_batched_tokens = p->max_batched_tokens;
     e->sched.prefix_caching = p->prefix_caching;
     e->sched.spec_adaptive = p->spec_adaptive;
-    e->sched.on_preempt = plume_engine_on_preempt;
+    e->sched.on_preempt = plume_engine_proposer_forget;
     e->sched.hook_ctx = e;
     if (plume_queue_reserve(&e->sched.running, p->max_num_seqs)) {
         plume_engine_free(e);
@@ -242,13 +243,6 @@ bool plume_engine_has_work(const plume_engine *e)
     return e->sched.waiting.n > 0 || e->sched.running.n > 0 || plume_kv_glue_pending(e) > 0;
 }
 
-double plume_engine_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int plume_engine_set_sampler(plume_engine *e, const plume_sampler_vtable *vt,
                              const plume_settings *settings, plume_error *err)
 {
@@ -280,6 +274,8 @@ const char *plume_engine_scheduler_name(const plume_engine *e)
 {
     return plume_sched_name(&e->sched);
 }
+
+int32_t plume_engine_n_ctx(const plume_engine *e) { return e->n_ctx; }
 
 const char *plume_engine_proposer_name(const plume_engine *e)
 {
@@ -323,10 +319,10 @@ static int run(plume_engine *e, int32_t n, plume_error *err)
         e->stats.max_step_positions = positions;
     if (n > e->stats.max_step_seqs)
         e->stats.max_step_seqs = n;
-    double t0 = plume_engine_now();
+    double t0 = plume_clock_seconds();
     if (plume_runner_forward(e->runner, e->batch, n, e->logits, err))
         return -1;
-    double dt = plume_engine_now() - t0;
+    double dt = plume_clock_seconds() - t0;
     e->stats.forward_seconds += dt;
     plume_engine_spec_time_forward(e, positions, dt);
     e->stats.steps++;

@@ -111,9 +111,10 @@ void plume_engine_finish_drop(plume_engine *e, plume_seq *s);
 
 /* speculative.c */
 
-/* The proposer forgets a sequence that finished or was preempted (the
- * scheduler's on_preempt hook; ctx is the engine). */
-void plume_engine_on_preempt(void *ctx, plume_seq *seq);
+/* The proposer forgets a sequence (its release slot, timed): called when the
+ * sequence finishes and, as the scheduler's on_preempt hook, when it is
+ * preempted (ctx is the engine). */
+void plume_engine_proposer_forget(void *ctx, plume_seq *seq);
 
 /* Turns speculation off and frees its buffers. */
 void plume_engine_free_spec(plume_engine *e);
@@ -140,7 +141,5 @@ void plume_engine_spec_time_forward(plume_engine *e, int32_t positions, double s
 void plume_engine_spec_observe(plume_engine *e, plume_seq *s, int32_t n_drafted,
                                int32_t n_accepted);
 
-/* Seconds on a monotonic clock. */
-double plume_engine_now(void);
 
 #endif

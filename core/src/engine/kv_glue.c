@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/engine_internal.h"
+#include "plume/struct_size.h"
 
 /* A finished request's blocks, kept while its KV is being sent. */
 typedef struct plume_kv_deferred {
@@ -63,8 +64,7 @@ int plume_kv_glue_create(plume_engine *e, plume_error *err)
         return 0;
     const char *name = vt->name ? vt->name : "?";
     if (vt->interface_version != PLUME_KV_CONNECTOR_INTERFACE_VERSION ||
-        vt->struct_size < offsetof(plume_kv_connector_vtable, request_finished) +
-                              sizeof vt->request_finished ||
+        !PLUME_HAS_MEMBER(plume_kv_connector_vtable, vt, request_finished) ||
         !vt->create || !vt->destroy || !vt->register_kv || !vt->start_load || !vt->save ||
         !vt->get_finished || !vt->n_remote_tokens || !vt->update_after_alloc ||
         !vt->request_finished)
@@ -76,8 +76,7 @@ int plume_kv_glue_create(plume_engine *e, plume_error *err)
         return plume_err(err, PLUME_ERR_INVALID,
                          "kv connector '%s' needs a role: prefill (producer) or decode (consumer)",
                          name);
-    memset(&e->kvc_vt, 0, sizeof e->kvc_vt);
-    memcpy(&e->kvc_vt, vt, vt->struct_size < sizeof e->kvc_vt ? vt->struct_size : sizeof e->kvc_vt);
+    plume_struct_copy(&e->kvc_vt, sizeof e->kvc_vt, vt);
     if (vt->validate && e->p.kv_connector_settings &&
         vt->validate(e->p.kv_connector_settings, err))
         return plume_err_prefix(err, "kv_connector '%s'", name);

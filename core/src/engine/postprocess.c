@@ -19,7 +19,7 @@ void plume_engine_finish_drop(plume_engine *e, plume_seq *s)
         plume_bm_commit(e->sched.bm, &s->bt, s->tokens, committed);
     /* a KV connector may keep the blocks for a send (then s->bt is empty) */
     plume_kv_glue_on_finish(e, s);
-    plume_engine_on_preempt(e, s);
+    plume_engine_proposer_forget(e, s);
     plume_sched_drop(&e->sched, s);
 }
 

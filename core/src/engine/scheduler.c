@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "runtime/builtin.h"
+#include "plume/struct_size.h"
 
 static int grow(plume_seq_queue *q)
 {
@@ -88,7 +89,7 @@ int plume_sched_init(plume_scheduler *s, const plume_scheduler_vtable *vt,
     if (!vt)
         vt = &plume_builtin_continuous;
     const char *name = vt->name ? vt->name : "?";
-    if (vt->struct_size < offsetof(plume_scheduler_vtable, plan) + sizeof vt->plan ||
+    if (!PLUME_HAS_MEMBER(plume_scheduler_vtable, vt, plan) ||
         vt->interface_version < 1 || vt->interface_version > PLUME_SCHEDULER_INTERFACE_VERSION)
         return plume_err(err, PLUME_ERR_INVALID,
                          "scheduler '%s' has interface version %u (vtable size %u); plume expects "
@@ -98,8 +99,7 @@ int plume_sched_init(plume_scheduler *s, const plume_scheduler_vtable *vt,
                          PLUME_SCHEDULER_INTERFACE_VERSION,
                          offsetof(plume_scheduler_vtable, plan) + sizeof vt->plan);
     /* slots a smaller (older) vtable lacks read as NULL */
-    memset(&s->vt, 0, sizeof s->vt);
-    memcpy(&s->vt, vt, vt->struct_size < sizeof s->vt ? vt->struct_size : sizeof s->vt);
+    plume_struct_copy(&s->vt, sizeof s->vt, vt);
     if (!s->vt.create != !s->vt.destroy)
         return plume_err(err, PLUME_ERR_INVALID,
                          "scheduler '%s' sets only one of create and destroy; set both or "

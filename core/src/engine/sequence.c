@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/builtin.h"
+#include "plume/struct_size.h"
 
 int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
                      const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
@@ -99,7 +100,7 @@ int32_t plume_seq_sample(plume_seq *s, const float *logits)
 static plume_rng *verify_rng(plume_seq *s)
 {
     const plume_sampler_vtable *vt = s->svt;
-    if (vt->struct_size >= offsetof(plume_sampler_vtable, rng) + sizeof vt->rng && vt->rng)
+    if (PLUME_HAS_MEMBER(plume_sampler_vtable, vt, rng) && vt->rng)
         return vt->rng(s->sst);
     return &s->vrng;
 }

@@ -5,17 +5,16 @@
 #include <string.h>
 
 #include "engine/engine_internal.h"
+#include "plume/clock.h"
+#include "plume/struct_size.h"
 
-/* The engine whose proposer is being created on this thread (its loads
- * through the host are counted into its stats). */
-
-void plume_engine_on_preempt(void *ctx, plume_seq *seq)
+void plume_engine_proposer_forget(void *ctx, plume_seq *seq)
 {
     plume_engine *e = ctx;
     if (e->prop && e->prop_vt->release) {
-        double t0 = plume_engine_now();
+        double t0 = plume_clock_seconds();
         e->prop_vt->release(e->prop, seq->id);
-        e->spec_prop_total_s += plume_engine_now() - t0;
+        e->spec_prop_total_s += plume_clock_seconds() - t0;
     }
 }
 
@@ -24,9 +23,9 @@ void plume_engine_proposer_accepted(plume_engine *e, int64_t seq_id, int32_t n_d
 {
     if (!e->prop_vt->accepted)
         return;
-    double t0 = plume_engine_now();
+    double t0 = plume_clock_seconds();
     e->prop_vt->accepted(e->prop, seq_id, n_drafted, n_accepted);
-    e->spec_prop_total_s += plume_engine_now() - t0;
+    e->spec_prop_total_s += plume_clock_seconds() - t0;
 }
 
 void plume_engine_proposer_usage(const plume_engine *e, plume_proposer_usage *out)
@@ -117,9 +116,7 @@ int plume_engine_set_proposer(plume_engine *e, const plume_proposer_vtable *vt,
                          "out of memory for %d speculative tokens x %d sequences", k, ns);
     }
     /* slots a smaller (older) vtable lacks read as NULL */
-    memset(&e->prop_copy, 0, sizeof e->prop_copy);
-    memcpy(&e->prop_copy, vt,
-           vt->struct_size < sizeof e->prop_copy ? vt->struct_size : sizeof e->prop_copy);
+    plume_struct_copy(&e->prop_copy, sizeof e->prop_copy, vt);
     plume_proposer_host host = {
         .struct_size = sizeof host,
         .registry = e->p.registry,
@@ -327,10 +324,10 @@ int plume_engine_propose(plume_engine *e, int32_t n_items, plume_error *err)
     }
     if (n == 0)
         return 0;
-    double t0 = plume_engine_now();
+    double t0 = plume_clock_seconds();
     if (e->prop_vt->propose(e->prop, e->pseqs, (size_t)n, e->drafts, err))
         return plume_err_prefix(err, "proposer '%s'", e->prop_vt->name);
-    double spent = plume_engine_now() - t0, per_seq = spent / n;
+    double spent = plume_clock_seconds() - t0, per_seq = spent / n;
     e->spec_prop_total_s += spent;
     e->spec_prop_calls++;
     e->spec_propose_s = e->spec_propose_s > 0
@@ -375,9 +372,7 @@ int plume_proposer_host_load_model(const plume_proposer_host *host, const char *
     lp.backend = host->backend;
     if (plume_model_load_ex(path, &lp, out, err))
         return -1;
-    if (host->struct_size >= offsetof(plume_proposer_host, host_private) +
-                                 sizeof host->host_private &&
-        host->host_private)
+    if (PLUME_HAS_MEMBER(plume_proposer_host, host, host_private) && host->host_private)
         ((plume_engine *)host->host_private)->stats.proposer_model_loads++;
     return 0;
 }

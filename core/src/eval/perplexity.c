@@ -1,5 +1,6 @@
 /* Perplexity and KL divergence over fixed windows (see perplexity.h). */
-#include "eval/perplexity.h"
+#include "plume/clock.h"
+#include "plume/perplexity.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,13 +10,6 @@
 #include "eval/window.h"
 
 #define PPL_CHUNK 128 /* positions per forward */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* First scored logit position of a window. */
 static int32_t first_scored(const plume_ppl_params *p)
@@ -195,7 +189,7 @@ int plume_perplexity(const plume_model *m, const plume_model *base, const int32_
         goto out;
     plume_ppl_stats s = {.n_windows = n_windows, .n_tokens = (int64_t)n_tokens,
                          .has_base = base != NULL};
-    double t0 = now_s();
+    double t0 = plume_clock_seconds();
     int32_t step = p->stride > 0 ? p->stride : p->n_ctx;
     for (int32_t w = 0; w < n_windows; w++) {
         memcpy(win, tokens + (size_t)w * (size_t)step, sizeof(int32_t) * (size_t)p->n_ctx);
@@ -206,7 +200,7 @@ int plume_perplexity(const plume_model *m, const plume_model *base, const int32_
             goto out;
         }
         s.window = w + 1;
-        s.seconds = now_s() - t0;
+        s.seconds = plume_clock_seconds() - t0;
         fill_stats(&a, &s);
         if (progress)
             progress(user, &s);

@@ -31,11 +31,10 @@ void gguf_writer_kv_str(gguf_writer *w, const char *key, const char *s, size_t l
 /* A value read by gguf.h (any type, arrays nested), copied as it was. */
 void gguf_writer_kv_value(gguf_writer *w, const char *key, size_t key_len, const gguf_value *v);
 /* An array of n elements of elem type; the caller then appends exactly n
- * elements with gguf_writer_arr_str / _i32 / _f32. */
+ * elements with gguf_writer_arr_str / _i32. */
 void gguf_writer_kv_arr(gguf_writer *w, const char *key, gguf_type elem, uint64_t n);
 void gguf_writer_arr_str(gguf_writer *w, const char *s, size_t len);
 void gguf_writer_arr_i32(gguf_writer *w, int32_t v);
-void gguf_writer_arr_f32(gguf_writer *w, float v);
 
 /* Declares a tensor (ne in ggml order, ggml type id); its data must later
  * be written with gguf_writer_tensor_data, in declaration order.  Errors

@@ -1,7 +1,6 @@
 /* quantization_config / quantize_config.json -> settings for a linear
  * method (formats.md §1.6). */
 #include "formats/hf_quant_config.h"
-#include "runtime/settings_internal.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -126,7 +125,7 @@ int plume_hf_quant_config(const char *dir, plume_settings **out, char *method, s
     char file[4200], *sp = strstr(where, " quantization_config");
     snprintf(file, sizeof file, "%.*s", sp ? (int)(sp - where) : (int)strlen(where), where);
     if (check_fields(qc, where, err) ||
-        settings_new_in(file, sp ? "quantization_config" : "", &s, err))
+        plume_settings_new_in(file, sp ? "quantization_config" : "", &s, err))
         goto done;
     const char *key;
     json_t *v;

@@ -89,9 +89,6 @@ typedef struct plume_model_config {
     float final_softcap;  /* 0: none; else logits = cap * tanh(logits / cap) */
 } plume_model_config;
 
-/* The RoPE of layer l (rope_local for a sliding-window layer). */
-const plume_rope_cfg *plume_config_layer_rope(const plume_model_config *cfg, int l);
-
 /* The window of layer l: cfg->sliding_window when the layer slides, else 0. */
 int32_t plume_config_layer_window(const plume_model_config *cfg, int l);
 

@@ -20,11 +20,6 @@ const char *plume_rope_scaling_name(plume_rope_scaling t)
     return "?";
 }
 
-const plume_rope_cfg *plume_config_layer_rope(const plume_model_config *cfg, int l)
-{
-    return plume_config_layer_window(cfg, l) > 0 ? &cfg->rope_local : &cfg->rope;
-}
-
 int32_t plume_config_layer_window(const plume_model_config *cfg, int l)
 {
     if (cfg->sliding_window <= 0 || l < 0 || l >= PLUME_MAX_LAYERS)

@@ -27,7 +27,7 @@ const gguf_mix *gguf_mix_find(const char *name)
     return NULL;
 }
 
-const char *gguf_mix_names(void)
+const char *plume_gguf_mix_names(void)
 {
     return "Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, "
            "Q5_1, IQ4_NL, IQ4_XS";
@@ -131,3 +131,5 @@ gguf_mix_choice gguf_mix_tensor_type(const gguf_mix *mix, const gguf_mix_model *
     c.type = fallback(c.wanted, ne[0]);
     return c;
 }
+
+bool plume_gguf_mix_known(const char *name) { return name && gguf_mix_find(name) != NULL; }

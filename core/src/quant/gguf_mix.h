@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "plume/quantize_gguf.h"
+
 typedef struct gguf_mix {
     const char *name;      /* "Q4_K_M" */
     uint32_t base;         /* default ggml type of the quantized tensors */
@@ -16,8 +18,8 @@ typedef struct gguf_mix {
 
 /* The preset called name (case-insensitive), NULL when unknown. */
 const gguf_mix *gguf_mix_find(const char *name);
-/* "Q4_K_M, Q4_K_S, ..." for messages. */
-const char *gguf_mix_names(void);
+/* plume_gguf_mix_names and plume_gguf_mix_known (the public side) are
+ * declared in plume/quantize_gguf.h. */
 
 /* What the rules need to know about the model. */
 typedef struct gguf_mix_model {

@@ -18,10 +18,11 @@
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/model_internal.h" /* plume_config_from_gguf */
+#include "plume/clock.h"
 #include "plume/tensor.h"
 #include "plume/tokenizer.h"
+#include "plume/quantize_gguf.h"
 #include "quant/gguf_mix.h"
-#include "quant/gguf_model_quant.h"
 #include "quant/gguf_quant.h"
 #include "tokenizer/tok_internal.h"
 
@@ -43,13 +44,6 @@ typedef struct qsrc {
     job *jobs;
     int n_jobs;
 } qsrc;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static bool is_dir(const char *p)
 {
@@ -373,11 +367,11 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
                            plume_gguf_quant_report *rep, plume_error *err)
 {
     memset(rep, 0, sizeof *rep);
-    double t0 = now_s();
+    double t0 = plume_clock_seconds();
     const gguf_mix *mix = gguf_mix_find(o->mix);
     if (!mix)
         return plume_err(err, PLUME_ERR_INVALID, "unknown GGUF type '%s'; choose one of %s",
-                         o->mix, gguf_mix_names());
+                         o->mix, plume_gguf_mix_names());
     qsrc s = {0};
     gguf_writer *w = NULL;
     float *x = NULL;
@@ -441,7 +435,7 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
     int nt = o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; i < s.n_jobs; i++) {
         const job *j = &s.jobs[i];
-        double ts = now_s();
+        double ts = plume_clock_seconds();
         if (quantize_job(j, x, y, nt, err) ||
             gguf_writer_tensor_data(w, y, gguf_writer_tensor_bytes(w, (size_t)i), err))
             goto done;
@@ -451,13 +445,13 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
         if (o->progress) {
             plume_gguf_quant_progress p = {i, s.n_jobs, j->name, j->ne[0],
                                            j->ne[1] * j->ne[2] * j->ne[3], j->src->type,
-                                           j->c.type, j->c.wanted, now_s() - ts};
+                                           j->c.type, j->c.wanted, plume_clock_seconds() - ts};
             o->progress(o->user, &p);
         }
     }
     if (gguf_writer_close(w, &rep->bytes_written, err))
         goto done;
-    rep->seconds = now_s() - t0;
+    rep->seconds = plume_clock_seconds() - t0;
     rc = 0;
 done:
     gguf_writer_free(w);

@@ -1,7 +1,8 @@
 /* The quantization driver: calibration windows, the layer-by-layer pass
  * (formats.md §1.7's driver, true-sequential inside each layer), and the
  * checkpoint. */
-#include "quant/quantize.h"
+#include "plume/clock.h"
+#include "plume/quantize.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -37,16 +38,11 @@ typedef struct qrun {
     quant_output out;
     plume_quantize_report *rep;
     awq_driver *awq;        /* the "awq" method's scale search and folds, else NULL */
-    struct timespec t0;
+    double t0; /* plume_clock_seconds() at the start */
     int layer;
 } qrun;
 
-static double since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
-}
+static double since(double t0) { return plume_clock_seconds() - t0; }
 
 /* ---- calibration windows ---- */
 
@@ -136,7 +132,7 @@ static void report(qrun *r, const char *name, int idx, double loss)
 {
     if (!r->o->progress)
         return;
-    plume_quant_progress p = {r->layer, r->m->cfg.n_layer, name, idx, 7, loss, since(&r->t0)};
+    plume_quant_progress p = {r->layer, r->m->cfg.n_layer, name, idx, 7, loss, since(r->t0)};
     r->o->progress(r->o->user, &p);
 }
 
@@ -412,7 +408,7 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     r.o = o;
     r.rep = rep;
     r.out.float_f16 = o->float_f16;
-    clock_gettime(CLOCK_MONOTONIC, &r.t0);
+    r.t0 = plume_clock_seconds();
     int32_t *ids = NULL;
     int rc = -1;
     plume_load_params lp = plume_load_defaults();
@@ -451,7 +447,7 @@ int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry
     if (quant_output_write(&r.out, out_dir, &rep->bytes_written, err) ||
         quant_output_configs(in_dir, out_dir, qconfig, o->float_f16, err))
         goto done;
-    rep->seconds = since(&r.t0);
+    rep->seconds = since(r.t0);
     rc = 0;
 done:
     free(ids);

@@ -5,33 +5,27 @@
 
 int builtin_standard_params(const plume_settings *s, plume_sampling_params *p, plume_error *err)
 {
-    static const char *const keys[] = {"temperature", "top_k", "top_p", "min_p",
-                                       "repetition_penalty", "repeat_last_n",
-                                       "presence_penalty", "frequency_penalty"};
-    plume_sampling_params d = plume_sampling_defaults();
-    double t, tp, mp, rp, pp, fp;
-    int64_t k, rn;
-    if (plume_settings_float(s, "temperature", d.temperature, 0.0, 100.0, &t, err) ||
-        plume_settings_int(s, "top_k", d.top_k, 0, 1 << 30, &k, err) ||
-        plume_settings_float_open_lo(s, "top_p", d.top_p, 0.0, 1.0, &tp, err) ||
-        plume_settings_float(s, "min_p", d.min_p, 0.0, 0.999999, &mp, err) ||
-        plume_settings_float_open_lo(s, "repetition_penalty", d.repetition_penalty, 0.0, 100.0,
-                                     &rp, err) ||
-        plume_settings_int(s, "repeat_last_n", d.repeat_last_n, -1, 1 << 30, &rn, err) ||
-        plume_settings_float(s, "presence_penalty", d.presence_penalty, -2.0, 2.0, &pp, err) ||
-        plume_settings_float(s, "frequency_penalty", d.frequency_penalty, -2.0, 2.0, &fp, err) ||
-        plume_settings_check_keys(s, keys, sizeof keys / sizeof *keys, err))
+    size_t n;
+    const plume_sampling_param *t = plume_sampling_param_list(&n);
+    const char *keys[16];
+    plume_sampling_params v = plume_sampling_defaults();
+    for (size_t i = 0; i < n; i++) {
+        const plume_sampling_param *f = &t[i];
+        keys[i] = f->name;
+        double x;
+        int64_t k;
+        int rc = f->integer ? plume_settings_int(s, f->name, (int64_t)f->def, (int64_t)f->lo,
+                                                 (int64_t)f->hi, &k, err)
+                 : f->lo_open ? plume_settings_float_open_lo(s, f->name, f->def, f->lo, f->hi, &x,
+                                                             err)
+                              : plume_settings_float(s, f->name, f->def, f->lo, f->hi, &x, err);
+        if (rc)
+            return -1;
+        plume_sampling_param_store(&v, f, f->integer ? (double)k : x);
+    }
+    if (plume_settings_check_keys(s, keys, n, err))
         return -1;
-    *p = d;
-    p->temperature = (float)t;
-    p->top_k = (int32_t)k;
-    p->top_p = (float)tp;
-    p->min_p = (float)mp;
-    p->repetition_penalty = (float)rp;
-    p->repeat_last_n = (int32_t)rn;
-    p->presence_penalty = (float)pp;
-    p->frequency_penalty = (float)fp;
-    p->seed = 0;
+    *p = v;
     return 0;
 }
 

@@ -600,11 +600,6 @@ int plume_pipeline_for_model(plume_registry *reg, const char *model_path, plume_
     return 0;
 }
 
-int plume_pipeline_set_model(plume_pipeline *p, const char *model_path, plume_error *err)
-{
-    return resolve_override(p, model_path, err);
-}
-
 const char *plume_pipeline_file(const plume_pipeline *p) { return p->file; }
 const char *plume_pipeline_model(const plume_pipeline *p) { return p->model; }
 int plume_pipeline_threads(const plume_pipeline *p) { return p->threads; }

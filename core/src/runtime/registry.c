@@ -1,5 +1,6 @@
 /* The registry: provider storage, registration checks, lookups, listings. */
 #include "plume/registry.h"
+#include "plume/struct_size.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,7 +262,7 @@ static int register_vt(plume_registry *r, plume_provider_kind kind, const void *
         free(copy);
         return reject(r, "out of memory registering %s provider '%s'", k->name, h.name);
     }
-    memcpy(copy, vtable, h.struct_size < k->size ? h.struct_size : k->size);
+    plume_struct_copy(copy, k->size, vtable);
     ((vt_head *)copy)->struct_size = (uint32_t)k->size;
     r->stage[r->n_stage++] = (provider_rec){kind, copy, h.interface_version, SIZE_MAX};
     return 0;

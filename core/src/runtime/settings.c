@@ -68,7 +68,8 @@ int settings_view(const ynode *map, const char *file, const char *base_dir, cons
 
 const ynode *settings_map(const plume_settings *s) { return s ? s->map : NULL; }
 
-int settings_new_in(const char *file, const char *path, plume_settings **out, plume_error *err)
+int plume_settings_new_in(const char *file, const char *path, plume_settings **out,
+                          plume_error *err)
 {
     ynode *m = ytree_map();
     if (!m || settings_view(m, file, ".", path ? path : "", NULL, 0, 0, 0, out, err)) {
@@ -81,7 +82,7 @@ int settings_new_in(const char *file, const char *path, plume_settings **out, pl
 
 int plume_settings_new(const char *path, plume_settings **out, plume_error *err)
 {
-    return settings_new_in("(settings)", path, out, err);
+    return plume_settings_new_in("(settings)", path, out, err);
 }
 
 int plume_settings_set(plume_settings *s, const char *key, const char *value, plume_error *err)

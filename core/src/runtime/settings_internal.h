@@ -15,10 +15,6 @@ int settings_view(const ynode *map, const char *file, const char *base_dir, cons
                   const char *const *hidden, size_t n_hidden, int line, int col,
                   plume_settings **out, plume_error *err);
 
-/* plume_settings_new whose messages name file (copied) instead of
- * "(settings)": settings read from a file that is not YAML (a checkpoint's
- * quantization_config). */
-int settings_new_in(const char *file, const char *path, plume_settings **out, plume_error *err);
 /* The map node the view reads (NULL for an empty section). */
 const ynode *settings_map(const plume_settings *s);
 

@@ -27,45 +27,6 @@ struct plume_sampler {
     size_t n_prompt;  /* leading history entries that are the prompt */
 };
 
-plume_sampling_params plume_sampling_defaults(void)
-{
-    plume_sampling_params p = {
-        .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-        .repetition_penalty = 1.0f, .repeat_last_n = 64, .seed = 0,
-    };
-    return p;
-}
-
-int plume_sampling_validate(const plume_sampling_params *p, plume_error *err)
-{
-    if (!(p->temperature >= 0.0f) || !isfinite(p->temperature))
-        return plume_err(err, PLUME_ERR_INVALID, "temperature must be >= 0 (0 = greedy), got %g",
-                         p->temperature);
-    if (p->top_k < 0)
-        return plume_err(err, PLUME_ERR_INVALID, "top_k must be >= 0 (0 = off), got %d", p->top_k);
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return plume_err(err, PLUME_ERR_INVALID, "top_p must be in (0, 1] (1 = off), got %g",
-                         p->top_p);
-    if (!(p->min_p >= 0.0f && p->min_p < 1.0f))
-        return plume_err(err, PLUME_ERR_INVALID, "min_p must be in [0, 1) (0 = off), got %g",
-                         p->min_p);
-    if (!(p->repetition_penalty > 0.0f) || !isfinite(p->repetition_penalty))
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "repetition_penalty must be > 0 (1 = off), got %g", p->repetition_penalty);
-    if (p->repeat_last_n < -1)
-        return plume_err(err, PLUME_ERR_INVALID, "repeat_last_n must be >= -1, got %d",
-                         p->repeat_last_n);
-    if (!(p->presence_penalty >= -2.0f && p->presence_penalty <= 2.0f))
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "presence_penalty must be in [-2, 2] (0 = off), got %g",
-                         p->presence_penalty);
-    if (!(p->frequency_penalty >= -2.0f && p->frequency_penalty <= 2.0f))
-        return plume_err(err, PLUME_ERR_INVALID,
-                         "frequency_penalty must be in [-2, 2] (0 = off), got %g",
-                         p->frequency_penalty);
-    return 0;
-}
-
 static uint64_t splitmix64(uint64_t *x)
 {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
@@ -326,8 +287,6 @@ int32_t plume_sampler_draw(plume_sampler *s, const float *probs)
 }
 
 plume_rng *plume_sampler_rng(plume_sampler *s) { return &s->rng; }
-
-double plume_sampler_uniform(plume_sampler *s) { return plume_rng_uniform(&s->rng); }
 
 bool plume_sampler_is_greedy(const plume_sampler *s) { return s->p.temperature == 0.0f; }
 

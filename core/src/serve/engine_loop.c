@@ -1,5 +1,6 @@
 /* plume serve: the engine thread (engine_loop.h). */
 #include "serve/engine_loop.h"
+#include "plume/clock.h"
 
 #include <stdio.h>
 #include <errno.h>
@@ -23,13 +24,6 @@ struct serve_loop {
     int n_running;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 serve_req *serve_req_new(int32_t *prompt, size_t n_prompt, const plume_request_params *rp,
                          char **stop, size_t n_stop)
 {
@@ -50,7 +44,7 @@ serve_req *serve_req_new(int32_t *prompt, size_t n_prompt, const plume_request_p
         r->kv_in = *rp->kv_transfer;
         r->rp.kv_transfer = &r->kv_in;
     }
-    r->t_arrival = now_s();
+    r->t_arrival = plume_clock_seconds();
     atomic_init(&r->aborted, false);
     r->engine_id = -1;
     return r;
@@ -140,7 +134,7 @@ static void on_event_common(serve_loop *l, serve_req *r, int32_t token, const ch
         r->end_reason = reason;
         return;
     }
-    double t = now_s();
+    double t = plume_clock_seconds();
     if (r->n_events++ == 0)
         serve_metrics_observe_ttft(l->metrics, t - r->t_arrival);
     else

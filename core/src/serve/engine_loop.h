@@ -10,6 +10,8 @@
 #ifndef PLUME_SERVE_ENGINE_LOOP_H
 #define PLUME_SERVE_ENGINE_LOOP_H
 
+#include "serve/serve_api.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -77,7 +79,7 @@ typedef struct serve_loop_opts {
     bool kv_connector;               /* the engine has one: /metrics shows its counts */
 } serve_loop_opts;
 
-int serve_loop_start(const serve_loop_opts *o, serve_loop **out);
+PLUME_SERVE_API int serve_loop_start(const serve_loop_opts *o, serve_loop **out);
 typedef enum { SERVE_SUBMIT_OK, SERVE_SUBMIT_FULL, SERVE_SUBMIT_STOPPING } serve_submit_rc;
 /* Queues r (the loop takes its own reference). */
 serve_submit_rc serve_loop_submit(serve_loop *l, serve_req *r);
@@ -85,11 +87,11 @@ serve_submit_rc serve_loop_submit(serve_loop *l, serve_req *r);
 void serve_loop_wake(serve_loop *l);
 /* Stops accepting; with abort_all, aborts every request in flight.  The
  * engine thread exits once nothing is left. */
-void serve_loop_stop(serve_loop *l, bool abort_all);
+PLUME_SERVE_API void serve_loop_stop(serve_loop *l, bool abort_all);
 bool serve_loop_stopping(serve_loop *l);
 /* True once the engine thread has finished everything and exited. */
-bool serve_loop_stopped(serve_loop *l);
+PLUME_SERVE_API bool serve_loop_stopped(serve_loop *l);
 /* Joins the engine thread (after serve_loop_stop) and frees the loop. */
-void serve_loop_join(serve_loop *l);
+PLUME_SERVE_API void serve_loop_join(serve_loop *l);
 
 #endif

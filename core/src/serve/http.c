@@ -1,34 +1,30 @@
-/* plume serve: HTTP on libmicrohttpd (http.h). */
+/* plume serve's routes (http.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* POLLRDHUP */
 #endif
 #include "serve/http.h"
-#include "serve/http_body.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <microhttpd.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "serve/http_daemon.h"
 #include "serve/sse.h"
 
 struct serve_http {
-    struct MHD_Daemon *d;
+    http_daemon *d;
     serve_http_opts o;
     pthread_mutex_t mu;
     uint64_t next_id;                /* under mu */
 };
 
-typedef struct conn_ctx {
-    serve_body b;
-    serve_req *req;                  /* a reference while a generation runs */
-} conn_ctx;
+/* A generation's request, held by its connection until the connection ends. */
+typedef struct conn_req {
+    serve_http *h;
+    serve_req *req;
+} conn_req;
 
 typedef struct stream_ctx {
     serve_http *h;
@@ -49,51 +45,6 @@ static bool client_gone(int fd)
         return false;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
-}
-
-static int conn_fd(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? (int)ci->connect_fd : -1;
-}
-
-static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, char *text,
-                                  const char *type)
-{
-    if (!text)
-        return MHD_NO;
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", type);
-    if (status == 405)
-        MHD_add_response_header(resp, "Allow", "GET, POST");
-    if (status == 401)
-        MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
-    enum MHD_Result rc = MHD_queue_response(c, status, resp);
-    MHD_destroy_response(resp);
-    return rc;
-}
-
-static enum MHD_Result queue_json(struct MHD_Connection *c, unsigned status, json_t *j)
-{
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s)
-        s = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                   "\"code\":500}}");
-    return queue_text(c, s ? status : 500, s, "application/json");
-}
-
-static enum MHD_Result queue_error(serve_http *h, struct MHD_Connection *c, unsigned status,
-                                   const char *msg)
-{
-    serve_metrics_http_error(h->o.metrics, (int)status);
-    return queue_json(c, status, serve_api_error((int)status, msg));
 }
 
 static void make_id(serve_http *h, const char *prefix, char *out, size_t cap)
@@ -214,43 +165,58 @@ static void stream_free(void *cls)
     free(s);
 }
 
-static enum MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, conn_ctx *cc,
-                                       serve_api_kind kind)
+/* The connection ended: a generation it still holds is aborted unless the
+ * response went out whole. */
+static void conn_req_done(void *state, bool completed)
+{
+    conn_req *cr = state;
+    if (!completed)
+        abort_req(cr->h, cr->req);
+    serve_req_unref(cr->req);
+    free(cr);
+}
+
+static enum MHD_Result handle_generate(serve_http *h, http_exchange *x, serve_api_kind kind)
 {
     char msg[1024];
     serve_gen_request g;
     if (serve_loop_stopping(h->o.loop))
-        return queue_error(h, c, 503, "the server is shutting down; send the request to "
-                                      "another server or retry after it restarts");
-    int st = serve_api_parse_gen(h->o.env, kind, cc->b.data ? cc->b.data : "", cc->b.len, &g, msg,
-                                 sizeof msg);
+        return http_send_error(x, 503, "the server is shutting down; send the request to "
+                                       "another server or retry after it restarts");
+    int st = serve_api_parse_gen(h->o.env, kind, x->body, x->body_len, &g, msg, sizeof msg);
     if (st)
-        return queue_error(h, c, (unsigned)st, msg);
-    serve_req *r = serve_req_new(g.prompt, g.n_prompt, &g.rp, g.stop, g.n_stop);
+        return http_send_error(x, (unsigned)st, "%s", msg);
+    conn_req *cr = calloc(1, sizeof *cr);
+    serve_req *r = cr ? serve_req_new(g.prompt, g.n_prompt, &g.rp, g.stop, g.n_stop) : NULL;
     if (!r) {
+        free(cr);
         serve_gen_request_free(&g);
-        return queue_error(h, c, 500, "out of memory; retry later");
+        return http_send_error(x, 500, "out of memory; retry later");
     }
     g.stop = NULL;
     g.n_stop = 0; /* r owns prompt and stop strings now */
     serve_submit_rc sr = serve_loop_submit(h->o.loop, r);
     if (sr != SERVE_SUBMIT_OK) {
         serve_req_unref(r);
+        free(cr);
         return sr == SERVE_SUBMIT_FULL
-                   ? queue_error(h, c, 429, "the request queue is full (--max-queue); retry "
-                                            "later")
-                   : queue_error(h, c, 503, "the server is shutting down; send the request "
-                                            "to another server or retry after it restarts");
+                   ? http_send_error(x, 429, "the request queue is full (--max-queue); retry "
+                                             "later")
+                   : http_send_error(x, 503, "the server is shutting down; send the request "
+                                             "to another server or retry after it restarts");
     }
-    cc->req = r;
-    int fd = conn_fd(c);
+    cr->h = h;
+    cr->req = r;
+    x->state = cr;
+    x->done = conn_req_done;
+    int fd = http_exchange_fd(x);
     pthread_mutex_lock(&r->mu);
     bool here = wait_until(h, r, fd, is_admitted);
     bool refused = here && r->failed && !r->admitted;
     if (refused) {
         snprintf(msg, sizeof msg, "%s", r->error);
         pthread_mutex_unlock(&r->mu);
-        return queue_error(h, c, 400, msg);
+        return http_send_error(x, 400, "%s", msg);
     }
     if (here && !g.stream)
         here = wait_until(h, r, fd, is_finished);
@@ -266,8 +232,8 @@ static enum MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, 
         snprintf(msg, sizeof msg, "%s", r->error);
         pthread_mutex_unlock(&r->mu);
         if (failed)
-            return queue_error(h, c, 500, msg);
-        return queue_json(c, 200, serve_api_response(h->o.env, &g, id, created, r));
+            return http_send_error(x, 500, "%s", msg);
+        return http_send_json(x, 200, serve_api_response(h->o.env, &g, id, created, r));
     }
     stream_ctx *s = calloc(1, sizeof *s);
     if (!s)
@@ -280,157 +246,85 @@ static enum MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, 
     snprintf(s->id, sizeof s->id, "%s", id);
     s->created = created;
     s->fd = fd;
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
-    if (!resp) {
-        stream_free(s);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    enum MHD_Result rc = MHD_queue_response(c, 200, resp);
-    MHD_destroy_response(resp);
+    return http_send_stream(x, "text/event-stream", 4096, stream_read, s, stream_free);
+}
+
+static enum MHD_Result on_completions(void *user, http_exchange *x)
+{
+    return handle_generate(user, x, SERVE_API_COMPLETIONS);
+}
+
+static enum MHD_Result on_chat(void *user, http_exchange *x)
+{
+    return handle_generate(user, x, SERVE_API_CHAT);
+}
+
+/* /tokenize and /detokenize: the body to JSON by one of openai_api.h's converters. */
+static enum MHD_Result convert(serve_http *h, http_exchange *x,
+                               json_t *(*fn)(const serve_api_env *, const char *, size_t, int *,
+                                             char *, size_t))
+{
+    int st = 0;
+    char em[1024];
+    json_t *j = fn(h->o.env, x->body, x->body_len, &st, em, sizeof em);
+    return j ? http_send_json(x, 200, j) : http_send_error(x, (unsigned)(st ? st : 500), "%s", em);
+}
+
+static enum MHD_Result on_tokenize(void *user, http_exchange *x)
+{
+    return convert(user, x, serve_api_tokenize);
+}
+
+static enum MHD_Result on_detokenize(void *user, http_exchange *x)
+{
+    return convert(user, x, serve_api_detokenize);
+}
+
+static enum MHD_Result on_models(void *user, http_exchange *x)
+{
+    serve_http *h = user;
+    return http_send_json(x, 200, serve_api_models(h->o.env, (int64_t)time(NULL)));
+}
+
+static enum MHD_Result on_health(void *user, http_exchange *x)
+{
+    serve_http *h = user;
+    if (serve_loop_stopping(h->o.loop))
+        return http_send_error(x, 503, "the server is shutting down");
+    return http_send_json(x, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static enum MHD_Result on_metrics(void *user, http_exchange *x)
+{
+    serve_http *h = user;
+    char *text = serve_metrics_render(h->o.metrics, h->o.env->model_name);
+    if (!text)
+        return http_send_error(x, 500, "out of memory rendering the metrics");
+    enum MHD_Result rc =
+        http_send_text(x, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
+    free(text);
     return rc;
 }
 
-static bool authorized(serve_http *h, struct MHD_Connection *c)
-{
-    if (!h->o.api_key)
-        return true;
-    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!auth || strncmp(auth, "Bearer ", 7) != 0)
-        return false;
-    /* constant time in the key's length */
-    const char *k = h->o.api_key, *g = auth + 7;
-    size_t kl = strlen(k), gl = strlen(g);
-    unsigned diff = (unsigned)(kl ^ gl);
-    for (size_t i = 0; i < kl; i++)
-        diff |= (unsigned)(k[i] ^ (i < gl ? g[i] : 0));
-    return diff == 0;
-}
+static const http_route routes[] = {
+    {"/v1/completions", true, false, on_completions},
+    {"/v1/chat/completions", true, false, on_chat},
+    {"/tokenize", true, false, on_tokenize},
+    {"/detokenize", true, false, on_detokenize},
+    {"/v1/models", false, false, on_models},
+    {"/health", false, true, on_health},
+    {"/metrics", false, true, on_metrics},
+};
 
-static enum MHD_Result route(serve_http *h, struct MHD_Connection *c, conn_ctx *cc,
-                             const char *url, const char *method)
+static void count_error(void *user, int status)
 {
-    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-    static const struct { const char *path; bool post; } routes[] = {
-        {"/v1/completions", true}, {"/v1/chat/completions", true}, {"/tokenize", true},
-        {"/detokenize", true}, {"/v1/models", false}, {"/health", false}, {"/metrics", false},
-    };
-    int which = -1;
-    for (int i = 0; i < (int)(sizeof routes / sizeof routes[0]); i++)
-        if (strcmp(url, routes[i].path) == 0)
-            which = i;
-    char msg[512];
-    if (which < 0) {
-        snprintf(msg, sizeof msg, "there is no endpoint %.200s; plume serve has POST "
-                 "/v1/completions, /v1/chat/completions, /tokenize, /detokenize and GET "
-                 "/v1/models, /health, /metrics", url);
-        return queue_error(h, c, 404, msg);
-    }
-    if (routes[which].post ? !post : !(get || strcmp(method, "HEAD") == 0)) {
-        snprintf(msg, sizeof msg, "%s takes %s, not %.20s", url, routes[which].post ? "POST" : "GET",
-                 method);
-        return queue_error(h, c, 405, msg);
-    }
-    bool open = which >= 5; /* /health and /metrics need no key */
-    if (!open && !authorized(h, c))
-        return queue_error(h, c, 401, "missing or wrong API key: send the header "
-                                      "'Authorization: Bearer KEY' with the server's --api-key");
-    if (cc->b.too_big) {
-        snprintf(msg, sizeof msg, "the body is larger than %zu bytes (--max-body); send a "
-                 "smaller request", h->o.max_body);
-        return queue_error(h, c, 413, msg);
-    }
-    const serve_api_env *env = h->o.env;
-    if (which == 0 || which == 1)
-        return handle_generate(h, c, cc, which == 0 ? SERVE_API_COMPLETIONS : SERVE_API_CHAT);
-    if (which == 2 || which == 3) {
-        int st = 0;
-        char em[1024];
-        json_t *j = which == 2 ? serve_api_tokenize(env, cc->b.data ? cc->b.data : "", cc->b.len, &st,
-                                                    em, sizeof em)
-                               : serve_api_detokenize(env, cc->b.data ? cc->b.data : "", cc->b.len,
-                                                      &st, em, sizeof em);
-        return j ? queue_json(c, 200, j) : queue_error(h, c, (unsigned)(st ? st : 500), em);
-    }
-    if (which == 4)
-        return queue_json(c, 200, serve_api_models(env, (int64_t)time(NULL)));
-    if (which == 5) {
-        if (serve_loop_stopping(h->o.loop))
-            return queue_error(h, c, 503, "the server is shutting down");
-        return queue_json(c, 200, json_pack("{s:s}", "status", "ok"));
-    }
-    char *text = serve_metrics_render(h->o.metrics, env->model_name);
-    return text ? queue_text(c, 200, text, "text/plain; version=0.0.4; charset=utf-8")
-                : queue_error(h, c, 500, "out of memory rendering the metrics");
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
-{
-    (void)version;
-    serve_http *h = cls;
-    conn_ctx *cc = *con_cls;
-    if (!cc) {
-        cc = calloc(1, sizeof *cc);
-        if (!cc)
-            return MHD_NO;
-        *con_cls = cc;
-        return MHD_YES;
-    }
-    if (*upload_data_size) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        return serve_body_append(&cc->b, upload_data, n, h->o.max_body) ? MHD_NO : MHD_YES;
-    }
-    return route(h, c, cc, url, method);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
-{
-    (void)c;
-    serve_http *h = cls;
-    conn_ctx *cc = *con_cls;
-    if (!cc)
-        return;
-    if (cc->req) {
-        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-            abort_req(h, cc->req);
-        serve_req_unref(cc->req);
-    }
-    serve_body_free(&cc->b);
-    free(cc);
-    *con_cls = NULL;
+    serve_http *h = user;
+    serve_metrics_http_error(h->o.metrics, status);
 }
 
 int serve_http_start(const serve_http_opts *o, serve_http **out, int *port_out, char *msg,
                      size_t cap)
 {
-    struct sockaddr_in a4;
-    struct sockaddr_in6 a6;
-    memset(&a4, 0, sizeof a4);
-    memset(&a6, 0, sizeof a6);
-    const struct sockaddr *sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (inet_pton(AF_INET, o->host, &a4.sin_addr) == 1) {
-        a4.sin_family = AF_INET;
-        a4.sin_port = htons((uint16_t)o->port);
-        sa = (const struct sockaddr *)&a4;
-    } else if (inet_pton(AF_INET6, o->host, &a6.sin6_addr) == 1) {
-        a6.sin6_family = AF_INET6;
-        a6.sin6_port = htons((uint16_t)o->port);
-        sa = (const struct sockaddr *)&a6;
-        flags |= MHD_USE_IPv6;
-    } else {
-        snprintf(msg, cap, "--host %s is not an IPv4 or IPv6 address (use e.g. 127.0.0.1 or "
-                 "0.0.0.0)", o->host);
-        return -1;
-    }
     serve_http *h = calloc(1, sizeof *h);
     if (!h) {
         snprintf(msg, cap, "out of memory");
@@ -438,37 +332,27 @@ int serve_http_start(const serve_http_opts *o, serve_http **out, int *port_out, 
     }
     h->o = *o;
     pthread_mutex_init(&h->mu, NULL);
-    h->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, h,
-                            MHD_OPTION_SOCK_ADDR, sa,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024,
-                            MHD_OPTION_END);
-    if (!h->d) {
-        snprintf(msg, cap, "cannot listen on %s port %d (%s); pick another --port or --host",
-                 o->host, o->port, errno ? strerror(errno) : "libmicrohttpd failed to start");
+    http_daemon_opts d = {.who = "plume serve", .host = o->host, .port = o->port,
+                          .api_key = o->api_key, .max_body = o->max_body,
+                          .max_body_option = "--max-body", .limits = http_default_limits(),
+                          .routes = routes, .n_routes = (int)(sizeof routes / sizeof routes[0]),
+                          .user = h, .on_error = count_error};
+    if (http_daemon_start(&d, &h->d, port_out, msg, cap)) {
         pthread_mutex_destroy(&h->mu);
         free(h);
         return -1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    *port_out = di ? di->port : o->port;
     *out = h;
     return 0;
 }
 
-void serve_http_quiesce(serve_http *h)
-{
-    MHD_socket fd = MHD_quiesce_daemon(h->d);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
-}
+void serve_http_quiesce(serve_http *h) { http_daemon_quiesce(h->d); }
 
 void serve_http_stop(serve_http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->d);
+    http_daemon_stop(h->d);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

@@ -1,9 +1,12 @@
-/* plume serve: the HTTP side on libmicrohttpd (one thread per connection,
- * internal polling thread): routing, the API key, body limits, waiting on a
- * request's channel, non-streamed JSON and streamed SSE responses, and
- * noticing clients that go away. */
+/* plume serve's routes on the one HTTP daemon (http_daemon.h, which binds,
+ * limits connections, checks the API key and answers routing errors):
+ * generation (waiting on a request's channel, non-streamed JSON and
+ * streamed SSE responses, noticing clients that go away), tokenize,
+ * detokenize, models, health and metrics. */
 #ifndef PLUME_SERVE_HTTP_H
 #define PLUME_SERVE_HTTP_H
+
+#include "serve/serve_api.h"
 
 #include <stddef.h>
 
@@ -25,11 +28,11 @@ typedef struct serve_http serve_http;
 
 /* Binds and starts serving; *port_out is the bound port.  On failure writes
  * why to msg and returns -1. */
-int serve_http_start(const serve_http_opts *o, serve_http **out, int *port_out, char *msg,
+PLUME_SERVE_API int serve_http_start(const serve_http_opts *o, serve_http **out, int *port_out, char *msg,
                      size_t cap);
 /* Stops accepting new connections (open ones keep being served). */
-void serve_http_quiesce(serve_http *h);
+PLUME_SERVE_API void serve_http_quiesce(serve_http *h);
 /* Closes every connection and frees the server. */
-void serve_http_stop(serve_http *h);
+PLUME_SERVE_API void serve_http_stop(serve_http *h);
 
 #endif

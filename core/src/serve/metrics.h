@@ -4,6 +4,8 @@
 #ifndef PLUME_SERVE_METRICS_H
 #define PLUME_SERVE_METRICS_H
 
+#include "serve/serve_api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,8 +26,8 @@ typedef struct serve_engine_gauges {
     plume_kv_connector_stats kvc;
 } serve_engine_gauges;
 
-serve_metrics *serve_metrics_new(void);
-void serve_metrics_free(serve_metrics *m);
+PLUME_SERVE_API serve_metrics *serve_metrics_new(void);
+PLUME_SERVE_API void serve_metrics_free(serve_metrics *m);
 void serve_metrics_observe_ttft(serve_metrics *m, double seconds);
 void serve_metrics_observe_itl(serve_metrics *m, double seconds);
 /* A request the engine finished: its reason and token counts (prompt tokens

@@ -89,23 +89,6 @@ static json_t *field(json_t *o, const char *k)
     return v && !json_is_null(v) ? v : NULL;
 }
 
-static int get_number(json_t *o, const char *k, double lo, double hi, double *out, char *msg,
-                      size_t cap)
-{
-    json_t *v = field(o, k);
-    if (!v)
-        return 0;
-    if (!json_is_number(v))
-        return fail(msg, cap, 400, "'%s' must be a number, got %s", k,
-                    json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
-                                                   : "a non-number");
-    double d = json_number_value(v);
-    if (!(d >= lo && d <= hi))
-        return fail(msg, cap, 400, "'%s' must be in [%g, %g], got %g", k, lo, hi, d);
-    *out = d;
-    return 0;
-}
-
 static int get_int(json_t *o, const char *k, long long lo, long long hi, long long *out,
                    char *msg, size_t cap)
 {
@@ -118,6 +101,33 @@ static int get_int(json_t *o, const char *k, long long lo, long long hi, long lo
     if (x < lo || x > hi)
         return fail(msg, cap, 400, "'%s' must be in [%lld, %lld], got %lld", k, lo, hi, x);
     *out = x;
+    return 0;
+}
+
+/* One sampling parameter of the table, if present: its type and range
+ * checked, stored into sp.  top_k = -1 means off (0), as in vLLM. */
+static int get_sampling(json_t *o, const plume_sampling_param *f, plume_sampling_params *sp,
+                        char *msg, size_t cap)
+{
+    json_t *v = field(o, f->name);
+    if (!v)
+        return 0;
+    if (f->integer ? !json_is_integer(v) : !json_is_number(v))
+        return fail(msg, cap, 400, "'%s' must be %s, got %s", f->name,
+                    f->integer ? "an integer" : "a number",
+                    json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
+                                                   : json_is_number(v) ? "a fraction"
+                                                                       : "a non-number");
+    double d = json_number_value(v);
+    if (f->integer && strcmp(f->name, "top_k") == 0 && d == -1)
+        d = 0;
+    if (!plume_sampling_param_ok(f, d)) {
+        char range[64];
+        plume_sampling_param_range(f, range, sizeof range);
+        return fail(msg, cap, 400, "'%s' must be in %s (%s), got %g", f->name, range,
+                    f->neutral, d);
+    }
+    plume_sampling_param_store(sp, f, d);
     return 0;
 }
 
@@ -404,28 +414,20 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
     }
     if ((rc = refuse_unsupported(o, kind, msg, cap)))
         goto out;
-    double d;
     long long x;
     plume_sampling_params *sp = &g->rp.sampling;
     bool b;
-#define NUM(k, lo, hi, dst)                                                   \
-    d = NAN;                                                                  \
-    if ((rc = get_number(o, k, lo, hi, &d, msg, cap)))                        \
-        goto out;                                                             \
-    if (!isnan(d))                                                            \
-        dst = (float)d;
-    NUM("temperature", 0, 100, sp->temperature)
-    NUM("top_p", 1e-6, 1, sp->top_p)
-    NUM("min_p", 0, 0.999999, sp->min_p)
-    NUM("presence_penalty", -2, 2, sp->presence_penalty)
-    NUM("frequency_penalty", -2, 2, sp->frequency_penalty)
-    NUM("repetition_penalty", 1e-3, 100, sp->repetition_penalty)
-#undef NUM
-    x = -2;
-    if ((rc = get_int(o, "top_k", -1, 1 << 30, &x, msg, cap)))
-        goto out;
-    if (x != -2)
-        sp->top_k = x < 0 ? 0 : (int32_t)x;
+    /* the sampling parameters of the one table (plume/sampler.h); top_k also
+     * takes -1 for off, as vLLM does */
+    size_t n_params;
+    const plume_sampling_param *table = plume_sampling_param_list(&n_params);
+    for (size_t i = 0; i < n_params; i++) {
+        const plume_sampling_param *f = &table[i];
+        if (strcmp(f->name, "repeat_last_n") == 0)
+            continue; /* a deployment's choice (the pipeline), not a request's */
+        if ((rc = get_sampling(o, f, sp, msg, cap)))
+            goto out;
+    }
     x = -1;
     if ((rc = get_int(o, "seed", 0, INT64_MAX, &x, msg, cap)))
         goto out;

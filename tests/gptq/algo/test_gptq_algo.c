@@ -27,6 +27,7 @@
 #include "gptq_algo.h"
 #include "gptq_pack.h"
 #include "gptq_rtn.h"
+#include "plume/clock.h"
 
 /* ---- deterministic random numbers ---- */
 typedef struct rng {
@@ -533,13 +534,6 @@ static void test_dead_inputs(void **state)
 }
 
 /* ---- --bench: SmolLM-135M sized layers ---- */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int bench(void)
 {
     const int64_t shapes[2][2] = {{576, 1536}, {1536, 576}}; /* {N, K} */
@@ -577,14 +571,14 @@ static int bench(void)
             p.desc_act = cfg[ci].da;
             gptq_tensors t;
             plume_error err;
-            double loss, t0 = now_s();
+            double loss, t0 = plume_clock_seconds();
             if (gptq_quantize(W, N, K, H, &p, &t, Wq, &loss, &err)) {
                 fprintf(stderr, "%s\n", err.msg);
                 return 1;
             }
-            double t1 = now_s();
+            double t1 = plume_clock_seconds();
             double l2 = gptq_output_error(W, Wq, N, K, H);
-            double t2 = now_s();
+            double t2 = plume_clock_seconds();
             printf("N %lld x K %lld, %s: gptq_quantize %.3f s (incl. loss; gptq_output_error alone "
                    "%.3f s), loss %.6g\n",
                    (long long)N, (long long)K, cfg[ci].name, t1 - t0, t2 - t1, loss);
@@ -595,10 +589,10 @@ static int bench(void)
         memcpy(U, H, (size_t)(K * K) * sizeof *U);
         for (int64_t k = 0; k < K; k++)
             U[k * K + k] += 0.01;
-        double t0 = now_s();
+        double t0 = plume_clock_seconds();
         plume_error err;
         gptq_hinv_chol(U, K, &err);
-        printf("  gptq_hinv_chol K %lld: %.3f s\n", (long long)K, now_s() - t0);
+        printf("  gptq_hinv_chol K %lld: %.3f s\n", (long long)K, plume_clock_seconds() - t0);
         free(U);
         free(A);
         free(x);

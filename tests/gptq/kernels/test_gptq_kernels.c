@@ -39,6 +39,7 @@
 #include "gptq_linear.h"
 #include "gptq_pack.h"
 #include "gptq_rtn.h"
+#include "plume/clock.h"
 #include "plume/cpu.h"
 #include "plume/registry.h"
 #include "../gptq_test_rng.h"
@@ -489,13 +490,6 @@ static void test_vtable_threads(void **st)
 
 /* ---- GPTQ_KERNELS_BENCH=1: weight GB/s (n_tok = 1) and GFLOP/s (64) ---- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Seconds per forward, the best of 5 runs of enough calls for ~0.1 s. */
 static double time_forward(const gptq_layer *l, int lv, const plume_backend_vtable *bvt,
                            plume_backend *b, const float *x, int nt, float *y)
@@ -503,20 +497,20 @@ static double time_forward(const gptq_layer *l, int lv, const plume_backend_vtab
     plume_error err = {0};
     int reps = 1;
     for (;;) {
-        const double t0 = now_s();
+        const double t0 = plume_clock_seconds();
         for (int i = 0; i < reps; i++)
             gptq_forward_level(l, lv, bvt, b, x, nt, y, &err);
-        if (now_s() - t0 > 0.02)
+        if (plume_clock_seconds() - t0 > 0.02)
             break;
         reps *= 2;
     }
     reps *= 5;
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-        const double t0 = now_s();
+        const double t0 = plume_clock_seconds();
         for (int i = 0; i < reps; i++)
             gptq_forward_level(l, lv, bvt, b, x, nt, y, &err);
-        const double dt = (now_s() - t0) / reps;
+        const double dt = (plume_clock_seconds() - t0) / reps;
         best = dt < best ? dt : best;
     }
     return best;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/microbench.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/threadpool.h"
@@ -420,6 +421,12 @@ static void cpu_parallel_for(plume_backend *be, void (*fn)(void *ctx, int ith, i
     plume_pool_run(b->pool, fn, ctx);
 }
 
+static int cpu_microbench_slot(plume_backend *be, plume_microbench what, int reps, double *out,
+                               plume_error *err)
+{
+    return plume_cpu_microbench(cpu(be)->pool, what, reps, out, err);
+}
+
 const plume_backend_vtable plume_builtin_cpu = {
     .struct_size = sizeof(plume_backend_vtable),
     .interface_version = PLUME_BACKEND_INTERFACE_VERSION,
@@ -447,6 +454,7 @@ const plume_backend_vtable plume_builtin_cpu = {
     .gather_out_rows = cpu_gather_out_rows,
     .matmul = cpu_matmul,
     .parallel_for = cpu_parallel_for,
+    .microbench = cpu_microbench_slot,
     .scale = cpu_scale,
     .geglu = cpu_geglu,
 };

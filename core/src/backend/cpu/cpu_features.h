@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "plume/cpu.h"
 #include "plume/error.h"
 
 typedef enum plume_cpu_level {
@@ -44,7 +45,6 @@ const char *plume_cpu_level_name(plume_cpu_level level);
  * which features are missing. */
 int plume_cpu_level_parse(const char *s, plume_cpu_level *out, plume_error *err);
 
-/* Space-separated list of the detected features ("avx2 fma f16c ..."). */
-void plume_cpu_features_string(char *buf, size_t size);
+/* plume_cpu_features_string is SDK: plume/cpu.h. */
 
 #endif

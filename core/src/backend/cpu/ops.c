@@ -15,14 +15,6 @@ void plume_cpu_get_row(const plume_tensor *w, int64_t row, float *dst)
         plume_dequantize((plume_dtype)w->type, src, dst, w->ne[0]);
 }
 
-void plume_cpu_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                          int kv_type, const int32_t *block_table, int block_size, int n_pos,
-                          int hd, float scale, int window, float *o)
-{
-    plume_kernels_active()->attn_paged(q, nq, k, v, stride, kv_type, block_table, block_size,
-                                       n_pos, hd, scale, window, o);
-}
-
 void plume_cpu_rmsnorm(float *out, const float *x, const float *weight, int n, float eps)
 {
     plume_kernels_active()->rmsnorm(out, x, weight, n, eps);

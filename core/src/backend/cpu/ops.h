@@ -85,13 +85,4 @@ void plume_cpu_swiglu(float *x, const float *y, int n);
  * code: the same bits at every SIMD level. */
 void plume_cpu_geglu(float *x, const float *y, size_t n);
 
-/* plume_kernels.attn_paged of the active level: one query row's GQA group
- * (nq heads sharing a K/V head; k, v point at that head's first value in
- * the layer's cache, f32 or f16 (kv_type), stride values per slot) over
- * positions 0 .. n_pos-1 (window > 0: the last window of them) through
- * its block table; writes normalized o[nq][hd]. */
-void plume_cpu_attn_paged(const float *q, int nq, const void *k, const void *v, int64_t stride,
-                          int kv_type, const int32_t *block_table, int block_size, int n_pos,
-                          int hd, float scale, int window, float *o);
-
 #endif

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "plume/cpu.h"
 #include "plume/error.h"
 
 typedef struct plume_pool plume_pool;
@@ -40,12 +41,7 @@ void plume_pool_run(plume_pool *p, plume_pool_fn fn, void *ctx);
  * next call or plume_pool_free.  NULL when out of memory. */
 void *plume_pool_workspace(plume_pool *p, size_t bytes);
 
-/* Default worker count: PLUME_THREADS when set to a positive integer (an
- * invalid value is reported on stderr once and ignored), else the number of
- * physical cores this process may run on (SMT siblings counted once, from
- * /sys/devices/system/cpu/cpuN/topology), else the online CPUs.  At least 1.
- * The forward pass uses this when it is asked for 0 threads. */
-int plume_cpu_count(void);
+/* plume_cpu_count, the default worker count, is SDK: plume/cpu.h. */
 
 /* Online logical CPUs, at least 1. */
 int plume_cpu_online(void);

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/backend.h"
 #include "plume/error.h"
 #include "plume/model.h"
@@ -56,7 +57,7 @@ typedef void (*plume_ppl_progress_fn)(void *user, const plume_ppl_stats *s);
 /* Number of windows and predictions per window that p gives for n_tokens
  * tokens (after max_windows).  Fails with a message when the text is
  * shorter than one window or p is out of range. */
-int plume_ppl_plan(size_t n_tokens, const plume_ppl_params *p, int32_t *n_windows,
+PLUME_API int plume_ppl_plan(size_t n_tokens, const plume_ppl_params *p, int32_t *n_windows,
                    int32_t *per_window, plume_error *err);
 
 /* Runs the evaluation of m (and, when base is non-NULL, of base on the same
@@ -64,7 +65,7 @@ int plume_ppl_plan(size_t n_tokens, const plume_ppl_params *p, int32_t *n_window
  * that replaces the first token of each window, or -1 to keep the text's
  * token.  progress (may be NULL) is called after each window; the final
  * statistics go to *out. */
-int plume_perplexity(const plume_model *m, const plume_model *base, const int32_t *tokens,
+PLUME_API int plume_perplexity(const plume_model *m, const plume_model *base, const int32_t *tokens,
                      size_t n_tokens, int32_t bos, const plume_ppl_params *p,
                      plume_ppl_progress_fn progress, void *user, plume_ppl_stats *out,
                      plume_error *err);

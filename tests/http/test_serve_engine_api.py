@@ -1,5 +1,5 @@
 """`plume serve` over the engine's serving API (enable after the engine work is
-merged; tests/serve/meson.build): per-token logprobs for completions and
+merged; tests/http/meson.build): per-token logprobs for completions and
 chat, streamed logprobs, presence/frequency penalties change greedy output,
 "speculative": false and "num_speculative_tokens" are accepted, and after mid-stream disconnects /metrics
 shows nothing running and no KV blocks held."""

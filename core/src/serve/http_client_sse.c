@@ -1,11 +1,13 @@
-#include "cli/http_stream.h"
+/* The client's streamed POSTs on one thread, their server-sent events
+ * parsed as they arrive (http_client.h: http_multi). */
+#include "serve/http_client.h"
+#include "serve/http_client_internal.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "plume/clock.h"
 
 #define SSE_MAX_LINE ((size_t)16 << 20) /* a longer event is an error */
 #define SNIPPET_MAX 400
@@ -35,18 +37,6 @@ struct http_transfer {
     size_t snippet_len;
     char curl_err[CURL_ERROR_SIZE];
 };
-
-bool http_init(char *err, size_t errsize)
-{
-    CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (rc != CURLE_OK) {
-        snprintf(err, errsize, "libcurl failed to initialise: %s", curl_easy_strerror(rc));
-        return false;
-    }
-    return true;
-}
-
-void http_cleanup(void) { curl_global_cleanup(); }
 
 http_multi *http_multi_new(void)
 {
@@ -157,7 +147,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 {
     http_transfer *t = ud;
     size_t len = size * nmemb;
-    t->last_t = cli_now();
+    t->last_t = plume_clock_seconds();
     if (!t->status_known) {
         curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
         t->status_known = true;
@@ -212,38 +202,12 @@ http_transfer *http_post_sse(http_multi *m, const char *url, const char *api_key
     }
     t->fn = fn;
     t->user = user;
-    struct curl_slist *h = NULL, *h2;
-    char auth[1024];
-    const char *hdrs[] = {"Content-Type: application/json", "Accept: text/event-stream",
-                          "Expect:", NULL};
-    for (int i = 0; hdrs[i]; i++) {
-        if (!(h2 = curl_slist_append(h, hdrs[i])))
-            goto oom;
-        h = h2;
-    }
-    if (api_key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", api_key);
-        if (!(h2 = curl_slist_append(h, auth)))
-            goto oom;
-        h = h2;
-    }
-    t->headers = h;
     CURL *e = t->easy;
-    CURLcode rc = CURLE_OK;
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_URL, url);
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body);
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(t->body));
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
+    CURLcode rc = http_easy_setup(e, url, t->body, "text/event-stream", api_key, 30, timeout_s,
+                                  t->curl_err, &t->headers);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     if (!rc) rc = curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->curl_err);
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_PROXY, ""); /* no proxy from the environment */
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-    if (!rc) rc = curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
-    if (!rc && timeout_s > 0)
-        rc = curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
     if (rc) {
         snprintf(err, errsize, "libcurl refused the request options for %s: %s", url,
                  curl_easy_strerror(rc));
@@ -262,11 +226,6 @@ http_transfer *http_post_sse(http_multi *m, const char *url, const char *api_key
         m->active->prev = t;
     m->active = t;
     return t;
-oom:
-    curl_slist_free_all(h);
-    snprintf(err, errsize, "out of memory starting a request");
-    http_transfer_free(t);
-    return NULL;
 }
 
 void http_multi_wait(http_multi *m, int timeout_ms)
@@ -352,66 +311,4 @@ void http_transfer_free(http_transfer *t)
     free(t->line);
     free(t->data);
     free(t);
-}
-
-typedef struct get_buf {
-    char *p;
-    size_t len, cap;
-    bool too_big;
-} get_buf;
-
-static size_t on_get(char *p, size_t size, size_t nmemb, void *ud)
-{
-    get_buf *b = ud;
-    size_t len = size * nmemb;
-    if (b->len + len + 1 > ((size_t)1 << 20) || !grow(&b->p, &b->cap, b->len + len + 1)) {
-        b->too_big = true;
-        return 0;
-    }
-    memcpy(b->p + b->len, p, len);
-    b->len += len;
-    b->p[b->len] = '\0';
-    return len;
-}
-
-char *http_get(const char *url, const char *api_key, double timeout_s, char *err, size_t errsize)
-{
-    CURL *e = curl_easy_init();
-    if (!e) {
-        snprintf(err, errsize, "libcurl could not make a handle");
-        return NULL;
-    }
-    get_buf b = {0};
-    char auth[1024], cerr[CURL_ERROR_SIZE] = "";
-    struct curl_slist *h = NULL;
-    if (api_key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", api_key);
-        h = curl_slist_append(NULL, auth);
-    }
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_get);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, cerr);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PROXY, "");
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
-    CURLcode rc = curl_easy_perform(e);
-    long status = 0;
-    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(e);
-    curl_slist_free_all(h);
-    if (rc != CURLE_OK || status != 200) {
-        if (b.too_big)
-            snprintf(err, errsize, "the answer is over 1 MiB");
-        else if (rc != CURLE_OK)
-            snprintf(err, errsize, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
-        else
-            snprintf(err, errsize, "HTTP %ld", status);
-        free(b.p);
-        return NULL;
-    }
-    if (!b.p)
-        b.p = calloc(1, 1);
-    return b.p;
 }

@@ -1,4 +1,4 @@
-"""Starting and talking to `plume serve` in the tests (tests/serve/)."""
+"""Starting and talking to `plume serve` in the tests (tests/http/)."""
 import http.client
 import json
 import os
@@ -22,15 +22,19 @@ class Server:
     """`plume serve --port 0` on a model; the port comes from its first line."""
 
     def __init__(self, plume, model, *extra):
-        self.proc = subprocess.Popen([plume, "serve", "--model", model, "--port", "0",
-                                      "--threads", "1", *extra],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.start([plume, "serve", "--model", model, "--port", "0", "--threads", "1", *extra])
+
+    def start(self, argv):
+        """Runs argv (`plume serve ...` or `plume router ...`) and reads the
+        port from its first line, "plume CMD: listening on http://127.0.0.1:PORT"."""
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
         line = self.proc.stdout.readline()
-        m = re.match(r"plume serve: listening on http://127\.0\.0\.1:(\d+)", line)
+        m = re.match(r"plume (serve|router): listening on http://127\.0\.0\.1:(\d+)", line)
         if not m:
             self.proc.kill()
-            raise CheckFailed(("no listening line", line, self.proc.stderr.read()))
-        self.port = int(m.group(1))
+            raise CheckFailed((f"{argv[1]}: no listening line", line, self.proc.stderr.read()))
+        self.port = int(m.group(2))
         self.base = f"http://127.0.0.1:{self.port}"
 
     def request(self, method, path, body=None, headers=None, timeout=120):

@@ -4,8 +4,10 @@
 #ifndef PLUME_GGUF_MODEL_QUANT_H
 #define PLUME_GGUF_MODEL_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 
 /* One tensor done. */
@@ -38,7 +40,14 @@ typedef struct plume_gguf_quant_report {
  * §3.3-3.5); then each tensor in the type the preset gives it.  The input
  * must be float: a quantized tensor that the preset would quantize is an
  * error.  On failure the partial file is removed. */
-int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_gguf_quant_opts *o,
+PLUME_API int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_gguf_quant_opts *o,
                            plume_gguf_quant_report *rep, plume_error *err);
+
+/* The preset names plume_quantize_to_gguf accepts, "Q4_K_M, Q4_K_S, ..."
+ * (a static string), for messages and --help. */
+PLUME_API const char *plume_gguf_mix_names(void);
+
+/* True when name (case-insensitive) is one of plume_gguf_mix_names(). */
+PLUME_API bool plume_gguf_mix_known(const char *name);
 
 #endif

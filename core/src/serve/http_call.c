@@ -1,7 +1,7 @@
-/* plume router: upstream calls (router_upstream.h). */
-#include "cli/router_upstream.h"
+/* The client's calls on their own threads (http_client.h). */
+#include "serve/http_client.h"
+#include "serve/http_client_internal.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -9,16 +9,16 @@
 #include <string.h>
 #include <strings.h>
 
-struct up_call {
+struct http_call {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t th;
-    char *url, *body, *auth;
-    up_opts o;
+    char *url, *body, *api_key, *timeout_name;
+    http_call_opts o;
     atomic_bool cancel;
     /* under mu */
     long status;
-    bool headers_done, done, failed, refused;
+    bool headers_done, done, failed, refused, too_big;
     char ctype[128];
     char err[CURL_ERROR_SIZE + 128];
     char *buf;
@@ -27,7 +27,7 @@ struct up_call {
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
-    up_call *c = ud;
+    http_call *c = ud;
     size_t len = size * n;
     pthread_mutex_lock(&c->mu);
     if (len > 9 && strncmp(p, "HTTP/", 5) == 0) { /* the status line */
@@ -52,11 +52,16 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
-    up_call *c = ud;
+    http_call *c = ud;
     size_t len = size * n;
     if (atomic_load(&c->cancel))
         return 0;
     pthread_mutex_lock(&c->mu);
+    if (c->o.max_body && c->len + len > c->o.max_body) {
+        c->too_big = true;
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
     if (c->len + len + 1 > c->cap) {
         size_t cap = c->cap ? c->cap : 8192;
         while (cap < c->len + len + 1)
@@ -81,26 +86,20 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t d, curl_off_t e)
 {
     (void)a, (void)b, (void)d, (void)e;
-    return atomic_load(&((up_call *)ud)->cancel) ? 1 : 0;
+    return atomic_load(&((http_call *)ud)->cancel) ? 1 : 0;
 }
 
 static void *run(void *arg)
 {
-    up_call *c = arg;
+    http_call *c = arg;
     char cerr[CURL_ERROR_SIZE] = "";
     CURL *h = curl_easy_init();
     struct curl_slist *hd = NULL;
     CURLcode rc = CURLE_FAILED_INIT;
-    if (h) {
-        hd = curl_slist_append(hd, "Content-Type: application/json");
-        hd = curl_slist_append(hd, "Expect:");
-        if (c->auth)
-            hd = curl_slist_append(hd, c->auth);
-        curl_easy_setopt(h, CURLOPT_URL, c->url);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+    if (h)
+        rc = http_easy_setup(h, c->url, c->body, NULL, c->api_key, c->o.connect_timeout_s,
+                             c->o.total_timeout_s, cerr, &hd);
+    if (h && rc == CURLE_OK) {
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -108,10 +107,7 @@ static void *run(void *arg)
         curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->o.connect_timeout_s * 1000));
-        if (c->o.total_timeout_s > 0)
-            curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(c->o.total_timeout_s * 1000));
-        /* a worker silent for idle_timeout_s (stopped, wedged) ends the call */
+        /* a server silent for idle_timeout_s (stopped, wedged) ends the call */
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(c->o.idle_timeout_s + 0.999));
         rc = curl_easy_perform(h);
@@ -120,10 +116,13 @@ static void *run(void *arg)
     if (rc != CURLE_OK) {
         c->failed = true;
         c->refused = rc == CURLE_COULDNT_CONNECT;
-        snprintf(c->err, sizeof c->err, "%s",
-                 rc == CURLE_OPERATION_TIMEDOUT ? "no answer within the router's --timeout"
-                 : cerr[0]                      ? cerr
-                                                : curl_easy_strerror(rc));
+        if (c->too_big)
+            snprintf(c->err, sizeof c->err, "the answer is over %zu bytes", c->o.max_body);
+        else if (rc == CURLE_OPERATION_TIMEDOUT)
+            snprintf(c->err, sizeof c->err, "no answer within %s",
+                     c->timeout_name ? c->timeout_name : "the timeout");
+        else
+            snprintf(c->err, sizeof c->err, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
     }
     c->done = true;
     c->headers_done = true;
@@ -135,29 +134,35 @@ static void *run(void *arg)
     return NULL;
 }
 
-up_call *up_start(const char *url, const char *body, const up_opts *o)
+/* A copy of s, NULL staying NULL; *ok false when out of memory. */
+static char *dup_or_null(const char *s, bool *ok)
 {
-    up_call *c = calloc(1, sizeof *c);
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    *ok = *ok && d;
+    return d;
+}
+
+http_call *http_call_start(const char *url, const char *body, const http_call_opts *o)
+{
+    http_call *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->url = strdup(url);
-    c->body = strdup(body);
-    c->o = *o;
-    c->o.api_key = NULL; /* copied into auth: the caller's string need not outlive the call */
-    if (o->api_key) {
-        size_t n = strlen(o->api_key) + 32;
-        c->auth = malloc(n);
-        if (c->auth)
-            snprintf(c->auth, n, "Authorization: Bearer %s", o->api_key);
-    }
+    bool ok = true;
+    c->o = *o; /* its strings are copied: the caller's need not outlive the call */
+    c->url = dup_or_null(url, &ok);
+    c->body = dup_or_null(body, &ok);
+    c->api_key = dup_or_null(o->api_key, &ok);
+    c->timeout_name = dup_or_null(o->timeout_name, &ok);
     atomic_init(&c->cancel, false);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    if (!c->url || !c->body || (o->api_key && !c->auth) ||
-        pthread_create(&c->th, NULL, run, c)) {
+    if (!ok || pthread_create(&c->th, NULL, run, c)) {
         free(c->url);
         free(c->body);
-        free(c->auth);
+        free(c->api_key);
+        free(c->timeout_name);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv);
         free(c);
@@ -166,7 +171,7 @@ up_call *up_start(const char *url, const char *body, const up_opts *o)
     return c;
 }
 
-long up_wait_headers(up_call *c)
+long http_call_wait_headers(http_call *c)
 {
     pthread_mutex_lock(&c->mu);
     while (!c->headers_done)
@@ -176,9 +181,9 @@ long up_wait_headers(up_call *c)
     return s;
 }
 
-const char *up_content_type(up_call *c) { return c->ctype; }
+const char *http_call_content_type(http_call *c) { return c->ctype; }
 
-const char *up_wait_body(up_call *c, size_t *len)
+const char *http_call_wait_body(http_call *c, size_t *len)
 {
     pthread_mutex_lock(&c->mu);
     while (!c->done)
@@ -190,7 +195,7 @@ const char *up_wait_body(up_call *c, size_t *len)
     return c->buf ? c->buf : "";
 }
 
-size_t up_read(up_call *c, char *dst, size_t max)
+size_t http_call_read(http_call *c, char *dst, size_t max)
 {
     pthread_mutex_lock(&c->mu);
     while (c->off == c->len && !c->done)
@@ -203,7 +208,7 @@ size_t up_read(up_call *c, char *dst, size_t max)
     return n;
 }
 
-const char *up_error(up_call *c)
+const char *http_call_error(http_call *c)
 {
     pthread_mutex_lock(&c->mu);
     const char *e = c->failed ? c->err : NULL;
@@ -211,7 +216,7 @@ const char *up_error(up_call *c)
     return e;
 }
 
-bool up_refused(up_call *c)
+bool http_call_refused(http_call *c)
 {
     pthread_mutex_lock(&c->mu);
     bool r = c->refused;
@@ -219,7 +224,7 @@ bool up_refused(up_call *c)
     return r;
 }
 
-void up_free(up_call *c)
+void http_call_free(http_call *c)
 {
     if (!c)
         return;
@@ -229,7 +234,8 @@ void up_free(up_call *c)
     pthread_cond_destroy(&c->cv);
     free(c->url);
     free(c->body);
-    free(c->auth);
+    free(c->api_key);
+    free(c->timeout_name);
     free(c->buf);
     free(c);
 }

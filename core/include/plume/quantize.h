@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 #include "plume/linear.h"
 #include "plume/registry.h"
@@ -55,7 +56,7 @@ typedef struct plume_quantize_report {
  * gate/up, then down — the reference's true-sequential order).  The texts
  * are tokenized with special tokens recognised, so chat transcripts
  * (ChatML markup and all) calibrate the chat format too. */
-int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry *reg,
+PLUME_API int plume_quantize_model(const char *in_dir, const char *out_dir, plume_registry *reg,
                          const plume_quantize_opts *o, plume_quantize_report *rep,
                          plume_error *err);
 

@@ -1,4 +1,4 @@
-"""`plume serve` on the tiny model (tests/serve/): the real `openai` client
+"""`plume serve` on the tiny model (tests/http/): the real `openai` client
 (completions and chat, streamed and not), 32 concurrent clients each getting
 exactly the greedy token ids `plume generate` gives for its prompt alone,
 mid-stream disconnects that leave nothing running, a battery of malformed

@@ -7,9 +7,15 @@
  * round robin; one that refuses the connection is skipped for the next.
  * A worker that fails or goes silent for timeout_s ends the request with a
  * clear error (502); nothing waits forever.  GET /v1/models comes from a
- * decode worker; GET /health and /metrics are the router's own. */
-#ifndef PLUME_CLI_ROUTER_HTTP_H
-#define PLUME_CLI_ROUTER_HTTP_H
+ * decode worker; GET /health and /metrics are the router's own.  It runs on
+ * the same HTTP daemon as plume serve (http_daemon.h: the key checked before
+ * routing, in constant time; errors in the server's shape), calls workers
+ * with the one client (http_client.h), and builds the two hops' requests
+ * with router_rewrite.h. */
+#ifndef PLUME_SERVE_ROUTER_H
+#define PLUME_SERVE_ROUTER_H
+
+#include "serve/serve_api.h"
 
 #include <stddef.h>
 
@@ -29,7 +35,7 @@ typedef struct router_opts {
 typedef struct router router;
 
 /* Binds and serves; *port_out is the bound port.  -1 with msg on failure. */
-int router_start(const router_opts *o, router **out, int *port_out, char *msg, size_t cap);
-void router_stop(router *r);
+PLUME_SERVE_API int router_start(const router_opts *o, router **out, int *port_out, char *msg, size_t cap);
+PLUME_SERVE_API void router_stop(router *r);
 
 #endif

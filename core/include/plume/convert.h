@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 
 typedef enum plume_convert_dtype {
@@ -29,7 +30,7 @@ typedef struct plume_convert_opts {
  * Everything is checked before the first file is written: an architecture,
  * tensor, tensor type or tokenizer this converter does not handle is an
  * error naming it. */
-int plume_convert_gguf_to_hf(const char *gguf_path, const char *out_dir,
+PLUME_API int plume_convert_gguf_to_hf(const char *gguf_path, const char *out_dir,
                              const plume_convert_opts *opts, plume_error *err);
 
 #endif
