@@ -5,9 +5,12 @@ trim_blocks, lstrip_blocks, its tojson, raise_exception, strftime_now, dict
 and namespace), over the conversations of conversations.py, and checks that
 the outputs are byte-identical and that plume raises where jinja2 raises.
 
-usage: conformance.py RENDERER TEMPLATE_DIR [--verbose]
-Prints one line per template (pass/fail counts) and a total; exits 1 when
-any template differs or is refused where jinja2 renders it."""
+usage: conformance.py RENDERER [TEMPLATE_DIR] [NAME_FILTER...]
+TEMPLATE_DIR defaults to the 70 templates scripts/fetch-templates puts under
+models/chat-templates/ (fetched on first use).  Prints one line per template
+(pass/fail counts) and a total; exits 1 when any template differs or is
+refused where jinja2 renders it, 77 (skip) when the templates cannot be
+fetched (offline) or jinja2/transformers are missing."""
 import datetime
 import json
 import os
@@ -42,10 +45,27 @@ def contexts():
     return out
 
 
+SKIP = 77
+ROOT = os.environ.get("PLUME_SOURCE_ROOT",
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+DEFAULT_DIR = os.path.join(ROOT, "models", "chat-templates", "llama-cpp-python-0.3.36")
+
+
 def main():
-    renderer, tdir = sys.argv[1], sys.argv[2]
-    verbose = "--verbose" in sys.argv
-    only = [a for a in sys.argv[3:] if not a.startswith("--")]
+    renderer = sys.argv[1]
+    args = [a for a in sys.argv[2:] if not a.startswith("--")]
+    tdir = args[0] if args and os.path.isdir(args[0]) else DEFAULT_DIR
+    only = args[1:] if args and os.path.isdir(args[0]) else args
+    try:
+        import jinja2  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e}; run scripts/install-deps")
+        return SKIP
+    if tdir == DEFAULT_DIR and not os.path.exists(os.path.join(tdir, ".complete")):
+        if subprocess.run([os.path.join(ROOT, "scripts", "fetch-templates")]).returncode != 0:
+            print("SKIP: the templates could not be fetched (offline?); run scripts/fetch-templates")
+            return SKIP
     ctxs = contexts()
     lines = "".join(json.dumps(c, ensure_ascii=False) + "\n" for _, c in ctxs).encode()
     names = sorted(f for f in os.listdir(tdir) if f.endswith(".jinja"))
@@ -92,7 +112,7 @@ def main():
         status = "pass" if npass == len(ctxs) else "FAIL"
         templates_ok += npass == len(ctxs)
         print(f"{status} {name}: {npass}/{len(ctxs)}" + (f" (jinja2 refuses it too: {compile_err[:100]})" if compile_err else ""))
-        if first_fail and (verbose or True):
+        if first_fail:
             cname, want_ok, want, res = first_fail
             got = res.get("out") if res["ok"] else "ERROR " + res["error"]
             exp = want if want_ok else "ERROR " + want

@@ -3,9 +3,12 @@
  * per context: {"ok": true, "out": "..."} or {"ok": false, "error": "..."}.
  * A template that does not compile gives one {"ok": false, "compile": true,
  * "error": "..."} line per context.  The strftime_now time is EPOCH in UTC.
- * Used by tests/template/conformance.py, which compares each output with
- * jinja2's. */
+ * jinja_render --cases [--now EPOCH]: each stdin line is {"template": T,
+ * "context": C}; T is compiled and rendered over C.
+ * Used by tests/template/conformance.py and cases.py, which compare each
+ * output with jinja2's. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,24 +46,35 @@ int main(int argc, char **argv)
         return 2;
     }
     jinja_render_opts opts = {.now_utc = true};
+    bool cases = !strcmp(argv[1], "--cases");
     for (int i = 2; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--now"))
             opts.now = strtoll(argv[++i], NULL, 10);
-    size_t len;
-    char *src = slurp(argv[1], &len);
-    if (!src) {
+    size_t len = 0;
+    char *src = cases ? NULL : slurp(argv[1], &len);
+    if (!cases && !src) {
         fprintf(stderr, "jinja_render: cannot read %s\n", argv[1]);
         return 2;
     }
     plume_error cerr = {0};
     jinja_template *t = NULL;
-    int crc = jinja_compile(src, len, &t, &cerr);
+    int crc = cases ? 0 : jinja_compile(src, len, &t, &cerr);
     free(src);
     size_t cap = 1 << 20;
     char *line = malloc(cap);
     while (line && fgets(line, (int)cap, stdin)) {
         json_t *ctx = json_loads(line, 0, NULL);
         json_t *res;
+        if (cases) {
+            json_t *tj = json_object_get(ctx, "template");
+            jinja_free(t);
+            t = NULL;
+            crc = jinja_compile(json_string_value(tj) ? json_string_value(tj) : "",
+                                json_string_length(tj), &t, &cerr);
+            json_t *c = json_incref(json_object_get(ctx, "context"));
+            json_decref(ctx);
+            ctx = c;
+        }
         if (crc) {
             res = json_pack("{sbsbss}", "ok", 0, "compile", 1, "error", cerr.msg);
         } else {
@@ -73,6 +87,8 @@ int main(int argc, char **argv)
                 res = json_pack("{sbss}", "ok", 0, "error", err.msg);
             free(out);
         }
+        if (!res) /* output that is not UTF-8 */
+            res = json_pack("{sbss}", "ok", 0, "error", "the output is not valid UTF-8");
         char *s = json_dumps(res, JSON_COMPACT | JSON_ENSURE_ASCII);
         puts(s);
         fflush(stdout);

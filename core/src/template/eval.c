@@ -388,9 +388,9 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
             jbuf s = {0};
             jbuf_put(rt, &s, a.u.s->data, a.u.s->len);
             jbuf_put(rt, &s, b.u.s->data, b.u.s->len);
-            jv r = jbuf_take(rt, &s);
-            r.markup = a.markup;
-            return r;
+            jv joined = jbuf_take(rt, &s);
+            joined.markup = a.markup;
+            return joined;
         }
         if (a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
             jv out = jv_list(rt, a.u.l->n + b.u.l->n);

@@ -651,14 +651,6 @@ static jv f_format(jrt *rt, jv in, const jargs *a)
     return jeval_percent(rt, fmt, t);
 }
 
-static jv f_pprint(jrt *rt, jv in, const jargs *a)
-{
-    jargs_check(rt, a, 0, NONE_ARGS, "pprint");
-    jbuf b = {0};
-    jv_write_repr(rt, &b, in);
-    return jbuf_take(rt, &b);
-}
-
 static jv f_batch(jrt *rt, jv in, const jargs *a)
 {
     jargs_check(rt, a, 2, NAMES("linecount", "fill_with"), "batch");
@@ -693,7 +685,7 @@ static const jfilter_def FILTERS[] = {
     {"indent", f_indent},     {"int", f_int},             {"items", f_items},
     {"join", f_join},         {"last", f_last},           {"length", f_length},
     {"list", f_list},         {"lower", f_lower},         {"map", f_map},
-    {"max", f_max},           {"min", f_min},             {"pprint", f_pprint},
+    {"max", f_max},           {"min", f_min},             
     {"reject", f_reject},     {"rejectattr", f_rejectattr}, {"replace", f_replace},
     {"reverse", f_reverse},   {"round", f_round},         {"safe", f_safe},
     {"select", f_select},     {"selectattr", f_selectattr}, {"sort", f_sort},
@@ -701,7 +693,7 @@ static const jfilter_def FILTERS[] = {
     {"tojson", f_tojson},     {"trim", f_trim},           {"unique", f_unique},
     {"upper", f_upper},       {"wordcount", f_wordcount},
     /* jinja2 filters plume does not run: refused when the template is read */
-    {"filesizeformat", NULL}, {"groupby", NULL}, {"random", NULL}, {"slice", NULL},
+    {"filesizeformat", NULL}, {"pprint", NULL}, {"groupby", NULL}, {"random", NULL}, {"slice", NULL},
     {"striptags", NULL}, {"truncate", NULL}, {"urlencode", NULL}, {"urlize", NULL},
     {"wordwrap", NULL}, {"xmlattr", NULL},
 };
