@@ -851,9 +851,13 @@ static jnode *parse_body(parser *p, const char *const *ends)
     for (;;) {
         const jtok *t = cur(p);
         if (t->kind == JT_EOF) {
-            if (ends)
-                fail(p, "the template ended before the '%s' tag that closes a block%s", ends[0],
-                     ends[1] ? " (or one of its else/elif)" : "");
+            if (ends) {
+                size_t last = 0;
+                while (ends[last + 1])
+                    last++;
+                fail(p, "the template ended inside a block: close it with {%% %s %%}%s",
+                     ends[last], "");
+            }
             break;
         }
         if (t->kind == JT_TEXT) {
