@@ -395,8 +395,8 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
         if (a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
             jv out = jv_list(rt, a.u.l->n + b.u.l->n);
             out.u.l->tuple = a.u.l->tuple;
-            memcpy(out.u.l->items, a.u.l->items, a.u.l->n * sizeof(jv));
-            memcpy(out.u.l->items + a.u.l->n, b.u.l->items, b.u.l->n * sizeof(jv));
+            jcopy(out.u.l->items, a.u.l->items, a.u.l->n * sizeof(jv));
+            jcopy(out.u.l->items + a.u.l->n, b.u.l->items, b.u.l->n * sizeof(jv));
             out.u.l->n = a.u.l->n + b.u.l->n;
             return out;
         }

@@ -244,7 +244,7 @@ static jv f_list(jrt *rt, jv in, const jargs *a)
     jargs_check(rt, a, 0, NONE_ARGS, "list");
     jlist *l = jv_iterate(rt, in);
     jv out = jv_list(rt, l->n);
-    memcpy(out.u.l->items, l->items, l->n * sizeof(jv));
+    jcopy(out.u.l->items, l->items, l->n * sizeof(jv));
     out.u.l->n = l->n;
     return out;
 }
@@ -485,13 +485,13 @@ static void msort(sort_ctx *c, jv *v, jv *tmp, size_t n, bool rev)
         tmp[k++] = v[i++];
     while (j < n)
         tmp[k++] = v[j++];
-    memcpy(v, tmp, n * sizeof(jv));
+    jcopy(v, tmp, n * sizeof(jv));
 }
 
 static jv sorted(jrt *rt, jlist *l, bool rev, bool cs, const jstr *attr)
 {
     jv out = jv_list(rt, l->n);
-    memcpy(out.u.l->items, l->items, l->n * sizeof(jv));
+    jcopy(out.u.l->items, l->items, l->n * sizeof(jv));
     out.u.l->n = l->n;
     jv *tmp = jrt_alloc(rt, (l->n + 1) * sizeof(jv));
     sort_ctx c = {rt, cs, attr};
@@ -643,7 +643,7 @@ static jv f_wordcount(jrt *rt, jv in, const jargs *a)
 static jv f_format(jrt *rt, jv in, const jargs *a)
 {
     jv t = jv_list(rt, a->n);
-    memcpy(t.u.l->items, a->pos, a->n * sizeof(jv));
+    jcopy(t.u.l->items, a->pos, a->n * sizeof(jv));
     t.u.l->n = a->n;
     t.u.l->tuple = true;
     /* value % args, through the evaluator's % operator */

@@ -230,7 +230,7 @@ static jv l_copy(jrt *rt, jv l, const jargs *a)
 {
     (void)a;
     jv out = jv_list(rt, l.u.l->n);
-    memcpy(out.u.l->items, l.u.l->items, l.u.l->n * sizeof(jv));
+    jcopy(out.u.l->items, l.u.l->items, l.u.l->n * sizeof(jv));
     out.u.l->n = l.u.l->n;
     return out;
 }
@@ -261,7 +261,7 @@ static jv d_keys(jrt *rt, jv d, const jargs *a)
 {
     (void)a;
     jv out = jv_list(rt, d.u.d->n);
-    memcpy(out.u.l->items, d.u.d->keys, d.u.d->n * sizeof(jv));
+    jcopy(out.u.l->items, d.u.d->keys, d.u.d->n * sizeof(jv));
     out.u.l->n = d.u.d->n;
     return out;
 }
@@ -269,7 +269,7 @@ static jv d_values(jrt *rt, jv d, const jargs *a)
 {
     (void)a;
     jv out = jv_list(rt, d.u.d->n);
-    memcpy(out.u.l->items, d.u.d->vals, d.u.d->n * sizeof(jv));
+    jcopy(out.u.l->items, d.u.d->vals, d.u.d->n * sizeof(jv));
     out.u.l->n = d.u.d->n;
     return out;
 }

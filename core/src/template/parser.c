@@ -91,7 +91,7 @@ static void nvec_push(parser *p, nvec *a, jnode *x)
         size_t cap = a->cap ? a->cap * 2 : 4;
         jnode **v = jrt_alloc(p->rt, cap * sizeof *v);
         if (a->n)
-            memcpy(v, a->v, a->n * sizeof *v);
+            jcopy(v, a->v, a->n * sizeof *v);
         a->v = v;
         a->cap = cap;
     }
@@ -127,7 +127,7 @@ static void parse_call_args(parser *p, jnode *n)
                 size_t cap = kwcap ? kwcap * 2 : 4;
                 const jstr **nk = jrt_alloc(p->rt, cap * sizeof *nk);
                 if (kwv.n)
-                    memcpy(nk, kwn, kwv.n * sizeof *nk);
+                    jcopy(nk, kwn, kwv.n * sizeof *nk);
                 kwn = nk;
                 kwcap = cap;
             }
@@ -157,12 +157,12 @@ static const jstr *dotted_name(parser *p)
     if (is_op(cur(p), ".") && peek(p, 1)->kind == JT_NAME) {
         char buf[256];
         size_t len = t->len < 200 ? t->len : 200;
-        memcpy(buf, t->text, len);
+        jcopy(buf, t->text, len);
         while (is_op(cur(p), ".") && peek(p, 1)->kind == JT_NAME && len < 200) {
             const jtok *nx = peek(p, 1);
             buf[len++] = '.';
             size_t l = nx->len < 200 - len ? nx->len : 200 - len;
-            memcpy(buf + len, nx->text, l);
+            jcopy(buf + len, nx->text, l);
             len += l;
             p->i += 2;
         }
@@ -510,7 +510,7 @@ static jnode *parse_compare(parser *p)
     n->args = rest.v;
     n->nargs = rest.n;
     n->ops = jrt_alloc(p->rt, rest.n * sizeof(jop));
-    memcpy(n->ops, ops, rest.n * sizeof(jop));
+    jcopy(n->ops, ops, rest.n * sizeof(jop));
     return n;
 }
 
@@ -711,7 +711,7 @@ static jnode *parse_macro_params(parser *p, jnode *n, const char *tag)
             size_t nc = cap ? cap * 2 : 4;
             const jstr **nn = jrt_alloc(p->rt, nc * sizeof *nn);
             if (n->nkw)
-                memcpy(nn, names, n->nkw * sizeof *nn);
+                jcopy(nn, names, n->nkw * sizeof *nn);
             names = nn;
             cap = nc;
         }

@@ -118,6 +118,13 @@ _Noreturn void jrt_fail(jrt *rt, plume_status code, const char *fmt, ...)
 /* Counts one step; fails past max_steps. */
 void jrt_step(jrt *rt);
 
+/* memcpy that accepts n == 0 with NULL pointers (an empty list's items). */
+static inline void jcopy(void *dst, const void *src, size_t n)
+{
+    if (n)
+        __builtin_memcpy(dst, src, n);
+}
+
 /* ---- constructors ---- */
 static inline jv jv_undef(const jstr *name) { jv v = {.kind = JV_UNDEF}; v.u.s = name; return v; }
 static inline jv jv_none(void) { jv v = {.kind = JV_NONE}; return v; }
