@@ -82,6 +82,15 @@ static void assign(jrt *rt, jframe *f, const jnode *target, jv v)
 static jv eval(jrt *rt, const jnode *n, jframe *f);
 static void exec_body(jrt *rt, const jnode *body, jframe *f);
 
+static void deeper(jrt *rt)
+{
+    if (++rt->cdepth > JRT_MAX_CDEPTH)
+        jrt_fail(rt, PLUME_ERR_RANGE,
+                 "the template nests evaluation more than %d levels deep (macros calling "
+                 "macros within blocks)",
+                 JRT_MAX_CDEPTH);
+}
+
 /* ---- attribute and item access ---- */
 
 jv jeval_getattr(jrt *rt, jv obj, const jstr *name)
@@ -638,7 +647,17 @@ static jv apply_filter(jrt *rt, const jnode *n, jframe *f, jv input)
 
 /* ---- expressions ---- */
 
+static jv eval_node(jrt *rt, const jnode *n, jframe *f);
+
 static jv eval(jrt *rt, const jnode *n, jframe *f)
+{
+    deeper(rt);
+    jv v = eval_node(rt, n, f);
+    rt->cdepth--;
+    return v;
+}
+
+static jv eval_node(jrt *rt, const jnode *n, jframe *f)
 {
     at(rt, n);
     switch (n->kind) {
@@ -931,8 +950,10 @@ static void exec_stmt(jrt *rt, const jnode *n, jframe *f)
 static void exec_body(jrt *rt, const jnode *body, jframe *f)
 {
     jeval *ev = EV(rt);
+    deeper(rt);
     for (size_t i = 0; i < body->nargs && ev->ctrl == CTRL_NONE; i++)
         exec_stmt(rt, body->args[i], f);
+    rt->cdepth--;
 }
 
 void jeval_render(jrt *rt, const jnode *body, jframe *globals, jbuf *out)

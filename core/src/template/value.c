@@ -74,13 +74,9 @@ static bool key_eq(jv a, jv b)
     return jv_equal(a, b);
 }
 
-void jdict_set(jrt *rt, jdict *d, jv k, jv v)
+/* Appends k: v without looking for k (the caller knows it is new). */
+static void dict_append(jrt *rt, jdict *d, jv k, jv v)
 {
-    for (size_t i = 0; i < d->n; i++)
-        if (key_eq(d->keys[i], k)) {
-            d->vals[i] = v;
-            return;
-        }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
         jv *keys = jrt_alloc(rt, cap * sizeof(jv));
@@ -96,6 +92,16 @@ void jdict_set(jrt *rt, jdict *d, jv k, jv v)
     d->keys[d->n] = k;
     d->vals[d->n] = v;
     d->n++;
+}
+
+void jdict_set(jrt *rt, jdict *d, jv k, jv v)
+{
+    for (size_t i = 0; i < d->n; i++)
+        if (key_eq(d->keys[i], k)) {
+            d->vals[i] = v;
+            return;
+        }
+    dict_append(rt, d, k, v);
 }
 
 bool jdict_get(const jdict *d, jv k, jv *out)
@@ -168,8 +174,19 @@ static int64_t num_i(jv v)
     return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
 }
 
+static bool equal_at(jv a, jv b, int depth);
+
 bool jv_equal(jv a, jv b)
 {
+    return equal_at(a, b, 0);
+}
+
+/* Beyond JV_MAX_NESTING levels values compare unequal (Python would raise
+ * RecursionError; unequal is the safe answer). */
+static bool equal_at(jv a, jv b, int depth)
+{
+    if (depth > JV_MAX_NESTING)
+        return false;
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
             return num_f(a) == num_f(b);
@@ -185,7 +202,7 @@ bool jv_equal(jv a, jv b)
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->items[i], b.u.l->items[i]))
+            if (!equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1))
                 return false;
         return true;
     case JV_DICT:
@@ -195,7 +212,7 @@ bool jv_equal(jv a, jv b)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jv o;
-            if (!jdict_get(b.u.d, a.u.d->keys[i], &o) || !jv_equal(a.u.d->vals[i], o))
+            if (!jdict_get(b.u.d, a.u.d->keys[i], &o) || !equal_at(a.u.d->vals[i], o, depth + 1))
                 return false;
         }
         return true;
@@ -204,8 +221,18 @@ bool jv_equal(jv a, jv b)
     }
 }
 
+static int compare_at(jrt *rt, jv a, jv b, int depth);
+
 int jv_compare(jrt *rt, jv a, jv b)
 {
+    return compare_at(rt, a, b, 0);
+}
+
+static int compare_at(jrt *rt, jv a, jv b, int depth)
+{
+    if (depth > JV_MAX_NESTING)
+        jrt_fail(rt, PLUME_ERR_RANGE, "values nested more than %d deep cannot be compared",
+                 JV_MAX_NESTING);
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT) {
             double x = num_f(a), y = num_f(b);
@@ -226,7 +253,7 @@ int jv_compare(jrt *rt, jv a, jv b)
         for (size_t i = 0; i < n; i++) {
             if (jv_equal(a.u.l->items[i], b.u.l->items[i]))
                 continue;
-            return jv_compare(rt, a.u.l->items[i], b.u.l->items[i]);
+            return compare_at(rt, a.u.l->items[i], b.u.l->items[i], depth + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
     }
@@ -311,9 +338,8 @@ jv jv_from_json(jrt *rt, const json_t *j)
         json_t *val;
         json_object_foreach((json_t *)j, k, val)
         {
-            size_t kl = 0;
-            (void)kl;
-            jdict_set(rt, d.u.d, jv_cstr(rt, k), jv_from_json(rt, val));
+            /* a JSON object's keys are unique (jansson keeps the last of duplicates) */
+            dict_append(rt, d.u.d, jv_cstr(rt, k), jv_from_json(rt, val));
         }
         return d;
     }

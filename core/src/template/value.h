@@ -96,6 +96,7 @@ struct jrt {
     jlimits lim;
     uint64_t steps;
     unsigned depth;
+    unsigned cdepth;        /* nested evaluation calls (C stack), bounded by JRT_MAX_CDEPTH */
     jmp_buf *jb;
     plume_error *err;
     int line, col;          /* position of the construct being evaluated */
@@ -104,6 +105,12 @@ struct jrt {
     bool now_utc;
     void *eval;             /* the evaluator's state (struct jeval *) */
 };
+
+/* Nested evaluation calls at most (expressions within statements within
+ * macro calls), so that no template can exhaust the C stack. */
+#define JRT_MAX_CDEPTH 2000
+/* Values nested deeper than this cannot be printed, compared or dumped. */
+#define JV_MAX_NESTING 500
 
 /* Sets up rt with limits lim (NULL: defaults).  jb and err are set by the caller. */
 void jrt_init(jrt *rt, const jlimits *lim);

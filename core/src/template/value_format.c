@@ -129,9 +129,19 @@ static void write_str_repr(jrt *rt, jbuf *b, const jstr *s)
     jbuf_putc(rt, b, q);
 }
 
+static void write_repr(jrt *rt, jbuf *b, jv v, int depth);
+
 void jv_write_repr(jrt *rt, jbuf *b, jv v)
 {
+    write_repr(rt, b, v, 0);
+}
+
+static void write_repr(jrt *rt, jbuf *b, jv v, int depth)
+{
     jrt_step(rt);
+    if (depth > JV_MAX_NESTING)
+        jrt_fail(rt, PLUME_ERR_RANGE, "a value nested more than %d deep cannot be printed",
+                 JV_MAX_NESTING);
     switch (v.kind) {
     case JV_STR: write_str_repr(rt, b, v.u.s); return;
     case JV_LIST:
@@ -143,7 +153,7 @@ void jv_write_repr(jrt *rt, jbuf *b, jv v)
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
                 jbuf_puts(rt, b, ", ");
-            jv_write_repr(rt, b, v.u.l->items[i]);
+            write_repr(rt, b, v.u.l->items[i], depth + 1);
         }
         if (v.u.l->tuple && v.u.l->n == 1)
             jbuf_putc(rt, b, ',');
@@ -156,9 +166,9 @@ void jv_write_repr(jrt *rt, jbuf *b, jv v)
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i)
                 jbuf_puts(rt, b, ", ");
-            jv_write_repr(rt, b, v.u.d->keys[i]);
+            write_repr(rt, b, v.u.d->keys[i], depth + 1);
             jbuf_puts(rt, b, ": ");
-            jv_write_repr(rt, b, v.u.d->vals[i]);
+            write_repr(rt, b, v.u.d->vals[i], depth + 1);
         }
         jbuf_putc(rt, b, '}');
         if (v.u.d->ns)
@@ -286,8 +296,9 @@ static int cmp_keys(jrt *rt, const jdict *d, size_t a, size_t b)
 static void json_value(jrt *rt, jbuf *b, jv v, const json_opts *o, int level)
 {
     jrt_step(rt);
-    if (level > 1000)
-        jrt_fail(rt, PLUME_ERR_RANGE, "a value nested more than 1000 deep cannot be written as JSON");
+    if (level > JV_MAX_NESTING)
+        jrt_fail(rt, PLUME_ERR_RANGE, "a value nested more than %d deep cannot be written as JSON",
+                 JV_MAX_NESTING);
     bool pretty = o->indent >= 0 || o->indent_str;
     switch (v.kind) {
     case JV_NONE: jbuf_puts(rt, b, "null"); return;
