@@ -52,6 +52,8 @@ CASES = [
     "{% if z %}a{% elif e %}b{% elif n > 2 %}c{% else %}d{% endif %}",
     "{% macro r(k) %}{% if k > 0 %}{{ k }}{{ r(k - 1) }}{% endif %}{% endmacro %}{{ r(5) }}",
     "{% generation %}gen{% endgeneration %}",
+    "a\n  {% raw %}{{ x }} {% if %}\n  {% endraw %}\nb {%- raw -%}  c  {%- endraw -%}  d{% raw %}e{% endraw %}",
+    "{% raw %}never closed",
     # filters
     "{{ l|length }} {{ s|length }} {{ u|length }} {{ d|count }} {{ undefined_var|length }}",
     "{{ '  x  '|trim }}|{{ 'xxhixx'|trim('x') }}|{{ s|upper }}|{{ s|lower }}|{{ 'hello world'|title }}|{{ 'hELLO'|capitalize }}",

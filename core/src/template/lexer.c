@@ -329,6 +329,71 @@ static int emit_text(lexer *lx, size_t from, size_t to, char sign, bool lstrip, 
     return len ? emit(lx, JT_TEXT, from, t, len) : 0;
 }
 
+/* Whether a tag {%[-+]? ws name ws [-+]?%} starts at i; fills its sign
+ * characters and the index after it. */
+static bool tag_at(const lexer *lx, size_t i, const char *name, char *open_sign, char *close_sign,
+                   size_t *after)
+{
+    const char *s = lx->s;
+    size_t n = lx->n, nl = strlen(name);
+    if (i + 2 > n || s[i] != '{' || s[i + 1] != '%')
+        return false;
+    i += 2;
+    *open_sign = i < n && (s[i] == '-' || s[i] == '+') ? s[i++] : 0;
+    while (i < n && is_ws(s[i]))
+        i++;
+    if (i + nl > n || memcmp(s + i, name, nl) != 0)
+        return false;
+    i += nl;
+    while (i < n && is_ws(s[i]))
+        i++;
+    *close_sign = i < n && (s[i] == '-' || s[i] == '+') ? s[i++] : 0;
+    if (i + 2 > n || s[i] != '%' || s[i + 1] != '}')
+        return false;
+    *after = i + 2;
+    return true;
+}
+
+/* {% raw %}...{% endraw %}: the text between is output as it is.  name_end
+ * is just past "raw" in the opening tag. */
+static int lex_raw(lexer *lx, size_t tag_at_pos, size_t name_end, bool *line_starting)
+{
+    char os, cs;
+    size_t after;
+    (void)name_end;
+    if (!tag_at(lx, tag_at_pos, "raw", &os, &cs, &after) || cs == '+')
+        return fail_at(lx, tag_at_pos, "malformed {% raw %} tag");
+    lx->pos = after;
+    *line_starting = false;
+    if (cs == '-') {
+        size_t s0 = lx->pos;
+        while (lx->pos < lx->n && is_ws(lx->s[lx->pos]))
+            lx->pos++;
+        *line_starting = lx->pos > s0 && lx->s[lx->pos - 1] == '\n';
+    }
+    for (size_t i = lx->pos; i + 1 < lx->n; i++) {
+        char es_open, es_close;
+        size_t end_after;
+        if (!tag_at(lx, i, "endraw", &es_open, &es_close, &end_after))
+            continue;
+        if (emit_text(lx, lx->pos, i, es_open, true, *line_starting))
+            return -1;
+        lx->pos = end_after;
+        if (es_close == '-') {
+            size_t s0 = lx->pos;
+            while (lx->pos < lx->n && is_ws(lx->s[lx->pos]))
+                lx->pos++;
+            *line_starting = lx->pos > s0 && lx->s[lx->pos - 1] == '\n';
+        } else if (es_close != '+' && lx->pos < lx->n && lx->s[lx->pos] == '\n') {
+            lx->pos++;
+            *line_starting = true;
+        } else
+            *line_starting = false;
+        return 0;
+    }
+    return fail_at(lx, tag_at_pos, "unclosed {% raw %}; close it with {% endraw %}");
+}
+
 static int run(lexer *lx)
 {
     bool line_starting = true;
@@ -376,9 +441,11 @@ static int run(lexer *lx)
             while (k < lx->n && is_ws(lx->s[k]))
                 k++;
             if (lx->n - k >= 3 && memcmp(lx->s + k, "raw", 3) == 0 &&
-                (k + 3 >= lx->n || !((lx->s[k + 3] >= 'a' && lx->s[k + 3] <= 'z') || lx->s[k + 3] == '_')))
-                return fail_at(lx, at, "{% raw %} blocks are not supported; write the text with "
-                                       "{{ '...' }} instead");
+                (k + 3 >= lx->n || !((lx->s[k + 3] >= 'a' && lx->s[k + 3] <= 'z') || lx->s[k + 3] == '_'))) {
+                if (lex_raw(lx, at, k + 3, &line_starting))
+                    return -1;
+                continue;
+            }
         }
         if (emit(lx, block ? JT_BLOCK_BEGIN : JT_VAR_BEGIN, at, "", 0))
             return -1;
