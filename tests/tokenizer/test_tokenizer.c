@@ -555,6 +555,25 @@ static void test_chat_render(void **state)
     assert_int_equal(plume_chat_render(t, &req, &s, &err), -1);
     assert_non_null(strstr(err.msg, "no chat template named 'tool_use'"));
     plume_chat_template_free(ct);
+    plume_tokenizer_free(t);
+
+    /* tokenizer_config.json's list of named templates: "default" renders,
+     * the others are variants */
+    json_t *cfg;
+    json_t *tj = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template",
+                        json_pack("[{s:s, s:s}, {s:s, s:s}]", "name", "tool_use", "template",
+                                  "TOOLS{{ tools|length }}", "name", "default", "template",
+                                  "DEFAULT"));
+    t = load_json(tj, cfg);
+    req = (plume_chat_request){.messages_json = "[]", .tools_json = "[{}, {}]"};
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
+    assert_string_equal(s, "DEFAULT");
+    free(s);
+    req.template_name = "tool_use";
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
+    assert_string_equal(s, "TOOLS2");
+    free(s);
     static const char BAD[] = "{% for x in y %}\n  {{ x + }}";
     assert_int_equal(plume_chat_template_compile(BAD, strlen(BAD), &ct, &err), -1);
     assert_non_null(strstr(err.msg, "line 2, column"));

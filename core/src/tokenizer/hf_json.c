@@ -304,9 +304,36 @@ static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
     if (json_is_boolean(ab))
         t->add_bos = json_is_true(ab);
     const char *tmpl = NULL;
-    rc = pick_chat_template(json_object_get(cfg, "chat_template"), path, &tmpl, err);
+    const json_t *ct = json_object_get(cfg, "chat_template");
+    rc = pick_chat_template(ct, path, &tmpl, err);
     if (rc == 0 && tmpl && !(t->chat_template = tok_strndup(tmpl, strlen(tmpl))))
         rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    /* a list's named entries are also variants (plume_chat_request.template_name) */
+    size_t i;
+    const json_t *e;
+    if (rc == 0 && json_is_array(ct))
+        json_array_foreach(ct, i, e)
+        {
+            const char *name = jstr(e, "name"), *text = jstr(e, "template");
+            if (!name || rc)
+                continue;
+            char **names = realloc(t->chat_variant_names, (t->n_chat_variants + 1) * sizeof *names);
+            if (names)
+                t->chat_variant_names = names;
+            char **texts = realloc(t->chat_variant_texts, (t->n_chat_variants + 1) * sizeof *texts);
+            if (texts)
+                t->chat_variant_texts = texts;
+            char *nm = names && texts ? tok_strndup(name, strlen(name)) : NULL;
+            char *tx = nm ? tok_strndup(text, strlen(text)) : NULL;
+            if (!tx) {
+                free(nm);
+                rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+                continue;
+            }
+            names[t->n_chat_variants] = nm;
+            texts[t->n_chat_variants] = tx;
+            t->n_chat_variants++;
+        }
     json_decref(cfg);
     if (rc == 0)
         rc = read_chat_template_jinja(t, path, err);
