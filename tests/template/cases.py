@@ -106,6 +106,43 @@ CASES = [
     "{% set l2 = l %}{% set l2.x = 1 %}",
 ]
 
+# Hostile templates: each must fail with one line naming the limit it hit
+# (jinja2 would run out of stack or time on them, so there is no oracle).
+LIMIT_CASES = [
+    ("{% macro m(n) %}" + "{% if true %}" * 150 + "{{ m(n+1) }}" + "{% endif %}" * 150 +
+     "{% endmacro %}{{ m(0) }}", "levels deep"),
+    ("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}"
+     "{% endfor %}{{ ns.x }}", "nested more than"),
+    ("{% set ns = namespace(x=[]) %}{% for i in range(3000) %}{% set ns.x = [ns.x] %}"
+     "{% endfor %}{{ ns.x|tojson }}", "nested more than"),
+    ("{% for i in range(1000000) %}{% for j in range(1000000) %}x{% endfor %}{% endfor %}",
+     "MiB of memory"),
+    ("{% for i in range(300000) %}{{ (" + " + ".join(["i"] * 70) + ") * 0 }}{% endfor %}",
+     "steps"),
+    ("{{ 'x' * 100000000 }}", "too long"),
+    ("{% for i in range(10000000) %}{% endfor %}", "range() of more than"),
+    ("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "recurses"),
+    ("{{ " + "(" * 300 + "1" + ")" * 300 + " }}", "levels deep"),
+    ("{{ " + "-" * 5000 + "1 }}", "levels deep"),
+]
+
+
+def check_limits(renderer):
+    inp = "".join(json.dumps({"template": c, "context": {}}) + "\n" for c, _ in LIMIT_CASES).encode()
+    proc = subprocess.run([renderer, "--cases"], input=inp, capture_output=True, timeout=300)
+    results = [json.loads(l) for l in proc.stdout.decode().splitlines()]
+    failures = 0
+    for (case, want), res in zip(LIMIT_CASES, results):
+        if res["ok"] or want not in res["error"] or "line " not in res["error"]:
+            failures += 1
+            print(f"FAIL limit case {case[:60]!r}...: {res}")
+    if len(results) != len(LIMIT_CASES):
+        failures += 1
+        print(f"FAIL: the renderer answered {len(results)} of {len(LIMIT_CASES)} limit cases "
+              f"(exit {proc.returncode}: {proc.stderr.decode()[-300:]})")
+    print(f"{len(LIMIT_CASES) - failures} of {len(LIMIT_CASES)} hostile templates stopped at a limit")
+    return failures
+
 
 def main():
     renderer = sys.argv[1]
@@ -144,6 +181,7 @@ def main():
         exp = want if want_ok else "ERROR " + want
         print(f"FAIL {case!r}\n  jinja2: {exp!r}\n  plume:  {got!r}")
     print(f"{len(CASES) - failures} of {len(CASES)} cases match jinja2 ({raised} raise in both)")
+    failures += check_limits(renderer)
     return 1 if failures else 0
 
 

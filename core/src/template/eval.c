@@ -827,24 +827,29 @@ static void exec_for(jrt *rt, const jnode *n, jframe *f)
     cycv.u.fn = cyc;
     int64_t len = (int64_t)items->n;
     jv k_loop = jv_cstr(rt, "loop");
+    /* the loop object's keys are made once; each iteration sets the values */
+    static const char *const KEYS[] = {"index", "index0", "revindex", "revindex0", "first",
+                                       "last", "length", "depth", "depth0", "previtem",
+                                       "nextitem", "cycle"};
+    for (size_t k = 0; k < 12; k++)
+        jdict_set(rt, loop.u.d, jv_cstr(rt, KEYS[k]), jv_none());
+    jv no_prev = jv_undef(jstr_cstr(rt, "there is no previous item"));
+    jv no_next = jv_undef(jstr_cstr(rt, "there is no next item"));
     for (size_t i = 0; i < items->n; i++) {
         int64_t ix = (int64_t)i;
-        jdict *d = loop.u.d;
-        d->n = 0;
-        jdict_set(rt, d, jv_cstr(rt, "index"), jv_int(ix + 1));
-        jdict_set(rt, d, jv_cstr(rt, "index0"), jv_int(ix));
-        jdict_set(rt, d, jv_cstr(rt, "revindex"), jv_int(len - ix));
-        jdict_set(rt, d, jv_cstr(rt, "revindex0"), jv_int(len - ix - 1));
-        jdict_set(rt, d, jv_cstr(rt, "first"), jv_bool(i == 0));
-        jdict_set(rt, d, jv_cstr(rt, "last"), jv_bool(ix == len - 1));
-        jdict_set(rt, d, jv_cstr(rt, "length"), jv_int(len));
-        jdict_set(rt, d, jv_cstr(rt, "depth"), jv_int(1));
-        jdict_set(rt, d, jv_cstr(rt, "depth0"), jv_int(0));
-        jdict_set(rt, d, jv_cstr(rt, "previtem"),
-                  i ? items->items[i - 1] : jv_undef(jstr_cstr(rt, "there is no previous item")));
-        jdict_set(rt, d, jv_cstr(rt, "nextitem"),
-                  ix + 1 < len ? items->items[i + 1] : jv_undef(jstr_cstr(rt, "there is no next item")));
-        jdict_set(rt, d, jv_cstr(rt, "cycle"), cycv);
+        jv *v = loop.u.d->vals;
+        v[0] = jv_int(ix + 1);
+        v[1] = jv_int(ix);
+        v[2] = jv_int(len - ix);
+        v[3] = jv_int(len - ix - 1);
+        v[4] = jv_bool(i == 0);
+        v[5] = jv_bool(ix == len - 1);
+        v[6] = jv_int(len);
+        v[7] = jv_int(1);
+        v[8] = jv_int(0);
+        v[9] = i ? items->items[i - 1] : no_prev;
+        v[10] = ix + 1 < len ? items->items[i + 1] : no_next;
+        v[11] = cycv;
         jframe *it = jrt_alloc(rt, sizeof *it);
         it->parent = f;
         jdict_set(rt, &it->vars, k_loop, loop);
