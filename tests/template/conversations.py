@@ -99,6 +99,29 @@ def conversations():
          [u, {"role": "assistant", "content": "<think>\nParis is the capital.\n</think>\n\nParis."}, u2],
          None, True, {}),
         ("empty_content", [{"role": "user", "content": ""}], None, True, {}),
+        ("documents", [sys, {"role": "user", "content": "What do the documents say?"}], None, True,
+         {"documents": [{"title": "Paris", "text": "Paris is the capital of France."},
+                        {"title": "Rome", "text": "Rome is the capital of Italy."}]}),
+        ("nested_tool_schema",
+         [uw, {"role": "assistant", "content": "",
+               "tool_calls": [call("book", {"trip": {"from": "Paris", "to": "Rome",
+                                                     "dates": ["2026-08-01", "2026-08-09"]},
+                                            "travellers": 2, "refundable": False, "note": None},
+                                   "abc123XYZ")]},
+          {"role": "tool", "tool_call_id": "abc123XYZ", "name": "book", "content": "booked"}],
+         [{"type": "function", "function": {
+             "name": "book", "description": "Book a trip.",
+             "parameters": {"type": "object", "properties": {
+                 "trip": {"type": "object", "properties": {
+                     "from": {"type": "string"}, "to": {"type": "string"},
+                     "dates": {"type": "array", "items": {"type": "string", "format": "date"}}},
+                     "required": ["from", "to"]},
+                 "travellers": {"type": "integer", "minimum": 1},
+                 "refundable": {"type": "boolean"},
+                 "note": {"type": ["string", "null"]}},
+                 "required": ["trip"]}}}], True, {}),
+        ("developer_role", [{"role": "developer", "content": "Answer in French."}, u], None, True,
+         {}),
         ("system_only", [sys], None, True, {}),
     ]
     return out
