@@ -71,6 +71,9 @@ CASES = [
     "{{ 'a\\nb\\n\\nc'|indent }}|{{ 'a\\nb'|indent(2, true) }}|{{ 'a\\n\\nb'|indent(width='> ', blank=true) }}",
     "{{ s|safe }} {{ '<b>'|e }} {{ ('<'|safe) + '<' }} {{ n|string ~ 'x' }} {{ l|string }} {{ '%s-%d'|format('a', 3) }}",
     "{{ 'a b  c'|wordcount }} {{ 'x'|center(5) }}| {{ l|batch(2)|list }}",
+    "{{ u|upper }}|{{ 'ÀÉÎõü ßÿ ĀăĿŉ ΑΒΓ ΟΔΟΣ ς Жёж µ'|upper }}|{{ 'ÀÉÎõü ĀăĿ ΑΒΓ ΟΔΟΣ ΣΑ Жё'|lower }}",
+    "{{ \"éCOLE ßtraße 東京abc ΟΔΟΣ ΑΒ they're a-b(c [d <e\"|title }}|{{ 'ßa'|capitalize }}|{{ 'ÉCOLE'.lower() }}|{{ 'straße'.upper() }}",
+    "{{ \"hello wORLD they're 東京abc\".title() }}|{{ 'élan'.capitalize() }}",
     # tests
     "{{ n is number }} {{ s is string }} {{ d is mapping }} {{ l is iterable }} {{ s is sequence }} {{ none is none }} {{ x is defined }} {{ x is undefined }}",
     "{{ t is boolean }} {{ n is integer }} {{ f is float }} {{ t is true }} {{ z is false }} {{ n is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(2) }}",

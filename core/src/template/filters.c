@@ -220,7 +220,7 @@ static jv f_capitalize(jrt *rt, jv in, const jargs *a)
 static jv f_title(jrt *rt, jv in, const jargs *a)
 {
     jargs_check(rt, a, 0, NONE_ARGS, "title");
-    return jtext_case(rt, soft_str(rt, in), 't');
+    return jtext_title_words(rt, soft_str(rt, in));
 }
 
 static jv f_safe(jrt *rt, jv in, const jargs *a)

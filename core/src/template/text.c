@@ -80,36 +80,202 @@ jv jtext_strip(jrt *rt, const jstr *s, const jstr *chars, char which)
     return jv_str(rt, s->data + a, b - a);
 }
 
-static bool is_alpha(unsigned char c)
+/* Simple case mappings for ASCII, Latin-1, Latin Extended-A, Greek and
+ * Cyrillic (what Python's str.upper/lower/title do there; other scripts are
+ * left as they are, and count as uncased).  Returns the mapped code point;
+ * *cased says whether cp is a cased letter. */
+static unsigned to_lower_cp(unsigned cp, bool *cased)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    *cased = true;
+    if (cp >= 'A' && cp <= 'Z')
+        return cp + 32;
+    if (cp >= 'a' && cp <= 'z')
+        return cp;
+    if (cp < 0x80) {
+        *cased = false;
+        return cp;
+    }
+    if ((cp >= 0xC0 && cp <= 0xDE && cp != 0xD7))
+        return cp + 32;
+    if ((cp >= 0xDF && cp <= 0xFF && cp != 0xF7) || cp == 0xB5)
+        return cp;
+    if (cp >= 0x100 && cp <= 0x17F) {
+        if (cp == 0x130)
+            return 'i'; /* İ -> i (Python gives i + U+0307; close enough for templates) */
+        if (cp == 0x131 || cp == 0x138 || cp == 0x149 || cp == 0x17F)
+            return cp;
+        if (cp == 0x178)
+            return 0xFF;
+        if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E))
+            return (cp & 1) ? cp + 1 : cp;
+        return (cp & 1) ? cp : cp + 1;
+    }
+    if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2)
+        return cp + 32;
+    if (cp >= 0x3B1 && cp <= 0x3C9)
+        return cp;
+    if (cp >= 0x410 && cp <= 0x42F)
+        return cp + 32;
+    if (cp >= 0x400 && cp <= 0x40F)
+        return cp + 80;
+    if (cp >= 0x430 && cp <= 0x45F)
+        return cp;
+    *cased = false;
+    return cp;
+}
+
+static unsigned to_upper_cp(unsigned cp, bool *cased)
+{
+    *cased = true;
+    if (cp >= 'a' && cp <= 'z')
+        return cp - 32;
+    if (cp >= 'A' && cp <= 'Z')
+        return cp;
+    if (cp < 0x80) {
+        *cased = false;
+        return cp;
+    }
+    if (cp >= 0xE0 && cp <= 0xFE && cp != 0xF7)
+        return cp - 32;
+    if (cp == 0xFF)
+        return 0x178;
+    if (cp == 0xB5)
+        return 0x39C;
+    if ((cp >= 0xC0 && cp <= 0xDF && cp != 0xD7))
+        return cp; /* 0xDF (ß) is handled by the caller: "SS" */
+    if (cp >= 0x100 && cp <= 0x17F) {
+        if (cp == 0x131)
+            return 'I';
+        if (cp == 0x17F)
+            return 'S';
+        if (cp == 0x130 || cp == 0x138 || cp == 0x149 || cp == 0x178)
+            return cp;
+        if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E))
+            return (cp & 1) ? cp : cp - 1;
+        return (cp & 1) ? cp - 1 : cp;
+    }
+    if (cp == 0x3C2)
+        return 0x3A3;
+    if (cp >= 0x3B1 && cp <= 0x3C9)
+        return cp - 32;
+    if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2)
+        return cp;
+    if (cp >= 0x430 && cp <= 0x44F)
+        return cp - 32;
+    if (cp >= 0x450 && cp <= 0x45F)
+        return cp - 80;
+    if (cp >= 0x400 && cp <= 0x42F)
+        return cp;
+    *cased = false;
+    return cp;
+}
+
+static void put_cp(jrt *rt, jbuf *b, unsigned cp)
+{
+    char o[4];
+    size_t n;
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        o[0] = (char)(0xF0 | (cp >> 18));
+        o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    jbuf_put(rt, b, o, n);
 }
 
 jv jtext_case(jrt *rt, const jstr *s, char how)
 {
-    jstr *o = (jstr *)jstr_new(rt, s->data, s->len);
+    jbuf b = {0};
     bool prev_cased = false;
-    for (size_t i = 0; i < o->len; i++) {
-        unsigned char c = (unsigned char)o->data[i];
+    size_t i = 0, k = 0;
+    while (i < s->len) {
+        size_t l;
+        unsigned cp = cp_at(s->data + i, s->len - i, &l);
+        if (l == 1 && cp >= 0x80) { /* an invalid byte: kept as it is */
+            jbuf_put(rt, &b, s->data + i, 1);
+            i++;
+            k++;
+            prev_cased = false;
+            continue;
+        }
         bool up;
         switch (how) {
         case 'u': up = true; break;
         case 'l': up = false; break;
-        case 'c': up = i == 0; break;
+        case 'c': up = k == 0; break;
         default: up = !prev_cased; break; /* title */
         }
-        if (c >= 0x80) {
-            /* a multi-byte character: left as it is, and it counts as cased for title()
-             * when it is a letter; treat every non-ASCII code point as a letter */
-            if (how == 't' && (c & 0xC0) != 0x80)
-                prev_cased = true;
+        bool cased;
+        if (up) {
+            unsigned u = to_upper_cp(cp, &cased);
+            if (cp == 0xDF) /* ß: "SS" in upper, "Ss" in title and capitalize */
+                jbuf_puts(rt, &b, how == 'u' ? "SS" : "Ss");
+            else if (cp == 0x149) /* ŉ: ʼN */
+                jbuf_puts(rt, &b, "\xCA\xBCN");
+            else
+                put_cp(rt, &b, u);
+        } else {
+            unsigned lo = to_lower_cp(cp, &cased);
+            if (cp == 0x3A3) { /* Σ: final sigma at the end of a word */
+                size_t l2 = 0;
+                bool next_cased = false;
+                if (i + l < s->len) {
+                    unsigned nx = cp_at(s->data + i + l, s->len - i - l, &l2);
+                    to_lower_cp(nx, &next_cased);
+                }
+                lo = prev_cased && !next_cased ? 0x3C2 : 0x3C3;
+            }
+            put_cp(rt, &b, lo);
+        }
+        prev_cased = cased;
+        i += l;
+        k++;
+    }
+    return jbuf_take(rt, &b);
+}
+
+jv jtext_title_words(jrt *rt, const jstr *s)
+{
+    /* jinja2's title filter: the string split at runs of whitespace and
+     * -({[<, each piece's first character upper-cased and the rest
+     * lower-cased (not Python's str.title) */
+    jbuf b = {0};
+    size_t i = 0;
+    while (i < s->len) {
+        size_t l = jtext_space_at(s->data + i, s->len - i);
+        if (!l && strchr("-({[<", s->data[i]) && s->data[i])
+            l = 1;
+        if (l) {
+            jbuf_put(rt, &b, s->data + i, l);
+            i += l;
             continue;
         }
-        if (is_alpha(c))
-            o->data[i] = (char)(up ? (c & ~0x20) : (c | 0x20));
-        prev_cased = is_alpha(c);
+        size_t j = i;
+        while (j < s->len && !jtext_space_at(s->data + j, s->len - j) &&
+               !(s->data[j] && strchr("-({[<", s->data[j])))
+            j++;
+        size_t fl;
+        cp_at(s->data + i, j - i, &fl);
+        jv first = jtext_case(rt, jstr_new(rt, s->data + i, fl), 'u');
+        jv rest = jtext_case(rt, jstr_new(rt, s->data + i + fl, j - i - fl), 'l');
+        jbuf_put(rt, &b, first.u.s->data, first.u.s->len);
+        jbuf_put(rt, &b, rest.u.s->data, rest.u.s->len);
+        i = j;
     }
-    return jv_strv(o);
+    return jbuf_take(rt, &b);
 }
 
 jv jtext_replace(jrt *rt, const jstr *s, const jstr *old, const jstr *rep, int64_t count)

@@ -7,8 +7,13 @@
 /* str.strip/lstrip/rstrip: chars NULL strips Python's whitespace.
  * which: 'b' both, 'l' left, 'r' right. */
 jv jtext_strip(jrt *rt, const jstr *s, const jstr *chars, char which);
-/* str.upper, str.lower, str.title, str.capitalize (ASCII letters, as well as Latin-1 ones). */
+/* str.upper ('u'), str.lower ('l'), str.title ('t'), str.capitalize ('c'),
+ * for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic; other scripts
+ * are left as they are. */
 jv jtext_case(jrt *rt, const jstr *s, char how);
+/* jinja2's |title: pieces between whitespace and -({[< get their first
+ * character upper-cased and the rest lower-cased. */
+jv jtext_title_words(jrt *rt, const jstr *s);
 /* str.replace(old, new, count); count < 0 replaces all. */
 jv jtext_replace(jrt *rt, const jstr *s, const jstr *old, const jstr *rep, int64_t count);
 /* str.split(sep, maxsplit) / rsplit: sep NULL splits on runs of whitespace. */
