@@ -127,6 +127,12 @@ LIMIT_CASES = [
     ("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "recurses"),
     ("{{ " + "(" * 300 + "1" + ")" * 300 + " }}", "levels deep"),
     ("{{ " + "-" * 5000 + "1 }}", "levels deep"),
+    # work on large values counts as steps: scanning, membership, unique
+    ("{% set big = 'a' * 4000000 %}{% for i in range(1000000) %}{{ big.find('zzzz') }}"
+     "{% endfor %}", "steps"),
+    ("{% set l = range(100000)|list %}{% for i in range(100000) %}{{ 99999 in l }}{% endfor %}",
+     "steps"),
+    ("{% set l = range(100000)|list %}{{ l|unique|list|length }}", "steps"),
 ]
 
 

@@ -87,6 +87,12 @@ void jrt_step(jrt *rt)
                  (unsigned long long)rt->lim.max_steps);
 }
 
+void jrt_work(jrt *rt, size_t n)
+{
+    rt->steps += n / 16;
+    jrt_step(rt);
+}
+
 void jbuf_put(jrt *rt, jbuf *b, const char *p, size_t n)
 {
     if (b->n + n + 1 > b->cap) {

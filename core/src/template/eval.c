@@ -152,6 +152,7 @@ jv jeval_getitem(jrt *rt, jv obj, jv key)
     case JV_STR:
         if (key.kind == JV_INT || key.kind == JV_BOOL) {
             const jstr *s = obj.u.s;
+            jrt_work(rt, s->len);
             size_t n = jutf8_count(s->data, s->len);
             if (norm_index(key.kind == JV_INT ? key.u.i : key.u.b, n, &idx)) {
                 size_t o = jutf8_offset(s->data, s->len, idx);
@@ -232,6 +233,7 @@ static jv do_slice(jrt *rt, jv obj, jv s0, jv s1, jv s2)
     }
     if (obj.kind == JV_STR) {
         const jstr *s = obj.u.s;
+        jrt_work(rt, s->len);
         size_t n = jutf8_count(s->data, s->len);
         slice_indices(rt, s0, s1, s2, n, &a, &b, &st);
         if (n == s->len && st == 1) /* ASCII, contiguous */
@@ -484,6 +486,9 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
 
 static bool contains(jrt *rt, jv item, jv seq)
 {
+    jrt_work(rt, seq.kind == JV_STR ? seq.u.s->len * (item.kind == JV_STR ? item.u.s->len / 8 + 1 : 1)
+                 : seq.kind == JV_LIST ? seq.u.l->n * 8
+                 : seq.kind == JV_DICT ? seq.u.d->n * 8 : 0);
     switch (seq.kind) {
     case JV_STR:
         if (item.kind != JV_STR)
@@ -640,6 +645,9 @@ static jv apply_filter(jrt *rt, const jnode *n, jframe *f, jv input)
     char what[96];
     snprintf(what, sizeof what, "filter '%s'", n->name->data);
     rt->construct = what;
+    /* filters scan their input: charged by its size */
+    jrt_work(rt, in.kind == JV_STR ? in.u.s->len : in.kind == JV_LIST ? in.u.l->n * 8
+                 : in.kind == JV_DICT ? in.u.d->n * 8 : 0);
     jv r = n->filter->fn(rt, in, &a);
     rt->construct = saved;
     return r;

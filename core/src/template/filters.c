@@ -115,6 +115,8 @@ static jv f_tojson(jrt *rt, jv in, const jargs *a)
 
 static size_t length_of(jrt *rt, jv v)
 {
+    if (v.kind == JV_STR)
+        jrt_work(rt, v.u.s->len);
     switch (v.kind) {
     case JV_UNDEF: return 0;
     case JV_STR: return jutf8_count(v.u.s->data, v.u.s->len);
@@ -384,6 +386,7 @@ static jv f_unique(jrt *rt, jv in, const jargs *a)
                                     : get_path(rt, l->items[i], jarg_str(rt, attr, "attribute"));
         k = lower_key(rt, k, cs);
         bool dup = false;
+        jrt_work(rt, seen.u.l->n * 8);
         for (size_t j = 0; j < seen.u.l->n && !dup; j++)
             dup = jv_equal(seen.u.l->items[j], k);
         if (!dup) {
@@ -477,6 +480,7 @@ static void msort(sort_ctx *c, jv *v, jv *tmp, size_t n, bool rev)
     msort(c, v + h, tmp, n - h, rev);
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
+        jrt_step(c->rt);
         int cmp = jv_compare(c->rt, sort_key(c, v[j]), sort_key(c, v[i]));
         bool take_right = rev ? cmp > 0 : cmp < 0;
         tmp[k++] = take_right ? v[j++] : v[i++];
@@ -749,6 +753,8 @@ static bool t_ge(jrt *rt, jv v, const jargs *a) { return jv_compare(rt, v, targ(
 static bool t_in(jrt *rt, jv v, const jargs *a)
 {
     jv seq = targ(rt, a, "in");
+    jrt_work(rt, seq.kind == JV_STR ? seq.u.s->len * (v.kind == JV_STR ? v.u.s->len / 8 + 1 : 1)
+                 : seq.kind == JV_LIST ? seq.u.l->n * 8 : 0);
     if (seq.kind == JV_STR) {
         if (v.kind != JV_STR)
             jrt_fail(rt, PLUME_ERR_INVALID, "'in <string>' requires string as left operand");

@@ -331,6 +331,15 @@ static jv call_method(jrt *rt, jv self, const jv *args, size_t n, const jstr *co
                  "values (transformers renders them in jinja2's immutable sandbox)",
                  name, jv_type_name(obj));
     jargs a = mkargs(args, n, kwn, kwv, nkw);
+    /* a method scans its object (find, count, split, strip, index, ...):
+     * charged by its size times the longest string argument's */
+    size_t arg_len = 1;
+    for (size_t i = 0; i < n; i++)
+        if (args[i].kind == JV_STR && args[i].u.s->len / 8 + 1 > arg_len)
+            arg_len = args[i].u.s->len / 8 + 1;
+    jrt_work(rt, (obj.kind == JV_STR ? obj.u.s->len : obj.kind == JV_LIST ? obj.u.l->n * 8
+                                                                         : obj.u.d->n * 8) *
+                     arg_len);
     return m->fn(rt, obj, &a);
 }
 

@@ -96,6 +96,7 @@ static void dict_append(jrt *rt, jdict *d, jv k, jv v)
 
 void jdict_set(jrt *rt, jdict *d, jv k, jv v)
 {
+    jrt_work(rt, d->n * 4);
     for (size_t i = 0; i < d->n; i++)
         if (key_eq(d->keys[i], k)) {
             d->vals[i] = v;
@@ -243,6 +244,7 @@ static int compare_at(jrt *rt, jv a, jv b, int depth)
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {
         size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
+        jrt_work(rt, n);
         int c = memcmp(a.u.s->data, b.u.s->data, n);
         if (c)
             return c < 0 ? -1 : 1;

@@ -124,6 +124,9 @@ _Noreturn void jrt_fail(jrt *rt, plume_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Counts one step; fails past max_steps. */
 void jrt_step(jrt *rt);
+/* Counts work proportional to n (bytes scanned, items compared) as steps,
+ * one per 16, so that operations on large values are bounded too. */
+void jrt_work(jrt *rt, size_t n);
 
 /* memcpy that accepts n == 0 with NULL pointers (an empty list's items). */
 static inline void jcopy(void *dst, const void *src, size_t n)
