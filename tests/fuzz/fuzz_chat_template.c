@@ -1,8 +1,8 @@
-/* libFuzzer target for chat-template recognition and rendering.  The input
- * is a template text, then NUL-separated role/content pairs; the low bit of
- * the size asks for the generation prompt.  Rendering either fails with one
- * error line (unrecognised family) or gives a string that holds every user
- * message's content (whitespace-trimmed, as some families trim). */
+/* libFuzzer target for chat templates through the tokenizer
+ * (tok_chat_detect + plume_chat_apply).  The input is a template text, then
+ * NUL-separated role/content pairs; the low bit of the size asks for the
+ * generation prompt.  Rendering either fails with one error line or gives a
+ * string.  fuzz_jinja fuzzes the engine itself. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,24 +24,6 @@ static char *dup_n(const uint8_t *s, size_t n)
     memcpy(c, s, n);
     c[n] = '\0';
     return c;
-}
-
-/* Whether `hay` holds `needle` with surrounding whitespace trimmed. */
-static bool holds_trimmed(const char *hay, const char *needle)
-{
-    size_t n = strlen(needle);
-    while (n && strchr(" \t\n\r\f\v", needle[0])) {
-        needle++;
-        n--;
-    }
-    while (n && strchr(" \t\n\r\f\v", needle[n - 1]))
-        n--;
-    if (n == 0)
-        return true;
-    for (const char *p = hay; (p = strchr(p, needle[0])) != NULL; p++)
-        if (strncmp(p, needle, n) == 0)
-            return true;
-    return false;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -67,10 +49,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     plume_error err = {0};
     if (plume_chat_apply(t, msgs, nm, size & 1, &out, &err) == 0) {
         FUZZ_CHECK(out != NULL, "success without output");
-        for (size_t i = 0; i < nm; i++)
-            if (strcmp(msgs[i].role, "user") == 0)
-                FUZZ_CHECK(holds_trimmed(out, msgs[i].content),
-                           "family %s dropped user message %zu", plume_chat_template_name(t), i);
         free(out);
     } else {
         fuzz_check_error(&err, NULL);

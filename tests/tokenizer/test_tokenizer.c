@@ -396,6 +396,22 @@ static char *apply(const plume_tokenizer *t, const plume_chat_msg *m, size_t n, 
     return out;
 }
 
+/* Renders and expects an error whose message holds want. */
+static void expect_chat_error(const plume_tokenizer *t, const plume_chat_msg *m, size_t n,
+                              const char *want)
+{
+    char *out = NULL;
+    plume_error err = {0};
+    assert_int_equal(plume_chat_apply(t, m, n, true, &out, &err), -1);
+    assert_null(out);
+    if (!strstr(err.msg, want))
+        fail_msg("expected an error with \"%s\", got: %s", want, err.msg);
+    assert_null(strchr(err.msg, '\n'));
+}
+
+/* Templates run as Jinja (tests/template compares the engine with jinja2 on
+ * real templates); here: the family names, what each template text renders
+ * to, and that a broken template is an error naming line and column. */
 static void test_chat_templates(void **state)
 {
     (void)state;
@@ -405,6 +421,7 @@ static void test_chat_templates(void **state)
 
     plume_tokenizer *t = byte_level_tok(SMOL_TEMPLATE);
     assert_string_equal(plume_chat_template_name(t), "chatml");
+    assert_string_equal(plume_chat_template_source(t), "model");
     char *s = apply(t, user, 1, true);
     assert_string_equal(s, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
                            "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
@@ -415,68 +432,44 @@ static void test_chat_templates(void **state)
     free(s);
     plume_tokenizer_free(t);
 
-    /* Qwen2.5-style: the default sits in the else branch, in a string with an escaped \n */
+    /* only what the template says: this one renders the system turn alone */
     t = byte_level_tok("{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
                        "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- "
                        "'<|im_start|>system\\nYou are Qwen.<|im_end|>\\n' }}{%- endif %}");
     assert_string_equal(plume_chat_template_name(t), "chatml");
     s = apply(t, user, 1, false);
-    assert_string_equal(s, "<|im_start|>system\nYou are Qwen.<|im_end|>\n"
-                           "<|im_start|>user\nHello<|im_end|>\n");
+    assert_string_equal(s, "<|im_start|>system\nYou are Qwen.<|im_end|>\n");
+    free(s);
+    s = apply(t, conv, 4, false);
+    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n");
     free(s);
     plume_tokenizer_free(t);
 
-    /* Qwen3: the expected texts follow Qwen3's template (tokenizer_config.json
-     * of Qwen/Qwen3-*, no tools) step by step: reasoning is dropped from
-     * assistant turns up to the last user query, kept in a <think> block
-     * after it (when present, and always for the last message) */
+    /* recognised as Qwen3, but an unclosed {% if %} is an error at use */
     t = byte_level_tok("{%- set ns = namespace(multi_step_tool=true, last_query_index="
                        "messages|length - 1) %}<|im_start|>{%- if '</think>' in content %}");
     assert_string_equal(plume_chat_template_name(t), "qwen3");
-    plume_chat_msg q3[] = {{"system", "Be brief."}, {"user", "Hi"},
-                           {"assistant", "<think>\nplan\n</think>\n\nHey."}, {"user", "Again"}};
-    s = apply(t, q3, 4, true);
-    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>"
-                           "\n<|im_start|>assistant\nHey.<|im_end|>\n<|im_start|>user\nAgain"
-                           "<|im_end|>\n<|im_start|>assistant\n");
-    free(s);
-    plume_chat_msg agent[] = {{"user", "Q"}, {"assistant", "plain"}, {"tool", "42"},
-                              {"assistant", "\n\n<think>r1\n</think>\n\ncall"}, {"tool", "7"},
-                              {"tool", "8"}, {"assistant", "end"}};
-    s = apply(t, agent, 7, false);
-    assert_string_equal(s, "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nplain<|im_end|>\n"
-                           "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
-                           "<|im_start|>assistant\n<think>\nr1\n</think>\n\ncall<|im_end|>\n"
-                           "<|im_start|>user\n<tool_response>\n7\n</tool_response>\n"
-                           "<tool_response>\n8\n</tool_response><|im_end|>\n"
-                           "<|im_start|>assistant\n<think>\n\n</think>\n\nend<|im_end|>\n");
-    free(s);
+    expect_chat_error(t, user, 1, "line 1, column");
+    expect_chat_error(t, user, 1, "endif");
     plume_tokenizer_free(t);
 
-    /* Llama 3.1: the template's system turn with its fixed date (the
-     * expected text follows meta-llama/Llama-3.1-8B-Instruct's template) */
     t = byte_level_tok("{{- bos_token }}{%- if not date_string is defined %}{%- set date_string = "
                        "\"26 Jul 2024\" %}{%- endif %}{{- \"<|start_header_id|>system"
                        "<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023"
-                       "\\n\" }}");
+                       "\\n\" }}{{- \"Today Date: \" + date_string }}");
     assert_string_equal(plume_chat_template_name(t), "llama3.1");
     s = apply(t, conv, 4, true);
-    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                           "December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|>"
-                           "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-                           "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
-                           "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
-                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    free(s);
-    s = apply(t, user, 1, false);
-    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
-                           "December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
-                           "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>");
+    /* bos_token is the vocabulary's BOS text (this test vocabulary's is <|im_start|>) */
+    assert_string_equal(s, "<|im_start|><|start_header_id|>system<|end_header_id|>\n\nCutting "
+                           "Knowledge Date: December 2023\nToday Date: 26 Jul 2024");
     free(s);
     plume_tokenizer_free(t);
 
+    /* no template: the family's format; this vocabulary's pre-tokenizer
+     * (smollm) is a ChatML family */
     t = byte_level_tok(NULL);
     assert_null(plume_chat_template_name(t));
+    assert_string_equal(plume_chat_template_source(t), "family");
     s = apply(t, user, 1, true);
     assert_string_equal(s, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
     free(s);
@@ -484,48 +477,106 @@ static void test_chat_templates(void **state)
 
     t = byte_level_tok("{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + "
                        "m['role'] + '<|end_header_id|>\\n\\n' + m['content'] | trim + "
-                       "'<|eot_id|>' }}{% endfor %}");
+                       "'<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+                       "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}");
     assert_string_equal(plume_chat_template_name(t), "llama3");
     s = apply(t, conv, 4, true);
-    assert_string_equal(s, "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-                           "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+    assert_string_equal(s, "<|im_start|><|start_header_id|>system<|end_header_id|>\n\nBe brief."
+                           "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
                            "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
                            "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
                            "<|start_header_id|>assistant<|end_header_id|>\n\n");
     free(s);
     plume_tokenizer_free(t);
 
+    /* an undefined variable used with + is jinja2's UndefinedError */
     t = byte_level_tok("{{ '<start_of_turn>' + role + '\\n' }}");
     assert_string_equal(plume_chat_template_name(t), "gemma");
-    s = apply(t, conv, 4, true);
-    assert_string_equal(s, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
-                           "<start_of_turn>model\nHey.<end_of_turn>\n"
-                           "<start_of_turn>user\nAgain<end_of_turn>\n<start_of_turn>model\n");
-    free(s);
+    expect_chat_error(t, conv, 4, "'role' is undefined");
     plume_tokenizer_free(t);
 
     t = byte_level_tok("{% if messages[0]['role'] == 'system' %}<<SYS>>{% endif %}[INST] ");
     assert_string_equal(plume_chat_template_name(t), "llama2-sys");
     s = apply(t, conv, 4, true);
-    assert_string_equal(s, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]Hey.</s>"
-                           "[INST]  Again  [/INST]");
+    assert_string_equal(s, "<<SYS>>[INST] ");
     free(s);
     plume_tokenizer_free(t);
 
-    t = byte_level_tok("{{ '<|user|>\\n' + content + '<|end|>\\n<|assistant|>\\n' }}");
-    assert_string_equal(plume_chat_template_name(t), "phi3");
-    s = apply(t, user, 1, true);
-    assert_string_equal(s, "<|user|>\nHello<|end|>\n<|assistant|>\n");
-    free(s);
-    plume_tokenizer_free(t);
-
-    t = byte_level_tok("{{ 'User: ' + content }}");
+    /* a template of no known family still renders */
+    t = byte_level_tok("{{ 'User: ' + messages[0].content }}{{ raise_exception('stop') if "
+                       "messages|length > 1 }}");
     assert_string_equal(plume_chat_template_name(t), "unknown");
-    char *out = NULL;
+    s = apply(t, user, 1, true);
+    assert_string_equal(s, "User: Hello");
+    free(s);
+    expect_chat_error(t, conv, 4, "the template raised an error: stop");
+    plume_tokenizer_free(t);
+}
+
+/* plume_chat_render: tools, tool calls, reasoning and kwargs reach the
+ * template; a template given by the caller replaces the model's. */
+static void test_chat_render(void **state)
+{
+    (void)state;
+    plume_tokenizer *t = byte_level_tok(SMOL_TEMPLATE);
+    plume_chat_template *ct = NULL;
     plume_error err = {0};
-    assert_int_equal(plume_chat_apply(t, user, 1, true, &out, &err), -1);
-    assert_non_null(strstr(err.msg, "chatml"));
-    assert_null(out);
+    static const char TMPL[] =
+        "{% for m in messages %}[{{ m.role }}|{{ m.content }}"
+        "{% if m.tool_calls %}{% for c in m.tool_calls %}<{{ c.function.name }} "
+        "{{ c.function.arguments|tojson }}>{% endfor %}{% endif %}"
+        "{% if m.reasoning_content %}(r:{{ m.reasoning_content }}/{{ m.thinking }}){% endif %}]"
+        "{% endfor %}{% if tools %}T={{ tools|map(attribute='function.name')|join(',') }}"
+        "{% endif %}{{ 'K' if enable_thinking is defined and not enable_thinking }}"
+        "{{ '>' if add_generation_prompt }}";
+    assert_int_equal(plume_chat_template_compile(TMPL, strlen(TMPL), &ct, &err), 0);
+    plume_chat_request req = {
+        .messages_json = "[{\"role\":\"user\",\"content\":\"w?\"},{\"role\":\"assistant\","
+                         "\"content\":null,\"reasoning\":\"think\",\"tool_calls\":[{\"id\":\"1\","
+                         "\"type\":\"function\",\"function\":{\"name\":\"get\",\"arguments\":"
+                         "{\"city\":\"Paris\"}}}]},{\"role\":\"tool\",\"content\":\"18C\"}]",
+        .tools_json = "[{\"type\":\"function\",\"function\":{\"name\":\"get\"}},"
+                      "{\"type\":\"function\",\"function\":{\"name\":\"put\"}}]",
+        .kwargs_json = "{\"enable_thinking\": false}",
+        .add_generation_prompt = true,
+        .tmpl = ct};
+    char *s = NULL;
+    if (plume_chat_render(t, &req, &s, &err))
+        fail_msg("render: %s", err.msg);
+    assert_string_equal(s, "[user|w?][assistant|None<get {\"city\": \"Paris\"}>(r:think/think)]"
+                           "[tool|18C]T=get,putK>");
+    free(s);
+    req.messages_json = "[{\"role\": 1";
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), -1);
+    assert_non_null(strstr(err.msg, "not valid JSON"));
+    req.messages_json = "[]";
+    req.tmpl = NULL;
+    req.template_name = "tool_use";
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), -1);
+    assert_non_null(strstr(err.msg, "no chat template named 'tool_use'"));
+    plume_chat_template_free(ct);
+    plume_tokenizer_free(t);
+
+    /* tokenizer_config.json's list of named templates: "default" renders,
+     * the others are variants */
+    json_t *cfg;
+    json_t *tj = byte_level_json(NULL, &cfg);
+    json_object_set_new(cfg, "chat_template",
+                        json_pack("[{s:s, s:s}, {s:s, s:s}]", "name", "tool_use", "template",
+                                  "TOOLS{{ tools|length }}", "name", "default", "template",
+                                  "DEFAULT"));
+    t = load_json(tj, cfg);
+    req = (plume_chat_request){.messages_json = "[]", .tools_json = "[{}, {}]"};
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
+    assert_string_equal(s, "DEFAULT");
+    free(s);
+    req.template_name = "tool_use";
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
+    assert_string_equal(s, "TOOLS2");
+    free(s);
+    static const char BAD[] = "{% for x in y %}\n  {{ x + }}";
+    assert_int_equal(plume_chat_template_compile(BAD, strlen(BAD), &ct, &err), -1);
+    assert_non_null(strstr(err.msg, "line 2, column"));
     plume_tokenizer_free(t);
 }
 
@@ -681,6 +732,40 @@ static void test_spm_gguf(void **state)
     assert_true(plume_tokenizer_is_eog(t, G_ENDT));
     assert_false(plume_tokenizer_is_eog(t, G_BOS));
     assert_string_equal(plume_chat_template_name(t), "gemma");
+    plume_tokenizer_free(t);
+    gguf_close(f);
+    unlink(path);
+}
+
+/* A GGUF without a chat template renders its family's turns (Gemma's, from
+ * general.architecture), not ChatML; named variants are selectable. */
+static void test_gguf_family_template(void **state)
+{
+    (void)state;
+    tt_buf b = {0};
+    tt_gguf_header(&b, 6);
+    spm_gguf_vocab(&b, "llama");
+    tt_kv_str(&b, "general.architecture", "gemma3");
+    tt_kv_str(&b, "tokenizer.chat_template.tool_use", "T{{ messages|length }}");
+    char path[256];
+    gguf_file *f = write_gguf(&b, path, sizeof path);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    if (plume_tokenizer_from_gguf(f, &t, &err) != 0)
+        fail_msg("from_gguf: %s", err.msg);
+    assert_null(plume_chat_template_name(t));
+    assert_string_equal(plume_chat_template_source(t), "family");
+    plume_chat_msg conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hey."}};
+    char *s = apply(t, conv, 3, true);
+    /* BOS is left out: the tokenizer adds it (add_bos) */
+    assert_string_equal(s, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                           "<start_of_turn>model\nHey.<end_of_turn>\n<start_of_turn>model\n");
+    free(s);
+    plume_chat_request req = {.messages_json = "[{\"role\":\"user\",\"content\":\"x\"}]",
+                              .template_name = "tool_use"};
+    assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
+    assert_string_equal(s, "T1");
+    free(s);
     plume_tokenizer_free(t);
     gguf_close(f);
     unlink(path);
@@ -959,6 +1044,8 @@ int main(void)
         cmocka_unit_test(test_fuzz_bytes),
         cmocka_unit_test(test_streaming_detok),
         cmocka_unit_test(test_chat_templates),
+        cmocka_unit_test(test_chat_render),
+        cmocka_unit_test(test_gguf_family_template),
         cmocka_unit_test(test_spm_json),
         cmocka_unit_test(test_spm_gguf),
         cmocka_unit_test(test_gguf_errors),

@@ -1,7 +1,7 @@
 /* plume — tokenizers: byte-level BPE (GPT-2 style, GGUF model "gpt2") and
  * SentencePiece-style BPE (GGUF model "llama"), loaded from GGUF metadata or
  * an HF tokenizer.json (a GGUF model's comes with the model,
- * plume_model_tokenizer); chat templates rendered by recognising them. */
+ * plume_model_tokenizer); chat templates rendered by a Jinja engine. */
 #ifndef PLUME_TOKENIZER_H
 #define PLUME_TOKENIZER_H
 
@@ -95,21 +95,83 @@ PLUME_API int plume_detokenize(const plume_tokenizer *t, const int32_t *ids, siz
 
 /* ---- chat templates ---- */
 
+/* Chat templates are Jinja, run by plume's own engine with the semantics of
+ * jinja2 as transformers configures it (trim_blocks, lstrip_blocks, the
+ * immutable sandbox, its tojson, raise_exception and strftime_now): the
+ * model's template renders byte-identically to transformers'
+ * apply_chat_template.  Templates are untrusted: rendering is bounded in
+ * steps, output, memory and recursion, and has no access to files or the
+ * environment. */
+
 typedef struct plume_chat_msg {
-    const char *role;    /* "system", "user", "assistant" */
+    const char *role;    /* "system", "user", "assistant", "tool", ... */
     const char *content;
 } plume_chat_msg;
 
 /* Which template family the model's chat template was recognised as:
- * "chatml", "llama2", "llama3", "mistral", "zephyr", "gemma", ... or NULL
- * when the model has no template (then chatml is used). */
+ * "chatml", "qwen3", "llama2", "llama3", "llama3.1", "mistral", "gemma",
+ * "phi3", "zephyr", ..., "unknown" for a template of no known family (it
+ * still renders), or NULL when the model has no template. */
 PLUME_API const char *plume_chat_template_name(const plume_tokenizer *t);
 
-/* Renders messages with the model's chat template (recognised, not
- * executed) into a malloc'd string, ending with the assistant prefix when
- * add_generation_prompt.  Templates with a default system prompt (SmolLM2)
- * insert it when the first message is not a system message.  An
- * unrecognised template is an error naming the supported families. */
+/* Where the template that renders comes from: "model" (the GGUF's
+ * tokenizer.chat_template or tokenizer_config.json / chat_template.jinja),
+ * "family" (the model has none; its family's own turn format, e.g. Gemma's
+ * or Llama 3's) or "chatml" (none and no known family). */
+PLUME_API const char *plume_chat_template_source(const plume_tokenizer *t);
+
+/* A chat template compiled from Jinja text, to use instead of the model's
+ * (--chat-template FILE). */
+typedef struct plume_chat_template plume_chat_template;
+
+/* Compiles len bytes of Jinja text.  A syntax error or a construct plume
+ * does not run is -1 with one line naming the line, column and construct. */
+PLUME_API int plume_chat_template_compile(const char *text, size_t len, plume_chat_template **out,
+                                          plume_error *err);
+/* Reads and compiles the Jinja file at path (errors also name the file). */
+PLUME_API int plume_chat_template_load(const char *path, plume_chat_template **out,
+                                       plume_error *err);
+PLUME_API void plume_chat_template_free(plume_chat_template *ct);
+
+/* One rendering: everything transformers' apply_chat_template passes. */
+typedef struct plume_chat_request {
+    /* JSON array of OpenAI-style messages: role, content (a string, null or
+     * a list of {"type": "text", "text": ...} parts), and where present
+     * tool_calls ([{"id", "type", "function": {"name", "arguments"}}]),
+     * tool_call_id, name, reasoning_content.  As transformers does, a
+     * message's reasoning (reasoning_content, thinking or reasoning) is
+     * given to the template under both reasoning_content and thinking. */
+    const char *messages_json;
+    /* JSON array of tool definitions ({"type": "function", "function":
+     * {"name", "description", "parameters"}}), or NULL for none (the
+     * template sees tools = none, as in transformers). */
+    const char *tools_json;
+    /* JSON object of extra template variables (chat_template_kwargs, e.g.
+     * {"enable_thinking": false}), or NULL.  They cannot replace messages,
+     * tools or add_generation_prompt. */
+    const char *kwargs_json;
+    bool add_generation_prompt;
+    /* The template to use instead of the model's, or NULL. */
+    const plume_chat_template *tmpl;
+    /* A named variant of the model's template (GGUF
+     * tokenizer.chat_template.<name>, e.g. "tool_use"), or NULL for the
+     * default; an unknown name is an error listing the model's names. */
+    const char *template_name;
+} plume_chat_request;
+
+/* Renders req into a malloc'd string *out.  The template also sees
+ * bos_token and eos_token (the vocabulary's texts) and strftime_now (the
+ * local time).  When the tokenizer adds BOS itself (plume_tokenizer_add_bos)
+ * a leading BOS text in the output is removed, so that encoding the result
+ * with add_bos gives one BOS.  Invalid JSON, a template that does not
+ * compile, raise_exception, an undefined value used or a limit reached is
+ * -1 with one line saying what and where. */
+PLUME_API int plume_chat_render(const plume_tokenizer *t, const plume_chat_request *req,
+                                char **out, plume_error *err);
+
+/* Renders plain messages with the model's template (plume_chat_render with
+ * no tools and no kwargs) into a malloc'd string, ending with the assistant
+ * prefix when add_generation_prompt.  Roles and contents must be non-NULL. */
 PLUME_API int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_t n,
                                bool add_generation_prompt, char **out, plume_error *err);
 

@@ -41,6 +41,8 @@ static const char help[] =
     "  --chat                wrap the prompt as a user message in the model's chat template\n"
     "                        (SmolLM2: ChatML) and generate the assistant's reply\n"
     "  --system TEXT         system message for --chat (default: the template's own)\n"
+    "  --chat-template FILE  render --chat with this Jinja chat template instead of the\n"
+    "                        model's (implies --chat)\n"
     "\n"
     "generation (defaults: the pipeline's `sampling`, else these):\n"
     "  --max-tokens N        tokens to generate at most (default 256)\n"
@@ -95,7 +97,8 @@ enum {
 typedef struct gen_opts {
     cli_pipeline_opts po;
     unsigned set;
-    const char *prompt, *prompt_ids, *prompts_file, *system, *logits_out;
+    const char *prompt, *prompt_ids, *prompts_file, *system, *logits_out, *chat_template;
+    plume_chat_template *tmpl; /* --chat-template, loaded once */
     const char *stop[MAX_STOP];
     size_t n_stop;
     bool chat, json, ignore_eos, seed_given;
@@ -127,6 +130,9 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_opt(argc, argv, &i, "--system", &v)) {
             o->system = v;
         } else if (cli_flag(argv, i, "--chat")) {
+            o->chat = true;
+        } else if (cli_opt(argc, argv, &i, "--chat-template", &v)) {
+            o->chat_template = v;
             o->chat = true;
         } else if (cli_opt(argc, argv, &i, "--max-tokens", &v) || cli_opt(argc, argv, &i, "-n", &v)) {
             o->max_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 24);
@@ -282,18 +288,26 @@ static int parse_ids(const char *s, int32_t **ids, size_t *n)
     return 0;
 }
 
-/* The text to tokenize: the prompt, or the chat template applied to it. */
-static int prompt_text(const plume_tokenizer *tok, const char *prompt, bool chat,
-                       const char *system, char **out, plume_error *err)
+/* The text to tokenize: the prompt, or the chat template (tmpl, else the
+ * model's) applied to it. */
+static int prompt_text(const plume_tokenizer *tok, const plume_chat_template *tmpl,
+                       const char *prompt, bool chat, const char *system, char **out,
+                       plume_error *err)
 {
     if (!chat)
         return (*out = strdup(prompt)) ? 0 : plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    plume_chat_msg msgs[2];
-    size_t nm = 0;
+    json_t *msgs = json_array();
     if (system)
-        msgs[nm++] = (plume_chat_msg){"system", system};
-    msgs[nm++] = (plume_chat_msg){"user", prompt};
-    return plume_chat_apply(tok, msgs, nm, true, out, err);
+        json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", system));
+    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "user", "content", prompt));
+    char *text = json_array_size(msgs) == (system ? 2u : 1u) ? json_dumps(msgs, 0) : NULL;
+    json_decref(msgs);
+    if (!text)
+        return plume_err(err, PLUME_ERR_INVALID, "the prompt or system text is not valid UTF-8");
+    plume_chat_request req = {.messages_json = text, .add_generation_prompt = true, .tmpl = tmpl};
+    int rc = plume_chat_render(tok, &req, out, err);
+    free(text);
+    return rc;
 }
 
 typedef struct stream_state {
@@ -406,7 +420,7 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
         free(ids);
     } else {
         char *text;
-        if (prompt_text(tok, o->prompt, o->chat, o->system, &text, err)) {
+        if (prompt_text(tok, o->tmpl, o->prompt, o->chat, o->system, &text, err)) {
             free(logits);
             return -1;
         }
@@ -455,11 +469,12 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
 }
 
 /* Builds one request from a parsed JSONL line and adds it to the engine. */
-static int64_t add_jsonl_request(const plume_model *m, plume_engine *e, cli_jsonl_request *q,
-                                 const char *path, int line, plume_error *err)
+static int64_t add_jsonl_request(const plume_model *m, const plume_chat_template *tmpl,
+                                 plume_engine *e, cli_jsonl_request *q, const char *path, int line,
+                                 plume_error *err)
 {
     char *text;
-    if (prompt_text(plume_model_tokenizer(m), q->prompt, q->chat, q->system, &text, err))
+    if (prompt_text(plume_model_tokenizer(m), tmpl, q->prompt, q->chat, q->system, &text, err))
         return -1;
     int64_t id = plume_engine_add_text(e, text, &q->rp, err);
     free(text);
@@ -496,7 +511,7 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
             rc = -1;
             break;
         }
-        int64_t id = add_jsonl_request(m, e, &q, o->prompts_file, lineno, err);
+        int64_t id = add_jsonl_request(m, o->tmpl, e, &q, o->prompts_file, lineno, err);
         cli_jsonl_request_free(&q); /* the engine copied prompt and stop strings */
         if (id < 0) {
             rc = -1;
@@ -568,6 +583,8 @@ int cmd_generate(int argc, char **argv)
                   (long long)o.ep.kv_max_tokens, o.ep.block_size);
         goto done;
     }
+    if (o.chat_template && plume_chat_template_load(o.chat_template, &o.tmpl, &err))
+        goto done;
     plume_build_opts bo = {.engine = &o.ep, .n_threads = o.threads};
     if (plume_pipeline_build(pipe, reg, &bo, &m, &e, &err))
         goto done;
@@ -581,5 +598,6 @@ done:
     plume_model_free(m);
     plume_pipeline_free(pipe);
     plume_registry_free(reg);
+    plume_chat_template_free(o.tmpl);
     return status;
 }

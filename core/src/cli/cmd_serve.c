@@ -47,6 +47,8 @@ static const char help[] =
     "  --max-body BYTES      request bodies larger than this get 413 (default 4194304)\n"
     "  --served-model-name NAME  the model's name in the API (default: the model file's\n"
     "                        name without its directory)\n"
+    "  --chat-template FILE  render chat requests with this Jinja template instead of the\n"
+    "                        model's\n"
     "\n"
     "engine (defaults: the pipeline's kv_cache, scheduler and threads, else these):\n"
     "  --threads N           the backend's threads\n"
@@ -77,7 +79,7 @@ static void on_signal(int sig)
 
 typedef struct serve_opts {
     cli_pipeline_opts po;
-    const char *host, *api_key, *name;
+    const char *host, *api_key, *name, *chat_template;
     int port, max_queue, threads;
     long long max_body, ctx_size, max_num_seqs;
 } serve_opts;
@@ -109,6 +111,8 @@ static void parse(int argc, char **argv, serve_opts *o)
                 exit(2);
             }
             o->api_key = v;
+        } else if (cli_opt(argc, argv, &i, "--chat-template", &v)) {
+            o->chat_template = v;
         } else if (cli_opt(argc, argv, &i, "--max-queue", &v)) {
             o->max_queue = (int)cli_int("--max-queue", v, 0, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--max-body", &v)) {
@@ -188,6 +192,7 @@ int cmd_serve(int argc, char **argv)
 {
     serve_opts o;
     parse(argc, argv, &o);
+    plume_chat_template *tmpl = NULL;
     plume_error err = {0};
     plume_registry *reg = NULL;
     plume_pipeline *pipe_ = NULL;
@@ -211,6 +216,8 @@ int cmd_serve(int argc, char **argv)
                   (long long)ep.kv_max_tokens, ep.block_size);
         goto done;
     }
+    if (o.chat_template && plume_chat_template_load(o.chat_template, &tmpl, &err))
+        goto done;
     plume_build_opts bo = {.engine = &ep, .n_threads = o.threads};
     if (plume_pipeline_build(pipe_, reg, &bo, &m, &e, &err))
         goto done;
@@ -219,7 +226,7 @@ int cmd_serve(int argc, char **argv)
         snprintf(name, sizeof name, "%s", o.name);
     else
         model_name(plume_pipeline_model(pipe_), name, sizeof name);
-    serve_api_env env = {.tok = plume_model_tokenizer(m), .model_name = name,
+    serve_api_env env = {.tok = plume_model_tokenizer(m), .model_name = name, .chat_template = tmpl,
                          .n_ctx = plume_engine_n_ctx(e)};
     plume_pipeline_sampling_params(pipe_, &env.sampling, NULL);
     metrics = serve_metrics_new();
@@ -283,6 +290,7 @@ done:
     plume_engine_free(e);
     serve_metrics_free(metrics);
     plume_model_free(m);
+    plume_chat_template_free(tmpl);
     plume_pipeline_free(pipe_);
     plume_registry_free(reg);
     for (int i = 0; i < 2; i++)

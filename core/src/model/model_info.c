@@ -183,5 +183,11 @@ void plume_model_describe(const plume_model *m, void *stream)
             plume_tokenizer_model(t), plume_tokenizer_pre(t), plume_tokenizer_n_vocab(t),
             plume_tokenizer_bos(t), plume_tokenizer_eos(t),
             plume_tokenizer_add_bos(t) ? "yes" : "no");
-    fprintf(f, "chat template:  %s\n", tmpl ? tmpl : "none (chatml is used for --chat)");
+    const char *src = plume_chat_template_source(t);
+    if (tmpl)
+        fprintf(f, "chat template:  the model's (Jinja; family %s)\n", tmpl);
+    else
+        fprintf(f, "chat template:  none in the file; %s\n",
+                strcmp(src, "family") == 0 ? "its family's turn format is used"
+                                           : "ChatML is used");
 }

@@ -286,9 +286,20 @@ static int chat_text(const serve_api_env *env, json_t *msgs, bool add_gen, char 
             m[i] = (plume_chat_msg){role, texts[i]};
     }
     plume_error err = {0};
-    if (rc == 0 && plume_chat_apply(env->tok, m, n, add_gen, out, &err))
+    json_t *arr = rc == 0 ? json_array() : NULL;
+    for (size_t i = 0; arr && i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", m[i].role, "content",
+                                             m[i].content));
+    char *mj = arr && json_array_size(arr) == n ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    if (rc == 0 && !mj)
+        rc = fail(msg, cap, 400, "the messages are not valid UTF-8");
+    plume_chat_request creq = {.messages_json = mj, .add_generation_prompt = add_gen,
+                               .tmpl = env->chat_template};
+    if (rc == 0 && plume_chat_render(env->tok, &creq, out, &err))
         rc = fail(msg, cap, 400, "the chat template could not render the messages: %s",
                   err.msg);
+    free(mj);
     for (size_t i = 0; texts && i < n; i++)
         free(texts[i]);
     free(texts);

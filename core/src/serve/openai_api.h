@@ -22,6 +22,7 @@ typedef struct serve_api_env {
     const char *model_name;          /* the served name (/v1/models) */
     int32_t n_ctx;                   /* the engine's context, tokens */
     plume_sampling_params sampling;  /* defaults for fields a request leaves out */
+    const plume_chat_template *chat_template; /* --chat-template, or NULL: the model's */
 } serve_api_env;
 
 typedef enum { SERVE_API_COMPLETIONS, SERVE_API_CHAT } serve_api_kind;

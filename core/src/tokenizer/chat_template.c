@@ -1,9 +1,15 @@
-/* Chat templates, recognised by substrings of the Jinja text (as llama.cpp's
- * llm_chat_detect_template does) and rendered by hand; no Jinja engine. */
+/* Chat templates: the model's Jinja template compiled by the engine in
+ * src/template and rendered over OpenAI-style messages, as transformers'
+ * apply_chat_template renders it.  Families are still recognised by
+ * substrings (as llama.cpp's llm_chat_detect_template does), but only to
+ * name them (plume info) and to pick a format for models without one. */
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "template/family_templates.h"
+#include "template/jinja.h"
 #include "tokenizer/tok_internal.h"
 
 static bool has(const char *s, const char *needle)
@@ -49,58 +55,54 @@ static const char *detect_family(const char *tmpl)
     return NULL;
 }
 
-/* A default system prompt written literally in a ChatML template that adds
- * it when the first message is not a system message (SmolLM2's
- * `messages[0]['role'] != 'system'`, Qwen2.5's `== 'system' ... else`): the
- * text between "<|im_start|>system\n" and "<|im_end|>" when it holds no
- * Jinja syntax or quotes.  NULL when there is none. */
-static char *find_default_system(const char *tmpl)
+void tok_chat_free(plume_tokenizer *t)
 {
-    if (!has(tmpl, "'system'") && !has(tmpl, "\"system\""))
-        return NULL;
-    static const char *const OPENERS[] = {"<|im_start|>system\n", "<|im_start|>system\\n"};
-    for (const char *p = tmpl; (p = strstr(p, "<|im_start|>system")) != NULL; p++) {
-        for (size_t k = 0; k < 2; k++) {
-            size_t ol = strlen(OPENERS[k]);
-            if (strncmp(p, OPENERS[k], ol) != 0)
-                continue;
-            const char *start = p + ol;
-            const char *end = strstr(start, "<|im_end|>");
-            if (!end || end == start || strcspn(start, "'\"{}") < (size_t)(end - start))
-                continue;
-            /* unescape \n, \t, \\ written in a Jinja string literal */
-            char *out = malloc((size_t)(end - start) + 1);
-            if (!out)
-                return NULL;
-            size_t w = 0;
-            for (const char *c = start; c < end; c++) {
-                if (c[0] == '\\' && c + 1 < end) {
-                    char e = c[1];
-                    out[w++] = e == 'n' ? '\n' : e == 't' ? '\t' : e;
-                    c++;
-                } else {
-                    out[w++] = *c;
-                }
-            }
-            out[w] = '\0';
-            return out;
-        }
+    jinja_free(t->chat_jinja);
+    t->chat_jinja = NULL;
+    free(t->chat_error);
+    t->chat_error = NULL;
+    for (size_t i = 0; i < t->n_chat_variants; i++) {
+        free(t->chat_variant_names[i]);
+        free(t->chat_variant_texts[i]);
     }
-    return NULL;
+    free(t->chat_variant_names);
+    free(t->chat_variant_texts);
+    t->chat_variant_names = t->chat_variant_texts = NULL;
+    t->n_chat_variants = 0;
+    free(t->arch);
+    t->arch = NULL;
 }
 
 int tok_chat_detect(plume_tokenizer *t)
 {
+    jinja_free(t->chat_jinja);
+    t->chat_jinja = NULL;
+    free(t->chat_error);
+    t->chat_error = NULL;
     t->chat_family = NULL;
-    free(t->chat_default_system);
-    t->chat_default_system = NULL;
-    if (!t->chat_template)
+    plume_error err = {0};
+    if (t->chat_template) {
+        t->chat_source = "model";
+        t->chat_family = detect_family(t->chat_template);
+        if (!t->chat_family)
+            t->chat_family = "unknown";
+        if (jinja_compile(t->chat_template, strlen(t->chat_template), &t->chat_jinja, &err)) {
+            if (err.code == PLUME_ERR_NOMEM)
+                return -1;
+            if (!(t->chat_error = tok_strndup(err.msg, strlen(err.msg))))
+                return -1;
+        }
         return 0;
-    t->chat_family = detect_family(t->chat_template);
-    if (!t->chat_family)
-        t->chat_family = "unknown";
-    else if (strcmp(t->chat_family, "chatml") == 0)
-        t->chat_default_system = find_default_system(t->chat_template);
+    }
+    const char *fam = jinja_family_of(t->arch, t->pre_name);
+    t->chat_source = fam ? "family" : "chatml";
+    if (fam && strcmp(fam, "chatml") != 0)
+        fprintf(stderr, "plume: the model carries no chat template; using the %s turn format of "
+                        "its family (%s)\n",
+                fam, t->arch ? t->arch : t->pre_name);
+    if (jinja_compile(jinja_family_template(fam), strlen(jinja_family_template(fam)),
+                      &t->chat_jinja, &err))
+        return -1; /* the built-in formats compile; only memory can fail */
     return 0;
 }
 
@@ -109,339 +111,232 @@ const char *plume_chat_template_name(const plume_tokenizer *t)
     return t->chat_family;
 }
 
-/* A growing NUL-terminated string; `failed` latches out-of-memory. */
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
+const char *plume_chat_template_source(const plume_tokenizer *t)
 {
-    if (b->failed)
+    return t->chat_source ? t->chat_source : "chatml";
+}
+
+struct plume_chat_template {
+    jinja_template *j;
+};
+
+int plume_chat_template_compile(const char *text, size_t len, plume_chat_template **out,
+                                plume_error *err)
+{
+    if (!text || !out)
+        return plume_err(err, PLUME_ERR_INVALID, "plume_chat_template_compile: NULL argument");
+    *out = NULL;
+    plume_chat_template *ct = calloc(1, sizeof *ct);
+    if (!ct)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    if (jinja_compile(text, len, &ct->j, err)) {
+        free(ct);
+        return -1;
+    }
+    *out = ct;
+    return 0;
+}
+
+int plume_chat_template_load(const char *path, plume_chat_template **out, plume_error *err)
+{
+    if (!path || !out)
+        return plume_err(err, PLUME_ERR_INVALID, "plume_chat_template_load: NULL argument");
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return plume_err(err, PLUME_ERR_IO, "cannot open the chat template %s; check the path",
+                         path);
+    size_t cap = 65536, n = 0, r;
+    char *buf = malloc(cap);
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            if (cap >= ((size_t)16 << 20)) {
+                free(buf);
+                fclose(f);
+                return plume_err(err, PLUME_ERR_RANGE,
+                                 "the chat template %s is larger than 16 MiB", path);
+            }
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            } else
+                buf = nb;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading %s", path);
+    int rc = plume_chat_template_compile(buf, n, out, err);
+    free(buf);
+    if (rc)
+        return plume_err_prefix(err, "%s", path);
+    return 0;
+}
+
+void plume_chat_template_free(plume_chat_template *ct)
+{
+    if (!ct)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->len + n + 1)
-            nc *= 2;
-        char *ns = realloc(b->s, nc);
-        if (!ns) {
-            b->failed = true;
-            return;
-        }
-        b->s = ns;
-        b->cap = nc;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    jinja_free(ct->j);
+    free(ct);
 }
 
-static void sb_put(sbuf *b, const char *s)
+/* The text of token id (special tokens rendered), or "" when there is none. */
+static json_t *token_text(const plume_tokenizer *t, int32_t id)
 {
-    sb_putn(b, s, strlen(s));
+    char buf[256];
+    int n = id >= 0 ? plume_token_bytes(t, id, true, buf, sizeof buf) : -1;
+    if (n < 0 || n > (int)sizeof buf)
+        return json_string("");
+    json_t *s = json_stringn(buf, (size_t)n);
+    return s ? s : json_string("");
 }
 
-/* Appends s without leading and trailing whitespace (Python str.strip()). */
-static void sb_put_trim(sbuf *b, const char *s)
+/* transformers' _alias_reasoning_fields: a message's reasoning under
+ * reasoning_content, thinking or reasoning is given to the template as
+ * both thinking and reasoning_content. */
+static void alias_reasoning(json_t *messages)
 {
-    size_t n = strlen(s);
-    while (n && strchr(" \t\n\r\f\v", s[n - 1]))
-        n--;
-    while (n && strchr(" \t\n\r\f\v", *s)) {
-        s++;
-        n--;
-    }
-    sb_putn(b, s, n);
-}
-
-static bool is_role(const plume_chat_msg *m, const char *role)
-{
-    return strcmp(m->role, role) == 0;
-}
-
-static void render_chatml(const plume_tokenizer *t, const plume_chat_msg *m, size_t n, bool gen,
-                          sbuf *b)
-{
-    if (t->chat_default_system && (n == 0 || !is_role(&m[0], "system"))) {
-        sb_put(b, "<|im_start|>system\n");
-        sb_put(b, t->chat_default_system);
-        sb_put(b, "<|im_end|>\n");
-    }
-    for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|im_start|>");
-        sb_put(b, m[i].role);
-        sb_put(b, "\n");
-        sb_put(b, m[i].content);
-        sb_put(b, "<|im_end|>\n");
-    }
-    if (gen)
-        sb_put(b, "<|im_start|>assistant\n");
-}
-
-/* Appends s[0..n) without the characters of set at its start (lstrip)
- * and/or end (rstrip). */
-static void sb_put_strip(sbuf *b, const char *s, size_t n, const char *set, bool left, bool right)
-{
-    while (left && n && strchr(set, *s)) {
-        s++;
-        n--;
-    }
-    while (right && n && strchr(set, s[n - 1]))
-        n--;
-    sb_putn(b, s, n);
-}
-
-static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
-
-static bool ends_with(const char *s, const char *p)
-{
-    size_t n = strlen(s), k = strlen(p);
-    return n >= k && strcmp(s + n - k, p) == 0;
-}
-
-/* The last occurrence of needle in s[0..n), or NULL. */
-static const char *last_in(const char *s, size_t n, const char *needle)
-{
-    const char *found = NULL;
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++)
-        if (memcmp(s + i, needle, k) == 0)
-            found = s + i;
-    return found;
-}
-
-/* Qwen3's template (no tools): ChatML, with each assistant message's
- * "<think>...</think>" reasoning split off its content; assistant messages
- * up to the last real user query keep only the content, later ones (an
- * agent's steps) get the reasoning back in a <think> block.  enable_thinking
- * is not a plume option: the generation prompt is the template's default. */
-static void render_qwen3(const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
-{
-    size_t lqi = n ? n - 1 : 0; /* ns.last_query_index */
-    for (size_t i = n; i-- > 0;)
-        if (is_role(&m[i], "user") && !(starts_with(m[i].content, "<tool_response>") &&
-                                         ends_with(m[i].content, "</tool_response>"))) {
-            lqi = i;
-            break;
-        }
-    if (n && is_role(&m[0], "system")) {
-        sb_put(b, "<|im_start|>system\n");
-        sb_put(b, m[0].content);
-        sb_put(b, "<|im_end|>\n");
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *c = m[i].content;
-        if (is_role(&m[i], "user") || (is_role(&m[i], "system") && i > 0)) {
-            sb_put(b, "<|im_start|>");
-            sb_put(b, m[i].role);
-            sb_put(b, "\n");
-            sb_put(b, c);
-            sb_put(b, "<|im_end|>\n");
-        } else if (is_role(&m[i], "assistant")) {
-            const char *close = strstr(c, "</think>");
-            const char *rs = "", *body = c;
-            size_t rn = 0;
-            if (close) {
-                /* content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
-                size_t head = (size_t)(close - c);
-                while (head && c[head - 1] == '\n')
-                    head--;
-                const char *open = last_in(c, head, "<think>");
-                rs = open ? open + 7 : c;
-                rn = (size_t)(c + head - rs);
-                while (rn && *rs == '\n') {
-                    rs++;
-                    rn--;
-                }
-                body = last_in(c, strlen(c), "</think>") + 8; /* split('</think>')[-1] */
-                while (*body == '\n')
-                    body++;
-            }
-            sb_put(b, "<|im_start|>assistant\n");
-            if (i > lqi && (i + 1 == n || rn > 0)) {
-                sb_put(b, "<think>\n");
-                sb_put_strip(b, rs, rn, "\n", true, true);
-                sb_put(b, "\n</think>\n\n");
-                sb_put_strip(b, body, strlen(body), "\n", true, false);
-            } else {
-                sb_put(b, body);
-            }
-            sb_put(b, "<|im_end|>\n");
-        } else if (is_role(&m[i], "tool")) {
-            if (i == 0 || !is_role(&m[i - 1], "tool"))
-                sb_put(b, "<|im_start|>user");
-            sb_put(b, "\n<tool_response>\n");
-            sb_put(b, c);
-            sb_put(b, "\n</tool_response>");
-            if (i + 1 == n || !is_role(&m[i + 1], "tool"))
-                sb_put(b, "<|im_end|>\n");
-        }
-    }
-    if (gen)
-        sb_put(b, "<|im_start|>assistant\n");
-}
-
-static void render_llama2(const char *fam, const plume_chat_msg *m, size_t n, sbuf *b)
-{
-    bool sys = strcmp(fam, "llama2") != 0;
-    bool bos_inside = strcmp(fam, "llama2-sys-bos") == 0;
-    bool strip = strcmp(fam, "llama2-sys-strip") == 0;
-    bool inside = true;
-    sb_put(b, "[INST] ");
-    for (size_t i = 0; i < n; i++) {
-        if (!inside) {
-            inside = true;
-            sb_put(b, bos_inside ? "<s>[INST] " : "[INST] ");
-        }
-        void (*put)(sbuf *, const char *) = strip ? sb_put_trim : sb_put;
-        if (is_role(&m[i], "system")) {
-            if (sys) {
-                sb_put(b, "<<SYS>>\n");
-                put(b, m[i].content);
-                sb_put(b, "\n<</SYS>>\n\n");
-            } else {
-                put(b, m[i].content);
-                sb_put(b, "\n");
-            }
-        } else if (is_role(&m[i], "user")) {
-            put(b, m[i].content);
-            sb_put(b, " [/INST]");
-        } else {
-            put(b, m[i].content);
-            sb_put(b, "</s>");
-            inside = false;
-        }
-    }
-}
-
-static void render_mistral(const char *fam, const plume_chat_msg *m, size_t n, sbuf *b)
-{
-    if (strcmp(fam, "mistral-v7") == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (is_role(&m[i], "system")) {
-                sb_put(b, "[SYSTEM_PROMPT] ");
-                sb_put(b, m[i].content);
-                sb_put(b, "[/SYSTEM_PROMPT]");
-            } else if (is_role(&m[i], "user")) {
-                sb_put(b, "[INST] ");
-                sb_put(b, m[i].content);
-                sb_put(b, "[/INST]");
-            } else {
-                sb_put(b, " ");
-                sb_put(b, m[i].content);
-                sb_put(b, "</s>");
-            }
-        }
-        return;
-    }
-    const char *lead = strcmp(fam, "mistral-v1") == 0 ? " " : "";
-    const char *trail = strcmp(fam, "mistral-v3-tekken") == 0 ? "" : " ";
-    bool trim = strcmp(fam, "mistral-v3") == 0;
-    bool inside = false;
-    for (size_t i = 0; i < n; i++) {
-        if (!inside) {
-            sb_put(b, lead);
-            sb_put(b, "[INST]");
-            sb_put(b, trail);
-            inside = true;
-        }
-        if (is_role(&m[i], "system")) {
-            sb_put(b, m[i].content);
-            sb_put(b, "\n\n");
-        } else if (is_role(&m[i], "user")) {
-            sb_put(b, m[i].content);
-            sb_put(b, lead);
-            sb_put(b, "[/INST]");
-        } else {
-            sb_put(b, trail);
-            if (trim)
-                sb_put_trim(b, m[i].content);
-            else
-                sb_put(b, m[i].content);
-            sb_put(b, "</s>");
-            inside = false;
-        }
-    }
-}
-
-/* Llama 3 headers.  The 3.1+ templates ("llama3.1", "llama3.2") always open
- * with a system turn: "Cutting Knowledge Date: December 2023", "Today
- * Date: " + date_string, then the first message's text when it is a system
- * message (trimmed).  date_string: 3.1's fixed "26 Jul 2024"; 3.2's
- * strftime_now("%d %b %Y"), today's local date as transformers renders it.
- * Tools are not rendered. */
-static void render_llama3(const char *fam, const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
-{
-    if (strcmp(fam, "llama3") != 0) {
-        char date[32] = "26 Jul 2024";
-        if (strcmp(fam, "llama3.2") == 0) {
-            time_t now = time(NULL);
-            struct tm tm;
-            if (localtime_r(&now, &tm))
-                strftime(date, sizeof date, "%d %b %Y", &tm);
-        }
-        sb_put(b, "<|start_header_id|>system<|end_header_id|>\n\n"
-                  "Cutting Knowledge Date: December 2023\nToday Date: ");
-        sb_put(b, date);
-        sb_put(b, "\n\n");
-        if (n && is_role(&m[0], "system")) {
-            sb_put_trim(b, m[0].content);
-            m++;
-            n--;
-        }
-        sb_put(b, "<|eot_id|>");
-    }
-    for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|start_header_id|>");
-        sb_put(b, m[i].role);
-        sb_put(b, "<|end_header_id|>\n\n");
-        sb_put_trim(b, m[i].content);
-        sb_put(b, "<|eot_id|>");
-    }
-    if (gen)
-        sb_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-static void render_gemma(const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
-{
-    sbuf sys = {0};
-    for (size_t i = 0; i < n; i++) {
-        if (is_role(&m[i], "system")) {
-            sb_put_trim(&sys, m[i].content);
+    static const char *const FIELDS[] = {"reasoning_content", "thinking", "reasoning"};
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        if (!json_is_object(m))
             continue;
+        json_t *r = NULL;
+        for (size_t k = 0; k < 3 && !r; k++) {
+            json_t *v = json_object_get(m, FIELDS[k]);
+            if (v && !json_is_null(v))
+                r = v;
         }
-        bool model = is_role(&m[i], "assistant");
-        sb_put(b, "<start_of_turn>");
-        sb_put(b, model ? "model" : m[i].role);
-        sb_put(b, "\n");
-        if (sys.len && !model) {
-            sb_put(b, sys.s);
-            sb_put(b, "\n\n");
-            sys.len = 0;
+        if (!r)
+            continue;
+        json_incref(r);
+        if (!json_object_get(m, "thinking")) {
+            /* {"thinking": r, **message}: thinking comes first */
+            json_t *copy = json_object();
+            json_object_set(copy, "thinking", r);
+            json_object_update(copy, m);
+            json_object_clear(m);
+            json_object_update(m, copy);
+            json_decref(copy);
         }
-        sb_put_trim(b, m[i].content);
-        sb_put(b, "<end_of_turn>\n");
+        json_object_set(m, "reasoning_content", r);
+        json_decref(r);
     }
-    if (sys.failed)
-        b->failed = true;
-    free(sys.s);
-    if (gen)
-        sb_put(b, "<start_of_turn>model\n");
 }
 
-/* Zephyr ends turns with <|endoftext|>, Phi-3 with <|end|>. */
-static void render_zephyr_phi3(bool phi3, const plume_chat_msg *m, size_t n, bool gen, sbuf *b)
+static const jinja_template *pick_template(const plume_tokenizer *t, const plume_chat_request *req,
+                                           jinja_template **owned, plume_error *err)
 {
-    for (size_t i = 0; i < n; i++) {
-        sb_put(b, "<|");
-        sb_put(b, m[i].role);
-        sb_put(b, "|>\n");
-        sb_put(b, m[i].content);
-        sb_put(b, phi3 ? "<|end|>\n" : "<|endoftext|>\n");
+    *owned = NULL;
+    if (req->tmpl)
+        return req->tmpl->j;
+    if (req->template_name && strcmp(req->template_name, "default") != 0) {
+        for (size_t i = 0; i < t->n_chat_variants; i++)
+            if (!strcmp(t->chat_variant_names[i], req->template_name)) {
+                const char *txt = t->chat_variant_texts[i];
+                if (jinja_compile(txt, strlen(txt), owned, err))
+                    return NULL;
+                return *owned;
+            }
+        char names[512] = "";
+        for (size_t i = 0; i < t->n_chat_variants; i++) {
+            strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
+            strncat(names, t->chat_variant_names[i], sizeof names - strlen(names) - 1);
+        }
+        plume_err(err, PLUME_ERR_INVALID, "the model has no chat template named '%s' (it has: %s)",
+                  req->template_name, t->n_chat_variants ? names : "only the default");
+        return NULL;
     }
-    if (gen)
-        sb_put(b, "<|assistant|>\n");
+    if (t->chat_error) {
+        plume_err(err, PLUME_ERR_UNSUPPORTED,
+                  "the model's chat template cannot be used: %s; pass one that works with "
+                  "--chat-template FILE",
+                  t->chat_error);
+        return NULL;
+    }
+    return t->chat_jinja;
+}
+
+static json_t *parse_json(const char *text, const char *what, plume_error *err)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY, &je);
+    if (!j)
+        plume_err(err, PLUME_ERR_INVALID, "%s is not valid JSON (line %d: %s)", what, je.line,
+                  je.text);
+    return j;
+}
+
+int plume_chat_render(const plume_tokenizer *t, const plume_chat_request *req, char **out,
+                      plume_error *err)
+{
+    if (!t || !req || !out || !req->messages_json)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "plume_chat_render: tokenizer, request, messages and output must not "
+                         "be NULL");
+    *out = NULL;
+    json_t *ctx = json_object(), *msgs = NULL, *tools = NULL, *kw = NULL;
+    int rc = -1;
+    if (!ctx) {
+        plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!(msgs = parse_json(req->messages_json, "the messages", err)))
+        goto done;
+    if (!json_is_array(msgs)) {
+        plume_err(err, PLUME_ERR_INVALID, "the messages must be a JSON array of objects");
+        goto done;
+    }
+    if (req->tools_json) {
+        if (!(tools = parse_json(req->tools_json, "the tools", err)))
+            goto done;
+        if (!json_is_array(tools) && !json_is_null(tools)) {
+            plume_err(err, PLUME_ERR_INVALID, "the tools must be a JSON array");
+            goto done;
+        }
+    }
+    if (req->kwargs_json) {
+        if (!(kw = parse_json(req->kwargs_json, "chat_template_kwargs", err)))
+            goto done;
+        if (!json_is_object(kw)) {
+            plume_err(err, PLUME_ERR_INVALID, "chat_template_kwargs must be a JSON object");
+            goto done;
+        }
+        json_object_update(ctx, kw);
+    }
+    alias_reasoning(msgs);
+    json_object_set(ctx, "messages", msgs);
+    json_object_set(ctx, "tools", tools ? tools : json_null());
+    json_object_set_new(ctx, "documents", json_null());
+    json_object_set_new(ctx, "add_generation_prompt", json_boolean(req->add_generation_prompt));
+    json_t *bos = token_text(t, t->bos);
+    if (!json_object_get(ctx, "bos_token"))
+        json_object_set(ctx, "bos_token", bos);
+    if (!json_object_get(ctx, "eos_token"))
+        json_object_set_new(ctx, "eos_token", token_text(t, t->eos));
+    jinja_template *owned = NULL;
+    const jinja_template *j = pick_template(t, req, &owned, err);
+    if (j) {
+        size_t len = 0;
+        rc = jinja_render(j, ctx, NULL, out, &len, err);
+        const char *b = json_string_value(bos);
+        size_t bl = json_string_length(bos);
+        if (rc == 0 && t->add_bos && bl && len >= bl && !memcmp(*out, b, bl))
+            memmove(*out, *out + bl, len - bl + 1);
+    }
+    jinja_free(owned);
+    json_decref(bos);
+done:
+    json_decref(ctx);
+    json_decref(msgs);
+    json_decref(tools);
+    json_decref(kw);
+    return rc;
 }
 
 int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_t n,
@@ -451,38 +346,27 @@ int plume_chat_apply(const plume_tokenizer *t, const plume_chat_msg *msgs, size_
         return plume_err(err, PLUME_ERR_INVALID,
                          "plume_chat_apply: tokenizer, messages and output must not be NULL");
     *out = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (!msgs[i].role || !msgs[i].content)
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        if (!msgs[i].role || !msgs[i].content) {
+            json_decref(arr);
+            return plume_err(err, PLUME_ERR_INVALID, "chat message %zu has no role or no content",
+                             i);
+        }
+        json_t *m = json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content);
+        if (!m) {
+            json_decref(arr);
             return plume_err(err, PLUME_ERR_INVALID,
-                             "chat message %zu has no role or no content", i);
-    const char *fam = t->chat_family ? t->chat_family : "chatml";
-    sbuf b = {0};
-    sb_put(&b, "");
-    if (strcmp(fam, "chatml") == 0)
-        render_chatml(t, msgs, n, add_generation_prompt, &b);
-    else if (strcmp(fam, "qwen3") == 0)
-        render_qwen3(msgs, n, add_generation_prompt, &b);
-    else if (strncmp(fam, "llama2", 6) == 0)
-        render_llama2(fam, msgs, n, &b);
-    else if (strncmp(fam, "mistral", 7) == 0)
-        render_mistral(fam, msgs, n, &b);
-    else if (strncmp(fam, "llama3", 6) == 0)
-        render_llama3(fam, msgs, n, add_generation_prompt, &b);
-    else if (strcmp(fam, "gemma") == 0)
-        render_gemma(msgs, n, add_generation_prompt, &b);
-    else if (strcmp(fam, "zephyr") == 0 || strcmp(fam, "phi3") == 0)
-        render_zephyr_phi3(strcmp(fam, "phi3") == 0, msgs, n, add_generation_prompt, &b);
-    else {
-        free(b.s);
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "the model's chat template is not one plume recognises (supported "
-                         "families: chatml, qwen3, llama2, mistral, llama3, gemma, zephyr, "
-                         "phi3); pass a prompt that is already formatted instead");
+                             "chat message %zu is not valid UTF-8; send UTF-8 text", i);
+        }
+        json_array_append_new(arr, m);
     }
-    if (b.failed) {
-        free(b.s);
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory rendering the chat template");
-    }
-    *out = b.s;
-    return 0;
+    char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
+    json_decref(arr);
+    if (!text)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    plume_chat_request req = {.messages_json = text, .add_generation_prompt = add_generation_prompt};
+    int rc = plume_chat_render(t, &req, out, err);
+    free(text);
+    return rc;
 }

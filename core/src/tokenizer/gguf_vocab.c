@@ -221,6 +221,37 @@ static int load(plume_tokenizer *t, const gguf_file *f, plume_error *err)
                          gguf_type_name(tv->type));
     if (tv && !(t->chat_template = tok_strndup(tmpl.ptr, (size_t)tmpl.len)))
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    /* named variants: tokenizer.chat_template.<name> (e.g. tool_use) */
+    static const char PFX[] = "tokenizer.chat_template.";
+    for (size_t i = 0; i < gguf_n_kv(f); i++) {
+        gguf_str key = gguf_kv_key(f, i);
+        size_t pl = sizeof PFX - 1;
+        if (key.len <= pl || memcmp(key.ptr, PFX, pl) != 0)
+            continue;
+        const gguf_value *v = gguf_kv_value(f, i);
+        if (v->type != GGUF_TYPE_STRING)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "GGUF key %.*s has type %s, expected a string; fix or remove the key",
+                             (int)(key.len < 200 ? key.len : 200), key.ptr,
+                             gguf_type_name(v->type));
+        char **names = realloc(t->chat_variant_names, (t->n_chat_variants + 1) * sizeof *names);
+        if (names)
+            t->chat_variant_names = names;
+        char **texts = realloc(t->chat_variant_texts, (t->n_chat_variants + 1) * sizeof *texts);
+        if (texts)
+            t->chat_variant_texts = texts;
+        if (!names || !texts)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+        names[t->n_chat_variants] = tok_strndup(key.ptr + pl, (size_t)key.len - pl);
+        texts[t->n_chat_variants] = tok_strndup(v->s.ptr, (size_t)v->s.len);
+        t->n_chat_variants++;
+        if (!names[t->n_chat_variants - 1] || !texts[t->n_chat_variants - 1])
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    }
+    gguf_str arch;
+    if (gguf_get_str(f, "general.architecture", &arch) &&
+        !(t->arch = tok_strndup(arch.ptr, (size_t)arch.len)))
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     return 0;
 }
 

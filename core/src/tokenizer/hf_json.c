@@ -233,6 +233,48 @@ static int config_token(const plume_tokenizer *t, const json_t *cfg, const char 
     return 0;
 }
 
+/* chat_template.jinja in the directory of tokenizer_config.json (where
+ * transformers saves the template since 4.43) replaces the config's field. */
+static int read_chat_template_jinja(plume_tokenizer *t, const char *config_path, plume_error *err)
+{
+    const char *slash = strrchr(config_path, '/');
+    size_t dir = slash ? (size_t)(slash - config_path) + 1 : 0;
+    char *p = malloc(dir + sizeof "chat_template.jinja");
+    if (!p)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    memcpy(p, config_path, dir);
+    memcpy(p + dir, "chat_template.jinja", sizeof "chat_template.jinja");
+    FILE *f = fopen(p, "rb");
+    if (!f) {
+        free(p);
+        return 0;
+    }
+    size_t cap = 65536, n = 0, r;
+    char *buf = malloc(cap + 1);
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *nb = cap < ((size_t)16 << 20) ? realloc(buf, (cap *= 2) + 1) : NULL;
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            } else
+                buf = nb;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        int rc = plume_err(err, PLUME_ERR_RANGE, "%s: unreadable or larger than 16 MiB", p);
+        free(p);
+        return rc;
+    }
+    free(p);
+    buf[n] = 0;
+    free(t->chat_template);
+    t->chat_template = buf;
+    return 0;
+}
+
 /* Reads tokenizer_config.json: special-token ids, add_bos_token and the chat
  * template; a malformed field is an error naming path and the field. */
 static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
@@ -262,10 +304,39 @@ static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
     if (json_is_boolean(ab))
         t->add_bos = json_is_true(ab);
     const char *tmpl = NULL;
-    rc = pick_chat_template(json_object_get(cfg, "chat_template"), path, &tmpl, err);
+    const json_t *ct = json_object_get(cfg, "chat_template");
+    rc = pick_chat_template(ct, path, &tmpl, err);
     if (rc == 0 && tmpl && !(t->chat_template = tok_strndup(tmpl, strlen(tmpl))))
         rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    /* a list's named entries are also variants (plume_chat_request.template_name) */
+    size_t i;
+    const json_t *e;
+    if (rc == 0 && json_is_array(ct))
+        json_array_foreach(ct, i, e)
+        {
+            const char *name = jstr(e, "name"), *text = jstr(e, "template");
+            if (!name || rc)
+                continue;
+            char **names = realloc(t->chat_variant_names, (t->n_chat_variants + 1) * sizeof *names);
+            if (names)
+                t->chat_variant_names = names;
+            char **texts = realloc(t->chat_variant_texts, (t->n_chat_variants + 1) * sizeof *texts);
+            if (texts)
+                t->chat_variant_texts = texts;
+            char *nm = names && texts ? tok_strndup(name, strlen(name)) : NULL;
+            char *tx = nm ? tok_strndup(text, strlen(text)) : NULL;
+            if (!tx) {
+                free(nm);
+                rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+                continue;
+            }
+            names[t->n_chat_variants] = nm;
+            texts[t->n_chat_variants] = tx;
+            t->n_chat_variants++;
+        }
     json_decref(cfg);
+    if (rc == 0)
+        rc = read_chat_template_jinja(t, path, err);
     return rc;
 }
 

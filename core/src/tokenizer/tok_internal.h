@@ -204,9 +204,14 @@ int tok_spm_encode(const plume_tokenizer *t, tok_work *w, const char *text, size
 
 /* ---- chat_template.c ---- */
 
-/* Recognises the template family of t->chat_template and any default system
- * prompt; fills t->chat_family and t->chat_default_system.  -1 on OOM. */
+/* Compiles t->chat_template with the Jinja engine (or, when the model has
+ * none, its family's format from t->arch and the pre-tokenizer, else
+ * ChatML, saying so once on stderr) and names its family for
+ * plume_chat_template_name.  A template that does not compile is kept as
+ * t->chat_error, reported when the template is used.  -1 on OOM. */
 int tok_chat_detect(plume_tokenizer *t);
+/* Frees what tok_chat_detect and the loaders attached to t. */
+void tok_chat_free(plume_tokenizer *t);
 
 /* ---- tokenizer.c ---- */
 
@@ -264,7 +269,13 @@ struct plume_tokenizer {
 
     char *chat_template;
     const char *chat_family; /* static string or NULL */
-    char *chat_default_system;
+    /* GGUF tokenizer.chat_template.<name> variants (name, text) */
+    char **chat_variant_names, **chat_variant_texts;
+    size_t n_chat_variants;
+    char *arch;                       /* GGUF general.architecture, or NULL */
+    struct jinja_template *chat_jinja; /* the template that renders: the model's or its family's */
+    char *chat_error;                 /* why the model's template did not compile, or NULL */
+    const char *chat_source;          /* "model", "family" or "chatml" */
 };
 
 #endif

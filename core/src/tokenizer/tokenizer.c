@@ -65,7 +65,7 @@ void plume_tokenizer_free(plume_tokenizer *t)
     free(t->dec_off);
     free(t->dec_len);
     free(t->chat_template);
-    free(t->chat_default_system);
+    tok_chat_free(t);
     free(t);
 }
 
