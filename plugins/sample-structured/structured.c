@@ -289,17 +289,26 @@ static bool masked(plume_sampler_state *st, const float *logits)
         return false;
     const int32_t nv = st->sh->vocab.n_vocab;
     bool any = false;
-    for (int32_t i = 0; i < nv; i += 8) {
+    int32_t full = nv & ~7;
+    float *out = st->buf;
+    for (int32_t i = 0; i < full; i += 8) {
         uint8_t b = m[i >> 3];
-        int32_t e = i + 8 < nv ? i + 8 : nv;
-        if (!b) {
-            for (int32_t j = i; j < e; j++)
-                st->buf[j] = -INFINITY;
-            continue;
+        if (b == 0) {
+            for (int j = 0; j < 8; j++)
+                out[i + j] = -INFINITY;
+        } else if (b == 0xFF) {
+            any = true;
+            memcpy(out + i, logits + i, 8 * sizeof *out);
+        } else {
+            any = true;
+            for (int j = 0; j < 8; j++)
+                out[i + j] = (b >> j) & 1 ? logits[i + j] : -INFINITY;
         }
-        any = true;
-        for (int32_t j = i; j < e; j++)
-            st->buf[j] = (b >> (j - i)) & 1 ? logits[j] : -INFINITY;
+    }
+    for (int32_t j = full; j < nv; j++) {
+        bool on = ss_mask_get(m, j);
+        any |= on;
+        out[j] = on ? logits[j] : -INFINITY;
     }
     if (!any) {
         plume_error e;

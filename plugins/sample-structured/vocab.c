@@ -12,6 +12,8 @@ void ss_vocab_free(ss_vocab *v)
     free(v->eog_ids);
     free(v->nodes);
     free(v->ids);
+    free(v->sub_bytes);
+    free(v->sub_tok);
     memset(v, 0, sizeof *v);
 }
 
@@ -120,6 +122,20 @@ static int build_trie(ss_vocab *v, plume_error *err)
     v->nodes = nodes;
     v->n_nodes = (uint32_t)nn;
     v->ids = ids;
+    v->sub_bytes = calloc(nn, sizeof *v->sub_bytes);
+    v->sub_tok = malloc((nn + 1) * sizeof *v->sub_tok);
+    if (!v->sub_bytes || !v->sub_tok)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory indexing the vocabulary");
+    v->sub_tok[nn] = n;
+    for (size_t i = nn; i-- > 0;) {
+        v->sub_tok[i] = nodes[i].tok_n ? nodes[i].tok_first : v->sub_tok[i + 1];
+        if (i > 0)
+            ss_set_add(&v->sub_bytes[i], nodes[i].byte);
+        /* children follow their parent in preorder: fold each child into it */
+        for (size_t c = i + 1; c < nodes[i].end; c = nodes[c].end)
+            for (int w = 0; w < 4; w++)
+                v->sub_bytes[i].w[w] |= v->sub_bytes[c].w[w];
+    }
     return 0;
 }
 
@@ -220,9 +236,33 @@ int ss_mask_compute(const ss_vocab *v, ss_pda *p, int32_t s, uint8_t *out)
     int rc = 0;
     lvl[0] = s;
     const ss_trie_node *nodes = v->nodes;
+    /* the bytes that leave s where it is: a subtree made of them only is
+     * allowed whole (each of its tokens' prefixes stays in s, which lives) */
+    ss_set loop = {{0}};
+    for (int b = 0; b < 256; b++) {
+        int32_t t = ss_pda_step(p, s, (uint8_t)b);
+        if (t == -2) {
+            rc = -1;
+            goto out;
+        }
+        if (t == s)
+            ss_set_add(&loop, (uint8_t)b);
+    }
     for (uint32_t i = 1; i < v->n_nodes;) {
         const ss_trie_node *nd = &nodes[i];
         int32_t from = lvl[nd->depth - 1];
+        if (from == s) {
+            const ss_set *sb = &v->sub_bytes[i];
+            if (!(sb->w[0] & ~loop.w[0]) && !(sb->w[1] & ~loop.w[1]) &&
+                !(sb->w[2] & ~loop.w[2]) && !(sb->w[3] & ~loop.w[3])) {
+                for (uint32_t k = v->sub_tok[i]; k < v->sub_tok[nd->end]; k++) {
+                    uint32_t id = v->ids[k];
+                    out[id >> 3] |= (uint8_t)(1u << (id & 7));
+                }
+                i = nd->end;
+                continue;
+            }
+        }
         const int32_t *nx = p->ds[from].next;
         int32_t t = nx ? nx[nd->byte] : -2;
         if (t == -2)
@@ -242,6 +282,7 @@ int ss_mask_compute(const ss_vocab *v, ss_pda *p, int32_t s, uint8_t *out)
         }
         i++;
     }
+out:
     if (lvl != lvl_buf)
         free(lvl);
     if (rc)

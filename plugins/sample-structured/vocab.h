@@ -35,6 +35,12 @@ typedef struct ss_vocab {
     uint32_t n_nodes;
     uint32_t *ids;       /* token ids in trie order */
     uint16_t max_depth;
+    /* per node: the bytes anywhere in its subtree (its own included), and
+     * where its subtree's tokens start in ids (they end where the next
+     * subtree's start: trie order is preorder); lets a mask take a whole
+     * subtree at once when every byte in it keeps the state where it is */
+    ss_set *sub_bytes;
+    uint32_t *sub_tok;   /* n_nodes + 1 entries */
 } ss_vocab;
 
 /* Builds the trie of tok's n_vocab tokens (n_vocab may exceed the
@@ -50,7 +56,8 @@ void ss_vocab_free(ss_vocab *v);
 static inline size_t ss_mask_bytes(const ss_vocab *v) { return ((size_t)v->n_vocab + 7) / 8; }
 static inline bool ss_mask_get(const uint8_t *m, int32_t t) { return (m[t >> 3] >> (t & 7)) & 1; }
 
-/* The mask of state s: bit t set when token t's bytes can follow (or t
+/* The mask of state s (a whole subtree of tokens is taken at once when
+ * every byte in it loops on s, as inside a JSON string): bit t set when token t's bytes can follow (or t
  * ends generation and s may end).  Cached in the PDA's DFA state (up to
  * p->max_masks, least recently used dropped); the pointer is valid until
  * the next call on p.  NULL on failure (p->err). */
