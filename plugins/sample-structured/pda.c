@@ -185,7 +185,7 @@ int ss_pda_init(ss_pda *p, const ss_grammar *g, plume_error *err)
     memset(p, 0, sizeof *p);
     p->g = g;
     p->start = -1;
-    p->max_masks = 64;
+    p->max_masks = SS_MAX_MASKS;
     p->scratch = malloc((SS_MAX_STATE_STACKS + 1) * sizeof *p->scratch);
     if (!p->scratch || ntab_grow(p) || node_of(p, UINT32_MAX, 0) != 0) { /* node 0: empty stack */
         ss_pda_free(p);

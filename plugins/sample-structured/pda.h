@@ -25,6 +25,7 @@
 #define SS_MAX_STATE_STACKS 1024
 #define SS_MAX_NODES (1u << 22)
 #define SS_DFA_CACHE_BYTES ((size_t)256 << 20)
+#define SS_MAX_MASKS 64            /* token masks cached per grammar */
 
 typedef struct ss_node {
     uint32_t pos;       /* grammar element: a byte set on the top of a live stack */
@@ -67,6 +68,7 @@ typedef struct ss_pda {
     uint64_t clock;
     uint64_t epoch;          /* flushes so far: a DFA state id is valid within one epoch */
     size_t n_masks, max_masks;
+    int32_t mask_ids[SS_MAX_MASKS]; /* the states holding a cached mask */
     plume_error err;         /* the last failure */
 } ss_pda;
 

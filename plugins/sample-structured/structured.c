@@ -2,6 +2,7 @@
 #include "structured.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,8 +111,9 @@ static int ss_validate(const plume_settings *s, plume_error *err)
         return -1;
     ss_compiled *c; /* compile once to report a refused schema before anything loads */
     if (ss_compile(kind, text, strlen(text), &c, err)) {
-        plume_err_prefix(err, "%s.%s", plume_settings_path(s), constraint_keys[kind]);
-        return -1;
+        char msg[PLUME_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "refused");
+        return plume_settings_error(s, constraint_keys[kind], err, "%s", msg);
     }
     ss_compiled_free(c);
     return 0;

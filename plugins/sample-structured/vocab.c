@@ -301,19 +301,15 @@ const uint8_t *ss_mask(const ss_vocab *v, ss_pda *p, int32_t s)
         return p->ds[s].mask;
     }
     if (p->n_masks >= p->max_masks) { /* drop the least recently used */
-        uint32_t victim = UINT32_MAX;
-        uint64_t best = UINT64_MAX;
-        for (uint32_t i = 0; i < p->n_ds; i++)
-            if (p->ds[i].mask && p->ds[i].mask_use < best) {
-                best = p->ds[i].mask_use;
-                victim = i;
-            }
-        if (victim != UINT32_MAX) {
-            free(p->ds[victim].mask);
-            p->ds[victim].mask = NULL;
-            p->n_masks--;
-            p->dfa_bytes -= ss_mask_bytes(v);
-        }
+        size_t slot = 0;
+        for (size_t i = 1; i < p->n_masks; i++)
+            if (p->ds[p->mask_ids[i]].mask_use < p->ds[p->mask_ids[slot]].mask_use)
+                slot = i;
+        ss_dstate *victim = &p->ds[p->mask_ids[slot]];
+        free(victim->mask);
+        victim->mask = NULL;
+        p->mask_ids[slot] = p->mask_ids[--p->n_masks];
+        p->dfa_bytes -= ss_mask_bytes(v);
     }
     uint8_t *m = malloc(ss_mask_bytes(v));
     if (!m) {
@@ -326,7 +322,7 @@ const uint8_t *ss_mask(const ss_vocab *v, ss_pda *p, int32_t s)
     }
     p->ds[s].mask = m; /* ds may have moved during the walk: index again */
     p->ds[s].mask_use = p->clock;
-    p->n_masks++;
+    p->mask_ids[p->n_masks++] = s;
     p->dfa_bytes += ss_mask_bytes(v);
     return m;
 }

@@ -305,6 +305,31 @@ static void test_mask_matches_brute_force(void **state)
     assert_memory_equal(m1, b, ss_mask_bytes(&v));
     const uint8_t *m2 = ss_mask(&v, &c->pda, d);
     assert_ptr_equal(m1, m2);
+    /* a mask cache of two (evictions every step) and a DFA flush halfway,
+     * the walk going on from its stack set, give the same masks */
+    c->pda.max_masks = 2;
+    const char *walk = "{\"name\":\"ab\", \"age\":12,\"tags\":[\"x\",\"y\"]}";
+    for (size_t i = 0; walk[i]; i++) {
+        const uint8_t *m = ss_mask(&v, &c->pda, d);
+        assert_non_null(m);
+        assert_int_equal(ss_mask_brute(&v, &c->pda, d, b), 0);
+        assert_memory_equal(m, b, ss_mask_bytes(&v));
+        if (i == 10) {
+            uint32_t ns;
+            const uint32_t *st = ss_pda_stacks(&c->pda, d, &ns);
+            uint32_t saved[64];
+            assert_true(ns <= 64);
+            memcpy(saved, st, ns * sizeof *st);
+            uint64_t epoch = c->pda.epoch;
+            ss_pda_flush(&c->pda);
+            assert_true(c->pda.epoch == epoch + 1);
+            d = ss_pda_intern(&c->pda, saved, ns);
+            assert_true(d >= 0);
+        }
+        d = ss_pda_step(&c->pda, d, (uint8_t)walk[i]);
+        assert_true(d >= 0);
+    }
+    assert_true(c->pda.ds[d].accepting);
     free(b);
     ss_compiled_free(c);
     ss_vocab_free(&v);
