@@ -36,6 +36,7 @@ typedef struct ss_compiled {
 
 /* Compiles text[0..len) as kind.  On failure err says what was refused. */
 int ss_compile(ss_kind kind, const char *text, size_t len, ss_compiled **out, plume_error *err);
+/* Frees a compiled constraint (NULL is fine); no sequence may still use it. */
 void ss_compiled_free(ss_compiled *c);
 
 #define SS_CACHE_MAX 32
@@ -53,7 +54,9 @@ typedef struct ss_cache {
  * held, the new one is compiled uncached (freed on release). */
 int ss_cache_get(ss_cache *c, ss_kind kind, const char *text, size_t len, ss_compiled **out,
                  plume_error *err);
+/* One holder less; an uncached entry is freed with its last holder. */
 void ss_cache_release(ss_cache *c, ss_compiled *e);
+/* Frees every cached entry (no sequence may hold one). */
 void ss_cache_free(ss_cache *c);
 
 #endif

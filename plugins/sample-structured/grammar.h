@@ -59,6 +59,7 @@ typedef struct ss_grammar {
 
 /* An empty grammar reporting its errors into err. */
 void g_init(ss_grammar *g, plume_error *err);
+/* Frees what the grammar holds (g may be re-initialised after). */
 void g_free(ss_grammar *g);
 
 /* A new rule with no alternatives yet (for forward references); -1 when

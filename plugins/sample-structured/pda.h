@@ -23,8 +23,8 @@
 #include "plume/error.h"
 
 #define SS_MAX_STATE_STACKS 1024
-#define SS_MAX_NODES (1u << 22)
-#define SS_DFA_CACHE_BYTES ((size_t)256 << 20)
+#define SS_MAX_NODES (1u << 21)
+#define SS_DFA_CACHE_BYTES ((size_t)64 << 20)
 #define SS_MAX_MASKS 64            /* token masks cached per grammar */
 
 typedef struct ss_node {
@@ -74,6 +74,7 @@ typedef struct ss_pda {
 
 /* A PDA over grammar g (finished; it must outlive the PDA). */
 int ss_pda_init(ss_pda *p, const ss_grammar *g, plume_error *err);
+/* Frees the automaton's nodes and DFA cache (not the grammar). */
 void ss_pda_free(ss_pda *p);
 
 /* The DFA state of the grammar's start; -1 on failure (p->err). */

@@ -50,6 +50,7 @@ int ss_vocab_build(ss_vocab *v, const plume_tokenizer *tok, int32_t n_vocab, plu
  * lens[i] bytes, eog[i] marks end-of-generation ids (may be NULL). */
 int ss_vocab_build_raw(ss_vocab *v, const char *const *texts, const uint32_t *lens,
                        const bool *eog, int32_t n_vocab, plume_error *err);
+/* Frees the index. */
 void ss_vocab_free(ss_vocab *v);
 
 /* Bytes per mask: one bit per token id. */
