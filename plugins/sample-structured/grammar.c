@@ -414,26 +414,80 @@ int g_finish(ss_grammar *g, int32_t root)
     free(fill);
     free(g->alt);
     g->alt = pos;
-    /* nullable rules (fixpoint) */
+    /* nullable rules: a work list, linear in the grammar's size (an
+     * alternative is nullable once all of its references are; one made of
+     * references only counts them down) */
     bool *nullable = calloc(g->n_rule ? g->n_rule : 1, 1);
-    if (!nullable)
+    uint32_t *pending = malloc(((size_t)g->n_alt + 1) * sizeof *pending);
+    uint32_t *alt_of = malloc(((size_t)g->n_alt + 1) * sizeof *alt_of);
+    uint32_t *occ_off = calloc((size_t)g->n_rule + 1, sizeof *occ_off);
+    uint32_t *occ = malloc(((size_t)g->n_el + 1) * sizeof *occ);
+    uint32_t *queue = malloc(((size_t)g->n_rule + 1) * sizeof *queue);
+    if (!nullable || !pending || !alt_of || !occ_off || !occ || !queue) {
+        free(nullable);
+        free(pending);
+        free(alt_of);
+        free(occ_off);
+        free(occ);
+        free(queue);
         return nomem(g);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t r = 0; r < g->n_rule; r++) {
-            if (nullable[r])
-                continue;
-            for (uint32_t a = 0; a < g->rule_n[r] && !nullable[r]; a++) {
-                uint32_t p = g->alt[g->rule_first[r] + a];
-                while (g->el[p].kind == GE_REF && nullable[g->el[p].val])
-                    p++;
-                if (g->el[p].kind == GE_END) {
-                    nullable[r] = true;
-                    changed = true;
-                }
+    }
+    for (uint32_t r = 0; r < g->n_rule; r++)
+        for (uint32_t a = 0; a < g->rule_n[r]; a++)
+            alt_of[g->rule_first[r] + a] = r;
+    for (uint32_t a = 0; a < g->n_alt; a++) {
+        uint32_t refs = 0;
+        bool has_set = false;
+        for (uint32_t p = g->alt[a]; g->el[p].kind != GE_END; p++) {
+            if (g->el[p].kind == GE_SET)
+                has_set = true;
+            else
+                refs++;
+        }
+        pending[a] = has_set ? UINT32_MAX : refs;
+        if (!has_set)
+            for (uint32_t p = g->alt[a]; g->el[p].kind != GE_END; p++)
+                occ_off[g->el[p].val + 1]++;
+    }
+    for (uint32_t r = 0; r < g->n_rule; r++)
+        occ_off[r + 1] += occ_off[r];
+    uint32_t *fillp = malloc(((size_t)g->n_rule + 1) * sizeof *fillp);
+    if (!fillp) {
+        free(nullable);
+        free(pending);
+        free(alt_of);
+        free(occ_off);
+        free(occ);
+        free(queue);
+        return nomem(g);
+    }
+    memcpy(fillp, occ_off, ((size_t)g->n_rule + 1) * sizeof *fillp);
+    for (uint32_t a = 0; a < g->n_alt; a++)
+        if (pending[a] != UINT32_MAX)
+            for (uint32_t p = g->alt[a]; g->el[p].kind != GE_END; p++)
+                occ[fillp[g->el[p].val]++] = a;
+    free(fillp);
+    uint32_t qh = 0, qt = 0;
+    for (uint32_t a = 0; a < g->n_alt; a++)
+        if (pending[a] == 0 && !nullable[alt_of[a]]) {
+            nullable[alt_of[a]] = true;
+            queue[qt++] = alt_of[a];
+        }
+    while (qh < qt) {
+        uint32_t r = queue[qh++];
+        for (uint32_t k = occ_off[r]; k < occ_off[r + 1]; k++) {
+            uint32_t a = occ[k];
+            if (--pending[a] == 0 && !nullable[alt_of[a]]) {
+                nullable[alt_of[a]] = true;
+                queue[qt++] = alt_of[a];
             }
         }
     }
+    free(pending);
+    free(alt_of);
+    free(occ_off);
+    free(occ);
+    free(queue);
     int rc = check_left_recursion(g, nullable);
     free(nullable);
     if (rc)

@@ -230,6 +230,25 @@ static void test_hostile_schemas(void **state)
     wide[3000 * 7] = 0;
     refused(SS_REGEX, wide, "more than");
     free(wide);
+    /* a long chain of forward references (nullability found in linear time) */
+    char *chain = malloc(4000 * 24 + 64);
+    p = chain + sprintf(chain, "root ::= r0 \"x\"\n");
+    for (int i = 0; i < 3999; i++)
+        p += sprintf(p, "r%d ::= r%d\n", i, i + 1);
+    sprintf(p, "r3999 ::= \"\" | \"y\"\n");
+    c = compile_ok(SS_GRAMMAR, chain);
+    assert_true(accepts(c, "x"));
+    assert_true(accepts(c, "yx"));
+    assert_false(accepts(c, "yyx"));
+    ss_compiled_free(c);
+    /* doubling at every level: exponentially many parse stacks, refused at
+     * the automaton's bound instead of running away */
+    p = chain + sprintf(chain, "root ::= r0 \"x\"\n");
+    for (int i = 0; i < 3999; i++)
+        p += sprintf(p, "r%d ::= r%d r%d\n", i, i + 1, i + 1);
+    sprintf(p, "r3999 ::= \"\"\n");
+    refused(SS_GRAMMAR, chain, "bound");
+    free(chain);
     /* a recursive schema with no way out still compiles and is bounded when run */
     c = compile_ok(SS_JSON_SCHEMA, "{\"$defs\":{\"a\":{\"type\":\"array\",\"items\":{\"$ref\":"
                                    "\"#/$defs/a\"},\"minItems\":1}},\"$ref\":\"#/$defs/a\"}");
