@@ -193,6 +193,8 @@ static void test_hostile_schemas(void **state)
     /* deep nesting */
     size_t depth = 200;
     char *deep = malloc(depth * 40 + 64), *p = deep;
+    if (!deep)
+        abort();
     for (size_t i = 0; i < depth; i++)
         p += sprintf(p, "{\"type\":\"array\",\"items\":");
     p += sprintf(p, "{\"type\":\"integer\"}");
@@ -203,6 +205,8 @@ static void test_hostile_schemas(void **state)
     free(deep);
     /* a huge enum */
     char *big = malloc(10000 * 12 + 64);
+    if (!big)
+        abort();
     p = big + sprintf(big, "{\"enum\":[");
     for (int i = 0; i < 10000; i++)
         p += sprintf(p, "%s\"v%d\"", i ? "," : "", i);
@@ -211,6 +215,8 @@ static void test_hostile_schemas(void **state)
     free(big);
     /* a large but allowed enum stays one parse per prefix */
     big = malloc(4000 * 12 + 64);
+    if (!big)
+        abort();
     p = big + sprintf(big, "{\"enum\":[");
     for (int i = 0; i < 4000; i++)
         p += sprintf(p, "%s\"v%d\"", i ? "," : "", i);
@@ -225,6 +231,8 @@ static void test_hostile_schemas(void **state)
     ss_compiled_free(c);
     /* a pattern that expands past the grammar's size limit is refused */
     char *wide = malloc(3000 * 7 + 1);
+    if (!wide)
+        abort();
     for (int i = 0; i < 3000; i++)
         memcpy(wide + 7 * i, "a{1000}", 7);
     wide[3000 * 7] = 0;
@@ -232,6 +240,8 @@ static void test_hostile_schemas(void **state)
     free(wide);
     /* a long chain of forward references (nullability found in linear time) */
     char *chain = malloc(4000 * 24 + 64);
+    if (!chain)
+        abort();
     p = chain + sprintf(chain, "root ::= r0 \"x\"\n");
     for (int i = 0; i < 3999; i++)
         p += sprintf(p, "r%d ::= r%d\n", i, i + 1);
