@@ -25,7 +25,7 @@
 #define SS_MAX_STATE_STACKS 1024
 #define SS_MAX_NODES (1u << 21)
 #define SS_DFA_CACHE_BYTES ((size_t)64 << 20)
-#define SS_MAX_MASKS 64            /* token masks cached per grammar */
+#define SS_MAX_MASKS 1024          /* token masks cached per grammar (within the DFA budget) */
 
 typedef struct ss_node {
     uint32_t pos;       /* grammar element: a byte set on the top of a live stack */
