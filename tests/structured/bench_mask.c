@@ -10,7 +10,9 @@
  * the provider) and the masking of a logits row.  It also times the same
  * masks computed from scratch (no mask cache, warm transitions), the
  * worst case a new state costs.  Prints median and p99 in microseconds.
- * A benchmark: it asserts nothing about time. */
+ * A benchmark: it asserts nothing about time.  With SS_BENCH_VERIFY=1 every
+ * mask is also checked against the brute-force walk of every token (slow),
+ * exiting 1 on a difference. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -82,7 +84,8 @@ static void run(const ss_vocab *v, json_t *corpus, int steps, const char *label)
     for (int32_t i = 0; i < v->n_vocab; i++)
         logits[i] = (float)(i % 97) * 0.01f;
     uint64_t seed = 0x9E3779B97F4A7C15ull;
-    size_t n_docs = 0, n_ended = 0;
+    size_t n_docs = 0, n_ended = 0, n_verified = 0;
+    bool verify = getenv("SS_BENCH_VERIFY") && atoi(getenv("SS_BENCH_VERIFY"));
     for (size_t k = 0; k < json_array_size(corpus); k++) {
         json_t *e = json_array_get(corpus, k);
         char *text = json_dumps(json_object_get(e, "schema"), JSON_COMPACT);
@@ -124,6 +127,17 @@ static void run(const ss_vocab *v, json_t *corpus, int steps, const char *label)
             double t3 = now_us();
             ss_mask_compute(v, &c->pda, d, tmp);
             add(&cold, now_us() - t3);
+            if (verify) { /* SS_BENCH_VERIFY=1: every mask against brute force */
+                uint8_t *bf = malloc(ss_mask_bytes(v));
+                if (!bf || ss_mask_brute(v, &c->pda, d, bf) || memcmp(bf, tmp, ss_mask_bytes(v)) ||
+                    memcmp(bf, ss_mask(v, &c->pda, d), ss_mask_bytes(v))) {
+                    fprintf(stderr, "%s: mask differs from brute force at step %d\n",
+                            json_string_value(json_object_get(e, "name")), step);
+                    exit(1);
+                }
+                free(bf);
+                n_verified++;
+            }
             int32_t n_allowed = 0, eog = -1;
             for (int32_t i = 0; i < v->n_vocab; i++)
                 if (ss_mask_get(m, i)) {
@@ -145,6 +159,8 @@ static void run(const ss_vocab *v, json_t *corpus, int steps, const char *label)
     }
     printf("%s: %zu schemas, %zu documents completed within %d tokens\n", label, n_docs, n_ended,
            steps);
+    if (verify)
+        printf("  %zu masks equal to the brute-force check of every token\n", n_verified);
     report("  per token, as the provider (cached mask + apply)", &provider);
     report("  of which applying the mask to the logits", &apply_only);
     report("  mask from scratch (no mask cache)", &cold);
