@@ -12,7 +12,10 @@
 #include "plume/pipeline.h"
 #include "plume/engine.h"
 #include "plume/model.h"
+#include "plume/registry.h"
 #include "plume/sampler.h"
+#include "plume/sampler_provider.h"
+#include "sample/structured_request.h"
 
 static const char help[] =
     "usage: plume generate (--model PATH | --pipeline FILE)\n"
@@ -37,7 +40,11 @@ static const char help[] =
     "                        frequency_penalty, seed, stop (list of strings), chat (bool),\n"
     "                        system, speculative (bool: false = no speculative decoding\n"
     "                        for this line), num_speculative_tokens (-1 the pipeline's k,\n"
-    "                        0 none, 1..k a cap); unset fields take the command-line values\n"
+    "                        0 none, 1..k a cap), and one structured-output constraint:\n"
+    "                        json_schema, regex, choice (list), grammar (GBNF),\n"
+    "                        response_format (OpenAI's), guided_json|regex|choice|grammar\n"
+    "                        (vLLM's); docs/structured-outputs.md.  Unset fields take the\n"
+    "                        command-line values\n"
     "  --chat                wrap the prompt as a user message in the model's chat template\n"
     "                        (SmolLM2: ChatML) and generate the assistant's reply\n"
     "  --system TEXT         system message for --chat (default: the template's own)\n"
@@ -468,11 +475,28 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
     return 0;
 }
 
-/* Builds one request from a parsed JSONL line and adds it to the engine. */
+/* Builds one request from a parsed JSONL line and adds it to the engine.
+ * A line with a structured-output constraint samples through the
+ * "structured" provider (the sample-structured plugin, loaded on first
+ * use). */
 static int64_t add_jsonl_request(const plume_model *m, const plume_chat_template *tmpl,
-                                 plume_engine *e, cli_jsonl_request *q, const char *path, int line,
+                                 plume_engine *e, plume_registry *reg, cli_jsonl_request *q,
+                                 const char *path, int line,
                                  plume_error *err)
 {
+    if (q->constraint) {
+        const plume_sampler_vtable *vt =
+            plume_registry_find_sampler(reg, PLUME_STRUCTURED_SAMPLER);
+        if (!vt && plume_registry_load(reg, PLUME_STRUCTURED_PLUGIN, err))
+            return plume_err_prefix(err, "%s:%d: the line asks for structured output, which "
+                                         "needs the %s plugin",
+                                    path, line, PLUME_STRUCTURED_PLUGIN);
+        if (!vt && !(vt = plume_registry_find_sampler(reg, PLUME_STRUCTURED_SAMPLER)))
+            return plume_err(err, PLUME_ERR_INTERNAL, "%s:%d: plugin %s has no sampler %s",
+                             path, line, PLUME_STRUCTURED_PLUGIN, PLUME_STRUCTURED_SAMPLER);
+        q->rp.sampler = vt;
+        q->rp.sampler_settings = q->constraint;
+    }
     char *text;
     if (prompt_text(plume_model_tokenizer(m), tmpl, q->prompt, q->chat, q->system, &text, err))
         return -1;
@@ -484,7 +508,7 @@ static int64_t add_jsonl_request(const plume_model *m, const plume_chat_template
 }
 
 static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *e,
-                         plume_error *err)
+                         plume_registry *reg, plume_error *err)
 {
     FILE *f = fopen(o->prompts_file, "r");
     if (!f)
@@ -511,7 +535,7 @@ static int generate_file(const gen_opts *o, const plume_model *m, plume_engine *
             rc = -1;
             break;
         }
-        int64_t id = add_jsonl_request(m, o->tmpl, e, &q, o->prompts_file, lineno, err);
+        int64_t id = add_jsonl_request(m, o->tmpl, e, reg, &q, o->prompts_file, lineno, err);
         cli_jsonl_request_free(&q); /* the engine copied prompt and stop strings */
         if (id < 0) {
             rc = -1;
@@ -588,7 +612,7 @@ int cmd_generate(int argc, char **argv)
     plume_build_opts bo = {.engine = &o.ep, .n_threads = o.threads};
     if (plume_pipeline_build(pipe, reg, &bo, &m, &e, &err))
         goto done;
-    if (o.prompts_file ? generate_file(&o, m, e, &err) : generate_one(&o, m, e, &err))
+    if (o.prompts_file ? generate_file(&o, m, e, reg, &err) : generate_one(&o, m, e, &err))
         goto done;
     status = 0;
 done:

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "sample/structured_request.h"
+
 /* Reads a number field of a JSONL request if present; false on a wrong type. */
 static bool field_num(json_t *o, const char *k, double *v)
 {
@@ -131,6 +133,8 @@ static int fill(cli_jsonl_request *r, const char *path, int line, const cli_json
                          line);
     r->chat = jc ? json_is_true(jc) : d->chat;
     r->system = jsys ? json_string_value(jsys) : d->system;
+    if (plume_structured_from_json(obj, &r->constraint, err))
+        return plume_err_prefix(err, "%s:%d", path, line);
     return 0;
 }
 
@@ -166,6 +170,7 @@ int cli_jsonl_parse(const char *line, size_t len, const char *path, int lineno,
 
 void cli_jsonl_request_free(cli_jsonl_request *r)
 {
+    plume_settings_free(r->constraint);
     json_decref(r->obj);
     memset(r, 0, sizeof *r);
 }

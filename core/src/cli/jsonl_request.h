@@ -10,6 +10,7 @@
 
 #include "plume/engine.h"
 #include "plume/error.h"
+#include "plume/settings.h"
 
 #define CLI_JSONL_MAX_STOP 16
 
@@ -30,6 +31,11 @@ typedef struct cli_jsonl_request {
     bool chat;
     plume_request_params rp; /* rp.stop points at stops[] */
     const char *stops[CLI_JSONL_MAX_STOP];
+    /* the line's structured-output constraint ("response_format",
+     * "json_schema", "regex", "choice", "grammar", vLLM's "guided_*"): the
+     * settings of the structured sampler (sample/structured_request.h), or
+     * NULL; owned by the request */
+    plume_settings *constraint;
 } cli_jsonl_request;
 
 /* Parses line[0..len) (line number lineno of file path).  Returns 1 for a

@@ -128,6 +128,10 @@ void plume_engine_free(plume_engine *e)
             plume_seq_free(e->by_id[i]);
         }
     free(e->by_id);
+    for (int32_t i = 0; i < e->n_sampler_shared; i++)
+        if (PLUME_SAMPLER_HAS(e->sampler_shared[i].vt, shared_free))
+            e->sampler_shared[i].vt->shared_free(e->sampler_shared[i].obj);
+    free(e->sampler_shared);
     plume_kv_glue_free(e); /* deferred blocks back, connector gone before the pool */
     plume_engine_free_spec(e);
     plume_sched_fini(&e->sched);
@@ -140,6 +144,9 @@ void plume_engine_free(plume_engine *e)
     free(e->fw_time);
     free(e);
 }
+
+static int sampler_shared(plume_engine *e, const plume_sampler_vtable *vt, void **out,
+                          plume_error *err);
 
 int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
                                 const plume_request_params *p, plume_error *err)
@@ -200,9 +207,12 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
         rp.sampler = e->sampler_vt;
         rp.sampler_settings = e->sampler_settings;
     }
+    void *shared = NULL;
+    if (rp.sampler && sampler_shared(e, rp.sampler, &shared, err))
+        return -1;
     plume_seq *s;
     if (plume_seq_create(e->n_ids, ids, (int32_t)n, (int32_t)total, &rp,
-                         plume_model_tokenizer(e->m), nv, &s, err))
+                         plume_model_tokenizer(e->m), nv, shared, &s, err))
         return -1;
     /* room for every live request in waiting (preemption pushes back there,
      * and so does a finished load) and in the remote-KV queue */
@@ -215,6 +225,32 @@ int64_t plume_engine_add_tokens(plume_engine *e, const int32_t *ids, size_t n,
     }
     e->by_id[e->n_ids] = s;
     return e->n_ids++;
+}
+
+/* The object provider vt shares among this engine's sequences: made on
+ * first use when the provider has shared_create, else NULL. */
+static int sampler_shared(plume_engine *e, const plume_sampler_vtable *vt, void **out,
+                          plume_error *err)
+{
+    *out = NULL;
+    if (!PLUME_SAMPLER_HAS(vt, shared_create))
+        return 0;
+    for (int32_t i = 0; i < e->n_sampler_shared; i++)
+        if (e->sampler_shared[i].vt == vt) {
+            *out = e->sampler_shared[i].obj;
+            return 0;
+        }
+    struct plume_sampler_shared *t =
+        realloc(e->sampler_shared, sizeof *t * (size_t)(e->n_sampler_shared + 1));
+    if (!t)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory adding a request");
+    e->sampler_shared = t;
+    void *obj = NULL;
+    if (vt->shared_create(plume_model_tokenizer(e->m), plume_model_n_vocab(e->m), &obj, err))
+        return -1;
+    t[e->n_sampler_shared++] = (struct plume_sampler_shared){vt, obj};
+    *out = obj;
+    return 0;
 }
 
 int64_t plume_engine_add_text(plume_engine *e, const char *text, const plume_request_params *p,

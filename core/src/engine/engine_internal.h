@@ -56,6 +56,14 @@ struct plume_engine {
     /* default sampler provider (NULL: the built-in) */
     const plume_sampler_vtable *sampler_vt;
     const plume_settings *sampler_settings;
+    /* objects sampler providers share among this engine's sequences
+     * (plume_sampler_vtable.shared_create), one per provider, made on first
+     * use and freed with the engine */
+    struct plume_sampler_shared {
+        const plume_sampler_vtable *vt;
+        void *obj;
+    } *sampler_shared;
+    int32_t n_sampler_shared;
     /* KV connector (kv_glue.c; NULL kvc: none) */
     plume_kv_connector *kvc;
     plume_kv_connector_vtable kvc_vt;     /* the provider's vtable in this build's layout */

@@ -10,7 +10,7 @@
 
 int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
                      const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
-                     plume_seq **out, plume_error *err)
+                     void *shared, plume_seq **out, plume_error *err)
 {
     plume_seq *s = calloc(1, sizeof *s);
     if (!s)
@@ -51,9 +51,17 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
     s->params.n_stop = p->n_stop;
     /* every request samples through a provider's vtable; the built-in one
      * is only created differently, from the request's sampling params */
-    int rc = p->sampler ? p->sampler->create(p->sampler_settings, n_vocab, p->sampling.seed,
-                                             &s->sst, err)
-                        : builtin_standard_create_params(&p->sampling, n_vocab, &s->sst, err);
+    int rc;
+    if (p->sampler && PLUME_SAMPLER_HAS(p->sampler, create_ex)) {
+        plume_sampler_create_args a = {sizeof a,        p->sampler_settings, n_vocab,
+                                       p->sampling.seed, &p->sampling,       tok,
+                                       shared,           (size_t)n};
+        rc = p->sampler->create_ex(&a, &s->sst, err);
+    } else if (p->sampler) {
+        rc = p->sampler->create(p->sampler_settings, n_vocab, p->sampling.seed, &s->sst, err);
+    } else {
+        rc = builtin_standard_create_params(&p->sampling, n_vocab, &s->sst, err);
+    }
     if (rc) {
         s->sst = NULL;
         plume_seq_free(s);
@@ -105,27 +113,59 @@ static plume_rng *verify_rng(plume_seq *s)
     return &s->vrng;
 }
 
+/* Verification of a provider with accept/rollback: before the row after
+ * draft i its state must have taken drafts 0..i (accepted tentatively and
+ * rolled back once verification is done, see plume_seq_verify).  A draft
+ * it refuses cannot be accepted anyway (its probability there is 0), so
+ * the rows after it are never asked for. */
+typedef struct verify_ctx {
+    plume_seq *s;
+    int32_t n_taken;      /* drafts accepted tentatively so far */
+    bool tracks;          /* the provider has accept and rollback */
+} verify_ctx;
+
+static void take_drafts(verify_ctx *v, size_t n_history)
+{
+    plume_seq *s = v->s;
+    if (!v->tracks)
+        return;
+    int32_t want = (int32_t)(n_history - (size_t)s->n_tokens);
+    while (v->n_taken < want) {
+        plume_error e;
+        if (s->svt->accept(s->sst, s->tokens[s->n_tokens + v->n_taken], &e))
+            break; /* refused: its row gives it probability 0, verification stops there */
+        v->n_taken++;
+    }
+}
+
 static int32_t provider_probs(void *ctx, const float *logits, const int32_t *history,
                               size_t n_history, float *probs)
 {
-    const plume_seq *s = ctx;
-    return s->svt->probs(s->sst, logits, history, n_history, probs);
+    verify_ctx *v = ctx;
+    take_drafts(v, n_history);
+    return v->s->svt->probs(v->s->sst, logits, history, n_history, probs);
 }
 
 int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft, int32_t n_draft,
                          const float *draft_probs, int32_t n_vocab, int32_t *out,
                          int32_t *n_accepted, float *work)
 {
+    verify_ctx v = {s, 0, PLUME_SAMPLER_HAS(s->svt, accept) && PLUME_SAMPLER_HAS(s->svt, rollback)};
+    /* the drafts sit after the sequence's tokens (speculative.c wrote them there) */
     if (s->svt->probs) {
-        plume_verify_target t = {provider_probs, s, verify_rng(s), n_vocab};
-        return plume_spec_verify(&t, logits, draft, n_draft, draft_probs, s->tokens,
-                                 (size_t)s->n_tokens, out, n_accepted, work);
+        plume_verify_target t = {provider_probs, &v, verify_rng(s), n_vocab};
+        int32_t n = plume_spec_verify(&t, logits, draft, n_draft, draft_probs, s->tokens,
+                                      (size_t)s->n_tokens, out, n_accepted, work);
+        if (v.n_taken) /* the emitted tokens are accepted again as they are appended */
+            s->svt->rollback(s->sst, v.n_taken);
+        return n;
     }
     /* a sampler that cannot state its distribution: draw from it at each
      * position and keep drafts while they match the draw (exact, since every
      * emitted token is the sampler's own draw) */
     int32_t n = 0;
     for (int32_t i = 0; i <= n_draft; i++) {
+        take_drafts(&v, (size_t)s->n_tokens + (size_t)i);
         int32_t t = s->svt->sample(s->sst, logits + (size_t)i * n_vocab, s->tokens,
                                    (size_t)s->n_tokens + (size_t)i);
         out[n++] = t;
@@ -133,6 +173,8 @@ int32_t plume_seq_verify(plume_seq *s, const float *logits, const int32_t *draft
             break;
         s->tokens[s->n_tokens + i] = t;
     }
+    if (v.n_taken)
+        s->svt->rollback(s->sst, v.n_taken);
     *n_accepted = n - 1;
     return n;
 }
@@ -237,6 +279,14 @@ plume_finish_reason plume_seq_append(plume_seq *s, int32_t token, const plume_to
     if (s->status == PLUME_SEQ_FINISHED) /* e.g. aborted from an on_token callback */
         return s->finish;
     s->tokens[s->n_tokens++] = token;
+    if (PLUME_SAMPLER_HAS(s->svt, accept)) {
+        plume_error e = {0};
+        if (s->svt->accept(s->sst, token, &e)) {
+            s->error = strdup(e.msg[0] ? e.msg : "the sampler refused the token");
+            plume_seq_finish(s, PLUME_FINISH_ERROR);
+            return PLUME_FINISH_ERROR;
+        }
+    }
     if (!s->params.ignore_eos && plume_tokenizer_is_eog(tok, token)) {
         plume_seq_finish(s, PLUME_FINISH_STOP);
         return PLUME_FINISH_STOP;

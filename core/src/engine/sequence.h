@@ -58,11 +58,12 @@ typedef struct plume_seq {
 } plume_seq;
 
 /* Creates a waiting sequence holding a copy of the prompt and stop strings,
- * with p->sampler's state, or the built-in standard sampler's from
- * p->sampling when p->sampler is NULL. */
+ * with p->sampler's state (through its create_ex, given shared, when it has
+ * one), or the built-in standard sampler's from p->sampling when
+ * p->sampler is NULL. */
 int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_total,
                      const plume_request_params *p, const plume_tokenizer *tok, int32_t n_vocab,
-                     plume_seq **out, plume_error *err);
+                     void *shared, plume_seq **out, plume_error *err);
 /* Frees everything the sequence owns (its blocks must be released first). */
 void plume_seq_free(plume_seq *s);
 
