@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "sample/structured_request.h"
+#include "plume/structured_request.h"
 
 /* The single constraint key of the settings read from body, and its text. */
 static void expect(const char *body, const char *key, const char *text)

@@ -15,7 +15,7 @@
 #include "plume/registry.h"
 #include "plume/sampler.h"
 #include "plume/sampler_provider.h"
-#include "sample/structured_request.h"
+#include "plume/structured_request.h"
 
 static const char help[] =
     "usage: plume generate (--model PATH | --pipeline FILE)\n"

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "sample/structured_request.h"
+#include "plume/structured_request.h"
 
 /* Reads a number field of a JSONL request if present; false on a wrong type. */
 static bool field_num(json_t *o, const char *k, double *v)

@@ -1,5 +1,5 @@
 /* Reading a request's structured-output constraint (structured_request.h). */
-#include "sample/structured_request.h"
+#include "plume/structured_request.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,6 +19,7 @@
 
 #include <jansson.h>
 
+#include "plume/api.h"
 #include "plume/error.h"
 #include "plume/settings.h"
 
@@ -33,6 +34,6 @@
  * regex, choice or grammar, or -1 with err naming the key and what it
  * should have been (a shape error, two constraints at once).  The schema or
  * pattern itself is checked by the provider when the request is added. */
-int plume_structured_from_json(const json_t *req, plume_settings **out, plume_error *err);
+PLUME_API int plume_structured_from_json(const json_t *req, plume_settings **out, plume_error *err);
 
 #endif
