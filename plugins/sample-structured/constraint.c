@@ -8,10 +8,12 @@
 #include "gbnf.h"
 #include "json_schema.h"
 #include "regex.h"
+#include "tool_calls.h"
 
 const char *ss_kind_name(ss_kind k)
 {
-    static const char *const names[] = {"json_schema", "json_object", "regex", "choice", "grammar"};
+    static const char *const names[] = {"json_schema", "json_object", "regex", "choice", "grammar",
+                                        "tool_calls"};
     return k < SS_KIND_COUNT ? names[k] : "?";
 }
 
@@ -69,6 +71,7 @@ int ss_compile(ss_kind kind, const char *text, size_t len, ss_compiled **out, pl
     case SS_REGEX: root = ss_regex_compile(&c->g, text, len, false); break;
     case SS_CHOICE: root = compile_choice(&c->g, text, len); break;
     case SS_GRAMMAR: root = ss_gbnf_compile(&c->g, text, len); break;
+    case SS_TOOL_CALLS: root = ss_tool_calls_compile(&c->g, text, len); break;
     default: plume_err(&c->gerr, PLUME_ERR_INVALID, "unknown constraint kind");
     }
     if (root < 0 || g_finish(&c->g, root) || ss_pda_init(&c->pda, &c->g, &c->gerr)) {

@@ -17,10 +17,11 @@ typedef enum ss_kind {
     SS_REGEX,
     SS_CHOICE,        /* text: a JSON list of strings */
     SS_GRAMMAR,       /* GBNF */
+    SS_TOOL_CALLS,    /* a required tool call (tool_calls.h) */
     SS_KIND_COUNT
 } ss_kind;
 
-/* "json_schema", "json_object", "regex", "choice", "grammar". */
+/* "json_schema", "json_object", "regex", "choice", "grammar", "tool_calls". */
 const char *ss_kind_name(ss_kind k);
 
 typedef struct ss_compiled {

@@ -10,8 +10,9 @@
 #include "vocab.h"
 
 static const char *const constraint_keys[SS_KIND_COUNT] = {"json_schema", "json_object", "regex",
-                                                           "choice", "grammar"};
+                                                           "choice", "grammar", "tool_calls"};
 static const char *const all_keys[] = {"json_schema", "json_object", "regex", "choice", "grammar",
+                                       "tool_calls",
                                        "temperature", "top_k", "top_p", "min_p",
                                        "repetition_penalty", "repeat_last_n", "presence_penalty",
                                        "frequency_penalty"};
@@ -55,7 +56,7 @@ static int read_constraint(const plume_settings *s, ss_kind *kind, const char **
     if (found < 0)
         return plume_err(err, PLUME_ERR_INVALID,
                          "the structured sampler needs one constraint: json_schema, json_object, "
-                         "regex, choice or grammar");
+                         "regex, choice, grammar or tool_calls");
     *kind = (ss_kind)found;
     if (found == SS_JSON_OBJECT) {
         bool on;

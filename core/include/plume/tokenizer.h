@@ -133,6 +133,12 @@ PLUME_API int plume_chat_template_load(const char *path, plume_chat_template **o
                                        plume_error *err);
 PLUME_API void plume_chat_template_free(plume_chat_template *ct);
 
+/* The Jinja text that renders the default template: tmpl's when given,
+ * else the model's, else its family's built-in format (or ChatML).  What a
+ * server reads the tool-call and reasoning formats from. */
+PLUME_API const char *plume_chat_template_text(const plume_tokenizer *t,
+                                               const plume_chat_template *tmpl);
+
 /* One rendering: everything transformers' apply_chat_template passes. */
 typedef struct plume_chat_request {
     /* JSON array of OpenAI-style messages: role, content (a string, null or

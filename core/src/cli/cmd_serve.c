@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/pipeline_args.h"
 #include "plume/engine.h"
+#include "plume/structured_request.h"
 #include "plume/model.h"
 #include "plume/pipeline.h"
 #include "serve/engine_loop.h"
@@ -229,6 +230,20 @@ int cmd_serve(int argc, char **argv)
     serve_api_env env = {.tok = plume_model_tokenizer(m), .model_name = name, .chat_template = tmpl,
                          .n_ctx = plume_engine_n_ctx(e)};
     plume_pipeline_sampling_params(pipe_, &env.sampling, NULL);
+    /* Structured output (response_format, guided_*, tool_choice required)
+     * samples through the sample-structured plugin: loaded now, while no
+     * request runs, so that request threads only read the registry.  A
+     * server without it still serves; such requests get a 400 saying why. */
+    plume_error serr = {0};
+    char structured_error[PLUME_ERROR_MSG_MAX];
+    env.structured = plume_registry_find_sampler(reg, PLUME_STRUCTURED_SAMPLER);
+    if (!env.structured && plume_registry_load(reg, PLUME_STRUCTURED_PLUGIN, &serr) == 0)
+        env.structured = plume_registry_find_sampler(reg, PLUME_STRUCTURED_SAMPLER);
+    if (!env.structured) {
+        snprintf(structured_error, sizeof structured_error, "%s",
+                 serr.msg[0] ? serr.msg : "the plugin registers no \"structured\" sampler");
+        env.structured_error = structured_error;
+    }
     metrics = serve_metrics_new();
     if (!metrics || install_signals()) {
         plume_err(&err, PLUME_ERR_NOMEM, "cannot set up the server (out of memory or file "

@@ -74,6 +74,7 @@ void serve_req_unref(serve_req *r)
     free(r->stop);
     free(r->toks);
     free(r->text);
+    plume_settings_free(r->sampler_settings);
     free(r);
 }
 

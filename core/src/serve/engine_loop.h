@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "plume/engine.h"
+#include "plume/settings.h"
 #include "serve/metrics.h"
 
 typedef struct serve_token {
@@ -40,6 +41,7 @@ typedef struct serve_req {
     size_t n_stop;
     double t_arrival;
     plume_kv_transfer_params kv_in;  /* rp.kv_transfer points here when given */
+    plume_settings *sampler_settings; /* rp.sampler_settings when owned here (freed with it) */
     atomic_bool aborted;             /* set by the HTTP side when the client left */
     /* produced by the engine thread, under mu */
     bool admitted, failed, finished;

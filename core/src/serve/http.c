@@ -36,6 +36,7 @@ typedef struct stream_ctx {
     sse_buf out;
     size_t tok_read;
     bool role_sent, done;
+    chat_reply *reply;               /* a chat reply read as it streams, or NULL */
 } stream_ctx;
 
 /* True when the peer closed or reset the connection. */
@@ -119,29 +120,54 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (s->g.kind == SERVE_API_CHAT && !s->role_sent) {
             s->role_sent = true;
             ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id, s->created, NULL,
-                                                    NULL, true, NULL, NULL));
+                                                    NULL, NULL, true, NULL, NULL));
         }
         for (; ok && s->tok_read < r->n_toks; s->tok_read++) {
             const serve_token *t = &r->toks[s->tok_read];
-            if (t->text_len == 0 && !(t->has_logprobs && s->g.logprobs >= 0) &&
-                !s->g.return_token_ids)
+            bool extra = (t->has_logprobs && s->g.logprobs >= 0) || s->g.return_token_ids;
+            if (s->reply) {
+                chat_delta d;
+                if (chat_reply_feed(s->reply, r->text + t->text_off, t->text_len, false, &d)) {
+                    ok = false;
+                    break;
+                }
+                if (!chat_delta_empty(&d) || extra)
+                    ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id,
+                                                            s->created, t, NULL, &d, false, NULL,
+                                                            NULL));
+                chat_delta_clear(&d);
+                continue;
+            }
+            if (t->text_len == 0 && !extra)
                 continue; /* a token that completes no character yet */
             ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id, s->created, t,
-                                                    r->text + t->text_off, false, NULL, NULL));
+                                                    r->text + t->text_off, NULL, false, NULL,
+                                                    NULL));
         }
         if (ok && r->finished && s->tok_read == r->n_toks) {
             if (r->failed) {
                 ok = sse_event(&s->out, serve_api_error(500, r->error));
             } else {
                 const char *fin = serve_api_finish_name(r->finish);
-                ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id, s->created,
-                                                        NULL, NULL, false, fin ? fin : "abort",
-                                                        NULL));
+                if (s->reply) { /* what the reader held back, then how it ended */
+                    chat_delta d;
+                    ok = chat_reply_feed(s->reply, "", 0, true, &d) == 0;
+                    if (ok && !chat_delta_empty(&d))
+                        ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id,
+                                                                s->created, NULL, NULL, &d, false,
+                                                                NULL, NULL));
+                    chat_delta_clear(&d);
+                    if (chat_reply_n_calls(s->reply) && r->finish == PLUME_FINISH_STOP)
+                        fin = "tool_calls";
+                }
+                ok = ok && sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id,
+                                                              s->created, NULL, NULL, NULL, false,
+                                                              fin ? fin : "abort", NULL));
                 if (ok && s->g.include_usage) {
                     int64_t u[3] = {r->usage_prompt, r->usage_completion, r->usage_cached};
                     ok = sse_event(&s->out, serve_api_chunk(s->h->o.env, &s->g, s->id,
-                                                            s->created, NULL, NULL, false, NULL,
-                                                            u));
+                                                            s->created, NULL, NULL, NULL, false,
+                                                            NULL, u));
                 }
             }
             ok = ok && sse_done(&s->out);
@@ -159,6 +185,7 @@ static void stream_free(void *cls)
 {
     stream_ctx *s = cls;
     sse_free(&s->out);
+    chat_reply_free(s->reply);
     s->g.prompt = NULL; /* r's */
     serve_gen_request_free(&s->g);
     serve_req_unref(s->r);
@@ -194,7 +221,9 @@ static enum MHD_Result handle_generate(serve_http *h, http_exchange *x, serve_ap
         return http_send_error(x, 500, "out of memory; retry later");
     }
     g.stop = NULL;
-    g.n_stop = 0; /* r owns prompt and stop strings now */
+    g.n_stop = 0; /* r owns prompt, stop strings and the sampler's settings now */
+    r->sampler_settings = g.sampler_settings;
+    g.sampler_settings = NULL;
     serve_submit_rc sr = serve_loop_submit(h->o.loop, r);
     if (sr != SERVE_SUBMIT_OK) {
         serve_req_unref(r);
@@ -246,6 +275,11 @@ static enum MHD_Result handle_generate(serve_http *h, http_exchange *x, serve_ap
     snprintf(s->id, sizeof s->id, "%s", id);
     s->created = created;
     s->fd = fd;
+    if (kind == SERVE_API_CHAT && chat_reply_active(&g.reply) &&
+        !(s->reply = chat_reply_new(&g.reply))) {
+        stream_free(s);
+        return MHD_NO;
+    }
     return http_send_stream(x, "text/event-stream", 4096, stream_read, s, stream_free);
 }
 

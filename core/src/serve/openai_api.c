@@ -1,6 +1,9 @@
 /* plume serve: OpenAI request and response bodies (openai_api.h). */
 #include "serve/openai_api.h"
 
+#include "plume/structured_request.h"
+#include "serve/chat_request.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,9 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *msg, size_t cap, int status, const char *fmt, ...)
+int serve_api_fail(char *msg, size_t cap, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -96,10 +97,10 @@ static int get_int(json_t *o, const char *k, long long lo, long long hi, long lo
     if (!v)
         return 0;
     if (!json_is_integer(v))
-        return fail(msg, cap, 400, "'%s' must be an integer", k);
+        return serve_api_fail(msg, cap, 400, "'%s' must be an integer", k);
     long long x = json_integer_value(v);
     if (x < lo || x > hi)
-        return fail(msg, cap, 400, "'%s' must be in [%lld, %lld], got %lld", k, lo, hi, x);
+        return serve_api_fail(msg, cap, 400, "'%s' must be in [%lld, %lld], got %lld", k, lo, hi, x);
     *out = x;
     return 0;
 }
@@ -113,7 +114,7 @@ static int get_sampling(json_t *o, const plume_sampling_param *f, plume_sampling
     if (!v)
         return 0;
     if (f->integer ? !json_is_integer(v) : !json_is_number(v))
-        return fail(msg, cap, 400, "'%s' must be %s, got %s", f->name,
+        return serve_api_fail(msg, cap, 400, "'%s' must be %s, got %s", f->name,
                     f->integer ? "an integer" : "a number",
                     json_is_string(v) ? "a string" : json_is_boolean(v) ? "a boolean"
                                                    : json_is_number(v) ? "a fraction"
@@ -124,7 +125,7 @@ static int get_sampling(json_t *o, const plume_sampling_param *f, plume_sampling
     if (!plume_sampling_param_ok(f, d)) {
         char range[64];
         plume_sampling_param_range(f, range, sizeof range);
-        return fail(msg, cap, 400, "'%s' must be in %s (%s), got %g", f->name, range,
+        return serve_api_fail(msg, cap, 400, "'%s' must be in %s (%s), got %g", f->name, range,
                     f->neutral, d);
     }
     plume_sampling_param_store(sp, f, d);
@@ -137,7 +138,7 @@ static int get_bool(json_t *o, const char *k, bool *out, char *msg, size_t cap)
     if (!v)
         return 0;
     if (!json_is_boolean(v))
-        return fail(msg, cap, 400, "'%s' must be true or false", k);
+        return serve_api_fail(msg, cap, 400, "'%s' must be true or false", k);
     *out = json_is_true(v);
     return 0;
 }
@@ -149,28 +150,28 @@ static int parse_stop(json_t *o, serve_gen_request *g, char *msg, size_t cap)
         return 0;
     size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
     if (!json_is_string(v) && !json_is_array(v))
-        return fail(msg, cap, 400, "'stop' must be a string or a list of strings");
+        return serve_api_fail(msg, cap, 400, "'stop' must be a string or a list of strings");
     if (n > SERVE_MAX_STOP)
-        return fail(msg, cap, 400, "'stop' has %zu strings; at most %d are accepted", n,
+        return serve_api_fail(msg, cap, 400, "'stop' has %zu strings; at most %d are accepted", n,
                     SERVE_MAX_STOP);
     if (n == 0)
         return 0;
     g->stop = calloc(n, sizeof *g->stop);
     if (!g->stop)
-        return fail(msg, cap, 500, "out of memory");
+        return serve_api_fail(msg, cap, 500, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_is_string(v) ? v : json_array_get(v, i);
         if (!json_is_string(s))
-            return fail(msg, cap, 400, "'stop' item %zu must be a string", i);
+            return serve_api_fail(msg, cap, 400, "'stop' item %zu must be a string", i);
         size_t len = json_string_length(s);
         if (len == 0 || len > SERVE_MAX_STOP_LEN)
-            return fail(msg, cap, 400, "'stop' item %zu has %zu bytes; each stop string needs "
+            return serve_api_fail(msg, cap, 400, "'stop' item %zu has %zu bytes; each stop string needs "
                         "1 to %d", i, len, SERVE_MAX_STOP_LEN);
         if (memchr(json_string_value(s), '\0', len))
-            return fail(msg, cap, 400, "'stop' item %zu contains a NUL character", i);
+            return serve_api_fail(msg, cap, 400, "'stop' item %zu contains a NUL character", i);
         g->stop[i] = strdup(json_string_value(s));
         if (!g->stop[i])
-            return fail(msg, cap, 500, "out of memory");
+            return serve_api_fail(msg, cap, 500, "out of memory");
         g->n_stop = i + 1;
     }
     return 0;
@@ -182,7 +183,7 @@ static int tokenize_text(const serve_api_env *env, const char *text, size_t len,
     plume_error err = {0};
     if (plume_tokenize(env->tok, text, len, special && plume_tokenizer_add_bos(env->tok), true,
                        ids, n, &err))
-        return fail(msg, cap, 400, "could not tokenize the prompt: %s", err.msg);
+        return serve_api_fail(msg, cap, 400, "could not tokenize the prompt: %s", err.msg);
     return 0;
 }
 
@@ -191,7 +192,7 @@ static int parse_prompt(const serve_api_env *env, json_t *o, serve_gen_request *
 {
     json_t *p = field(o, "prompt");
     if (!p)
-        return fail(msg, cap, 400, "'prompt' is required: a string or a list of token ids");
+        return serve_api_fail(msg, cap, 400, "'prompt' is required: a string or a list of token ids");
     /* a list holding one prompt is that prompt */
     if (json_is_array(p) && json_array_size(p) == 1 &&
         (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
@@ -200,161 +201,109 @@ static int parse_prompt(const serve_api_env *env, json_t *o, serve_gen_request *
         return tokenize_text(env, json_string_value(p), json_string_length(p), true, &g->prompt,
                              &g->n_prompt, msg, cap);
     if (!json_is_array(p))
-        return fail(msg, cap, 400, "'prompt' must be a string or a list of token ids");
+        return serve_api_fail(msg, cap, 400, "'prompt' must be a string or a list of token ids");
     size_t n = json_array_size(p);
     if (n == 0)
-        return fail(msg, cap, 400, "'prompt' is empty; give at least one token");
+        return serve_api_fail(msg, cap, 400, "'prompt' is empty; give at least one token");
     if (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))
-        return fail(msg, cap, 400, "'prompt' holds %zu prompts; plume serve takes one prompt "
+        return serve_api_fail(msg, cap, 400, "'prompt' holds %zu prompts; plume serve takes one prompt "
                     "per request (send one request each)", n);
     g->prompt = malloc(n * sizeof *g->prompt);
     if (!g->prompt)
-        return fail(msg, cap, 500, "out of memory");
+        return serve_api_fail(msg, cap, 500, "out of memory");
     int32_t nv = plume_tokenizer_n_vocab(env->tok);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(p, i);
         if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv)
-            return fail(msg, cap, 400, "'prompt' item %zu is not a token id in [0, %d)", i, nv);
+            return serve_api_fail(msg, cap, 400, "'prompt' item %zu is not a token id in [0, %d)", i, nv);
         g->prompt[i] = (int32_t)json_integer_value(t);
     }
     g->n_prompt = n;
     return 0;
 }
 
-/* Message content: a string or a list of {"type": "text", "text": ...}; the
- * result is malloc'd. */
-static int content_text(json_t *c, size_t idx, char **out, char *msg, size_t cap)
+/* The conversation (chat_request.c) rendered and tokenized; a required
+ * tool call becomes the structured sampler's constraint. */
+static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g,
+                      plume_settings **constraint, char *msg, size_t cap)
 {
-    if (json_is_string(c))
-        return (*out = strdup(json_string_value(c))) ? 0 : fail(msg, cap, 500, "out of memory");
-    if (!json_is_array(c))
-        return fail(msg, cap, 400, "messages[%zu].content must be a string or a list of text "
-                    "parts", idx);
-    size_t total = 1;
-    for (size_t i = 0; i < json_array_size(c); i++) {
-        json_t *part = json_array_get(c, i), *t = json_object_get(part, "text");
-        const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type || strcmp(type, "text") != 0 || !json_is_string(t))
-            return fail(msg, cap, 400, "messages[%zu].content[%zu] must be {\"type\": \"text\", "
-                        "\"text\": ...}: plume serve takes text only", idx, i);
-        total += json_string_length(t);
+    serve_chat c;
+    int rc = serve_chat_parse(env, o, g->rp.sampling.seed, true, &c, msg, cap);
+    if (rc)
+        return rc;
+    rc = tokenize_text(env, c.prompt, strlen(c.prompt), true, &g->prompt, &g->n_prompt, msg, cap);
+    g->reply = c.reply;
+    if (rc == 0 && c.tool_constraint) {
+        plume_error err = {0};
+        if (*constraint)
+            rc = serve_api_fail(msg, cap, 400, "'tool_choice' \"%s\" constrains the output "
+                                "to a tool call; leave out response_format and guided_* with it",
+                                c.choice == SERVE_TOOLS_NAMED ? "function" : "required");
+        else if (plume_settings_new_in("tool_choice", "sampling", constraint, &err) ||
+                 plume_settings_set(*constraint, "tool_calls", c.tool_constraint, &err))
+            rc = serve_api_fail(msg, cap, 500, "could not build the tool-call constraint: %s",
+                                err.msg);
     }
-    char *s = malloc(total);
-    if (!s)
-        return fail(msg, cap, 500, "out of memory");
-    size_t o = 0;
-    for (size_t i = 0; i < json_array_size(c); i++) {
-        json_t *t = json_object_get(json_array_get(c, i), "text");
-        memcpy(s + o, json_string_value(t), json_string_length(t));
-        o += json_string_length(t);
+    serve_chat_free(&c);
+    return rc;
+}
+
+/* response_format, guided_* (and tool_choice required) through the
+ * structured sampler: constraint set means the request has one. */
+static int use_constraint(const serve_api_env *env, serve_gen_request *g,
+                          plume_settings *constraint, char *msg, size_t cap)
+{
+    if (!constraint)
+        return 0;
+    g->sampler_settings = constraint;
+    if (!env->structured)
+        return serve_api_fail(msg, cap, 400, "structured output (response_format, guided_*, "
+                              "tool_choice required) needs the sample-structured plugin, which "
+                              "this server could not load: %s",
+                              env->structured_error ? env->structured_error : "not installed");
+    if (env->structured->validate) {
+        plume_error err = {0};
+        if (env->structured->validate(constraint, &err))
+            return serve_api_fail(msg, cap, 400, "%s", err.msg);
     }
-    s[o] = '\0';
-    *out = s;
+    g->rp.sampler = env->structured;
+    g->rp.sampler_settings = constraint;
     return 0;
-}
-
-/* Renders messages through the chat template into a malloc'd text. */
-static int chat_text(const serve_api_env *env, json_t *msgs, bool add_gen, char **out,
-                     char *msg, size_t cap)
-{
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
-        return fail(msg, cap, 400, "'messages' must be a non-empty list of {\"role\", "
-                    "\"content\"} objects");
-    size_t n = json_array_size(msgs);
-    if (n > 4096)
-        return fail(msg, cap, 400, "'messages' has %zu messages; at most 4096", n);
-    plume_chat_msg *m = calloc(n, sizeof *m);
-    char **texts = calloc(n, sizeof *texts);
-    int rc = (!m || !texts) ? fail(msg, cap, 500, "out of memory") : 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        json_t *e = json_array_get(msgs, i);
-        const char *role = json_string_value(json_object_get(e, "role"));
-        if (!json_is_object(e) || !role)
-            rc = fail(msg, cap, 400, "messages[%zu] needs a string 'role'", i);
-        else if (strcmp(role, "developer") == 0)
-            role = "system";
-        if (rc == 0 && strcmp(role, "system") != 0 && strcmp(role, "user") != 0 &&
-            strcmp(role, "assistant") != 0)
-            rc = fail(msg, cap, 400, "messages[%zu].role is '%.40s'; plume serve takes system, "
-                      "user and assistant", i, role);
-        json_t *c = rc == 0 ? field(e, "content") : NULL;
-        if (rc == 0 && !c)
-            rc = fail(msg, cap, 400, "messages[%zu] needs 'content'", i);
-        if (rc == 0)
-            rc = content_text(c, i, &texts[i], msg, cap);
-        if (rc == 0)
-            m[i] = (plume_chat_msg){role, texts[i]};
-    }
-    plume_error err = {0};
-    json_t *arr = rc == 0 ? json_array() : NULL;
-    for (size_t i = 0; arr && i < n; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", m[i].role, "content",
-                                             m[i].content));
-    char *mj = arr && json_array_size(arr) == n ? json_dumps(arr, JSON_COMPACT) : NULL;
-    json_decref(arr);
-    if (rc == 0 && !mj)
-        rc = fail(msg, cap, 400, "the messages are not valid UTF-8");
-    plume_chat_request creq = {.messages_json = mj, .add_generation_prompt = add_gen,
-                               .tmpl = env->chat_template};
-    if (rc == 0 && plume_chat_render(env->tok, &creq, out, &err))
-        rc = fail(msg, cap, 400, "the chat template could not render the messages: %s",
-                  err.msg);
-    free(mj);
-    for (size_t i = 0; texts && i < n; i++)
-        free(texts[i]);
-    free(texts);
-    free(m);
-    return rc;
-}
-
-static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g, char *msg,
-                      size_t cap)
-{
-    json_t *msgs = field(o, "messages");
-    if (!msgs)
-        return fail(msg, cap, 400, "'messages' is required");
-    char *text = NULL;
-    int rc = chat_text(env, msgs, true, &text, msg, cap);
-    if (rc == 0)
-        rc = tokenize_text(env, text, strlen(text), true, &g->prompt, &g->n_prompt, msg, cap);
-    free(text);
-    return rc;
 }
 
 /* Fields that change the meaning of a request and that plume serve does not
  * do: refusing them beats silently ignoring them. */
 static int refuse_unsupported(json_t *o, serve_api_kind kind, char *msg, size_t cap)
 {
-    static const char *const never[] = {"tools", "tool_choice", "functions", "function_call",
-                                        "suffix", "logit_bias", "guided_json", "guided_regex",
-                                        "guided_choice", "guided_grammar", "audio", "prediction"};
+    static const char *const never[] = {"functions", "function_call", "suffix", "logit_bias",
+                                        "audio", "prediction"};
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
         json_t *v = field(o, never[i]);
         if (v && !(json_is_object(v) && json_object_size(v) == 0) &&
             !(json_is_array(v) && json_array_size(v) == 0))
-            return fail(msg, cap, 400, "'%s' is not supported by plume serve; leave it out",
+            return serve_api_fail(msg, cap, 400, "'%s' is not supported by plume serve; leave it out",
                         never[i]);
     }
     json_t *v = field(o, "echo");
     if (v && !json_is_false(v))
-        return fail(msg, cap, 400, "'echo' is not supported by plume serve; leave it out or "
+        return serve_api_fail(msg, cap, 400, "'echo' is not supported by plume serve; leave it out or "
                     "set it to false");
     v = field(o, "best_of");
     if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
-        return fail(msg, cap, 400, "'best_of' must be 1: plume serve returns one completion "
+        return serve_api_fail(msg, cap, 400, "'best_of' must be 1: plume serve returns one completion "
                     "per request");
-    v = field(o, "response_format");
-    if (v) {
-        const char *t = json_string_value(json_object_get(v, "type"));
-        if (!t || strcmp(t, "text") != 0)
-            return fail(msg, cap, 400, "'response_format' other than {\"type\": \"text\"} is "
-                        "not supported by plume serve");
-    }
     v = field(o, "n");
     if (v && !(json_is_integer(v) && json_integer_value(v) == 1))
-        return fail(msg, cap, 400, "'n' must be 1: plume serve returns one choice per request "
+        return serve_api_fail(msg, cap, 400, "'n' must be 1: plume serve returns one choice per request "
                     "(send n requests for n completions)");
-    (void)kind;
+    if (kind != SERVE_API_CHAT)
+        for (size_t i = 0; i < 3; i++) {
+            static const char *const chat_only[] = {"tools", "tool_choice",
+                                                    "chat_template_kwargs"};
+            if (field(o, chat_only[i]))
+                return serve_api_fail(msg, cap, 400, "'%s' belongs to /v1/chat/completions; "
+                                      "/v1/completions takes a prompt", chat_only[i]);
+        }
     return 0;
 }
 
@@ -373,7 +322,7 @@ static int parse_logprobs(const serve_api_env *env, json_t *o, serve_gen_request
         if (rc)
             return rc;
         if (field(o, "top_logprobs") && !want)
-            return fail(msg, cap, 400, "'top_logprobs' needs 'logprobs': true");
+            return serve_api_fail(msg, cap, 400, "'top_logprobs' needs 'logprobs': true");
         top = want ? t : -1;
     } else if (v) {
         int rc = get_int(o, "logprobs", 0, PLUME_MAX_TOP_LOGPROBS, &top, msg, cap);
@@ -406,20 +355,20 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!o)
-        return fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
+        return serve_api_fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
                     je.text, je.line, je.column);
     int rc = 0;
     if (!json_is_object(o)) {
-        rc = fail(msg, cap, 400, "the body must be a JSON object");
+        rc = serve_api_fail(msg, cap, 400, "the body must be a JSON object");
         goto out;
     }
     json_t *model = field(o, "model");
     if (model && !json_is_string(model)) {
-        rc = fail(msg, cap, 400, "'model' must be a string");
+        rc = serve_api_fail(msg, cap, 400, "'model' must be a string");
         goto out;
     }
     if (model && strcmp(json_string_value(model), env->model_name) != 0) {
-        rc = fail(msg, cap, 404, "the model '%.200s' does not exist; this server serves '%s' "
+        rc = serve_api_fail(msg, cap, 404, "the model '%.200s' does not exist; this server serves '%s' "
                   "(GET /v1/models)", json_string_value(model), env->model_name);
         goto out;
     }
@@ -470,11 +419,11 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
     json_t *so = field(o, "stream_options");
     if (so) {
         if (!json_is_object(so)) {
-            rc = fail(msg, cap, 400, "'stream_options' must be an object");
+            rc = serve_api_fail(msg, cap, 400, "'stream_options' must be an object");
             goto out;
         }
         if (!g->stream) {
-            rc = fail(msg, cap, 400, "'stream_options' is only allowed with \"stream\": true");
+            rc = serve_api_fail(msg, cap, 400, "'stream_options' is only allowed with \"stream\": true");
             goto out;
         }
         if ((rc = get_bool(so, "include_usage", &g->include_usage, msg, cap)))
@@ -490,16 +439,26 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
     g->rp.logprobs = g->logprobs;
     if ((rc = parse_stop(o, g, msg, cap)))
         goto out;
-    rc = kind == SERVE_API_CHAT ? parse_chat(env, o, g, msg, cap)
+    plume_settings *constraint = NULL;
+    plume_error serr = {0};
+    if (plume_structured_from_json(o, &constraint, &serr)) {
+        rc = serve_api_fail(msg, cap, 400, "%s", serr.msg);
+        goto out;
+    }
+    rc = kind == SERVE_API_CHAT ? parse_chat(env, o, g, &constraint, msg, cap)
                                 : parse_prompt(env, o, g, msg, cap);
+    if (rc == 0)
+        rc = use_constraint(env, g, constraint, msg, cap);
+    else
+        plume_settings_free(constraint);
     if (rc)
         goto out;
     if (g->n_prompt == 0) {
-        rc = fail(msg, cap, 400, "the prompt is empty; give at least one token");
+        rc = serve_api_fail(msg, cap, 400, "the prompt is empty; give at least one token");
         goto out;
     }
     if (g->n_prompt >= (size_t)env->n_ctx) {
-        rc = fail(msg, cap, 400, "the prompt has %zu tokens but the context is %d tokens "
+        rc = serve_api_fail(msg, cap, 400, "the prompt has %zu tokens but the context is %d tokens "
                   "(room for at most %d prompt tokens and one generated token); shorten it",
                   g->n_prompt, env->n_ctx, env->n_ctx - 1);
         goto out;
@@ -523,6 +482,8 @@ void serve_gen_request_free(serve_gen_request *g)
     free(g->stop);
     g->stop = NULL;
     g->n_stop = 0;
+    plume_settings_free(g->sampler_settings);
+    g->sampler_settings = NULL;
 }
 
 /* ---- responses ---- */
@@ -600,6 +561,49 @@ static json_t *ids_json(const int32_t *ids, size_t n)
     return a;
 }
 
+/* tool_calls entries of d: {"index", "id", "type", "function": {"name",
+ * "arguments"}} (index counts the reply's calls; the openai client
+ * assembles streamed calls by it). */
+static json_t *tool_calls_json(const chat_delta *d, bool with_index)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < d->n_calls; i++) {
+        const plume_tool_call *c = &d->calls[i];
+        json_t *e = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", c->id, "type", "function",
+                              "function", "name", c->name, "arguments", c->arguments);
+        if (e && with_index)
+            json_object_set_new(e, "index", json_integer((json_int_t)(d->first_index + i)));
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+/* A chat reply read whole: the message object and whether it called tools. */
+static json_t *read_message(const serve_gen_request *g, const char *text, size_t len,
+                            bool *called)
+{
+    chat_reply *c = chat_reply_new(&g->reply);
+    chat_delta d = {0};
+    *called = false;
+    if (!c || chat_reply_feed(c, text, len, true, &d)) {
+        chat_reply_free(c);
+        return NULL;
+    }
+    json_t *m = json_pack("{s:s}", "role", "assistant");
+    json_object_set_new(m, "content", d.content ? serve_json_text(d.content, strlen(d.content))
+                                      : d.n_calls ? json_null() : json_string(""));
+    if (d.reasoning)
+        json_object_set_new(m, "reasoning_content",
+                            serve_json_text(d.reasoning, strlen(d.reasoning)));
+    if (d.n_calls) {
+        json_object_set_new(m, "tool_calls", tool_calls_json(&d, false));
+        *called = true;
+    }
+    chat_delta_clear(&d);
+    chat_reply_free(c);
+    return m;
+}
+
 json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g, const char *id,
                            int64_t created, serve_req *r)
 {
@@ -622,11 +626,20 @@ json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g,
         }
     }
     json_object_set_new(choice, "logprobs", lp);
-    if (g->kind == SERVE_API_CHAT)
+    if (g->kind == SERVE_API_CHAT && chat_reply_active(&g->reply)) {
+        bool called;
+        json_t *m = read_message(g, r->text ? r->text : "", r->text_len, &called);
+        json_object_set_new(choice, "message", m ? m : json_pack("{s:s,s:O}", "role",
+                                                                   "assistant", "content", text));
+        if (called && r->finish == PLUME_FINISH_STOP)
+            json_object_set_new(choice, "finish_reason", json_string("tool_calls"));
+        json_decref(text);
+    } else if (g->kind == SERVE_API_CHAT) {
         json_object_set_new(choice, "message",
                             json_pack("{s:s,s:o}", "role", "assistant", "content", text));
-    else
+    } else {
         json_object_set_new(choice, "text", text);
+    }
     if (g->return_token_ids) {
         json_t *ids = json_array();
         for (size_t i = 0; i < r->n_toks; i++)
@@ -653,7 +666,7 @@ static int kv_string(json_t *o, const char *k, char *out, size_t n, char *msg, s
         return 0;
     if (!json_is_string(v) || json_string_length(v) >= n ||
         memchr(json_string_value(v), '\0', json_string_length(v)))
-        return fail(msg, cap, 400, "'kv_transfer_params.%s' must be a string of at most %zu bytes",
+        return serve_api_fail(msg, cap, 400, "'kv_transfer_params.%s' must be a string of at most %zu bytes",
                     k, n - 1);
     memcpy(out, json_string_value(v), json_string_length(v) + 1);
     return 0;
@@ -663,7 +676,7 @@ int serve_api_parse_kv_transfer(json_t *v, plume_kv_transfer_params *out, char *
 {
     memset(out, 0, sizeof *out);
     if (!json_is_object(v))
-        return fail(msg, cap, 400,
+        return serve_api_fail(msg, cap, 400,
                     "'kv_transfer_params' must be an object (do_remote_decode, "
                     "do_remote_prefill, transfer_id, remote_addr)");
     int rc;
@@ -684,14 +697,30 @@ json_t *serve_api_kv_transfer_json(const plume_kv_transfer_params *x)
 
 json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, const char *id,
                         int64_t created, const serve_token *tok, const char *text,
-                        bool role_chunk, const char *finish, const int64_t *usage)
+                        const chat_delta *d, bool role_chunk, const char *finish,
+                        const int64_t *usage)
 {
     bool chat = g->kind == SERVE_API_CHAT;
     json_t *choices = json_array();
     if (!usage) {
         json_t *c = json_pack("{s:i}", "index", 0);
-        json_t *t = tok ? serve_json_text(text, tok->text_len) : json_string("");
-        if (chat) {
+        json_t *t = tok && !d ? serve_json_text(text, tok->text_len) : json_string("");
+        if (chat && d) {
+            json_t *delta = json_object();
+            if (role_chunk)
+                json_object_set_new(delta, "role", json_string("assistant"));
+            if (d->reasoning)
+                json_object_set_new(delta, "reasoning_content",
+                                    serve_json_text(d->reasoning, strlen(d->reasoning)));
+            if (d->content || role_chunk)
+                json_object_set_new(delta, "content",
+                                    d->content ? serve_json_text(d->content, strlen(d->content))
+                                               : json_string(""));
+            if (d->n_calls)
+                json_object_set_new(delta, "tool_calls", tool_calls_json(d, true));
+            json_decref(t);
+            json_object_set_new(c, "delta", delta);
+        } else if (chat) {
             json_t *delta = json_object();
             if (role_chunk)
                 json_object_set_new(delta, "role", json_string("assistant"));
@@ -752,13 +781,12 @@ json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t le
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je), *out = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    char *text = NULL;
     *status = 0;
     if (!o)
-        *status = fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
+        *status = serve_api_fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
                        je.text, je.line, je.column);
     else if (!json_is_object(o))
-        *status = fail(msg, cap, 400, "the body must be a JSON object");
+        *status = serve_api_fail(msg, cap, 400, "the body must be a JSON object");
     bool special = true, add_gen = true;
     if (!*status)
         *status = get_bool(o, "add_special_tokens", &special, msg, cap);
@@ -767,20 +795,24 @@ json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t le
     if (!*status) {
         json_t *p = field(o, "prompt"), *m = field(o, "messages");
         if (!p == !m)
-            *status = fail(msg, cap, 400, "give either 'prompt' (a string) or 'messages'");
+            *status = serve_api_fail(msg, cap, 400, "give either 'prompt' (a string) or 'messages'");
         else if (p && !json_is_string(p))
-            *status = fail(msg, cap, 400, "'prompt' must be a string");
+            *status = serve_api_fail(msg, cap, 400, "'prompt' must be a string");
         else if (p)
             *status = tokenize_text(env, json_string_value(p), json_string_length(p), special,
                                     &ids, &n, msg, cap);
-        else if (!(*status = chat_text(env, m, add_gen, &text, msg, cap)))
-            *status = tokenize_text(env, text, strlen(text), special, &ids, &n, msg, cap);
+        else {
+            serve_chat c;
+            if (!(*status = serve_chat_parse(env, o, 0, add_gen, &c, msg, cap)))
+                *status = tokenize_text(env, c.prompt, strlen(c.prompt), special, &ids, &n,
+                                        msg, cap);
+            serve_chat_free(&c);
+        }
     }
     if (!*status)
         out = json_pack("{s:I,s:i,s:o}", "count", (json_int_t)n, "max_model_len", env->n_ctx,
                         "tokens", ids_json(ids, n));
     free(ids);
-    free(text);
     json_decref(o);
     return out;
 }
@@ -793,26 +825,26 @@ json_t *serve_api_detokenize(const serve_api_env *env, const char *body, size_t 
     *status = 0;
     json_t *t = o ? field(o, "tokens") : NULL;
     if (!o)
-        *status = fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
+        *status = serve_api_fail(msg, cap, 400, "the body is not valid JSON (%s at line %d, column %d)",
                        je.text, je.line, je.column);
     else if (!json_is_array(t))
-        *status = fail(msg, cap, 400, "'tokens' must be a list of token ids");
+        *status = serve_api_fail(msg, cap, 400, "'tokens' must be a list of token ids");
     size_t n = t ? json_array_size(t) : 0;
     int32_t *ids = *status ? NULL : malloc((n ? n : 1) * sizeof *ids);
     if (!*status && !ids)
-        *status = fail(msg, cap, 500, "out of memory");
+        *status = serve_api_fail(msg, cap, 500, "out of memory");
     int32_t nv = plume_tokenizer_n_vocab(env->tok);
     for (size_t i = 0; !*status && i < n; i++) {
         json_t *v = json_array_get(t, i);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= nv)
-            *status = fail(msg, cap, 400, "'tokens' item %zu is not a token id in [0, %d)", i, nv);
+            *status = serve_api_fail(msg, cap, 400, "'tokens' item %zu is not a token id in [0, %d)", i, nv);
         else
             ids[i] = (int32_t)json_integer_value(v);
     }
     char *text = NULL;
     plume_error err = {0};
     if (!*status && plume_detokenize(env->tok, ids, n, true, &text, &err))
-        *status = fail(msg, cap, 400, "could not detokenize: %s", err.msg);
+        *status = serve_api_fail(msg, cap, 400, "could not detokenize: %s", err.msg);
     if (!*status)
         out = json_pack("{s:o}", "prompt", serve_json_text(text, strlen(text)));
     free(text);

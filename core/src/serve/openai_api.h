@@ -10,7 +10,10 @@
 #include <stdint.h>
 
 #include "plume/engine.h"
+#include "plume/sampler_provider.h"
+#include "plume/settings.h"
 #include "plume/tokenizer.h"
+#include "serve/chat_reply.h"
 #include "serve/engine_loop.h"
 
 #define SERVE_MAX_STOP 16           /* stop strings per request */
@@ -23,6 +26,11 @@ typedef struct serve_api_env {
     int32_t n_ctx;                   /* the engine's context, tokens */
     plume_sampling_params sampling;  /* defaults for fields a request leaves out */
     const plume_chat_template *chat_template; /* --chat-template, or NULL: the model's */
+    /* The structured-output sampler (plugin sample-structured), or NULL
+     * when it could not be loaded (structured_error says why): requests
+     * with response_format, guided_* or a required tool call need it. */
+    const plume_sampler_vtable *structured;
+    const char *structured_error;
 } serve_api_env;
 
 typedef enum { SERVE_API_COMPLETIONS, SERVE_API_CHAT } serve_api_kind;
@@ -39,6 +47,9 @@ typedef struct serve_gen_request {
     plume_kv_transfer_params kv_xfer;
     char **stop;
     size_t n_stop;
+    chat_reply_opts reply;           /* chat: how the reply is read (reasoning, tool calls) */
+    plume_settings *sampler_settings; /* the structured constraint rp.sampler_settings points
+                                        at, or NULL; owned (moves to the serve_req) */
 } serve_gen_request;
 
 /* Parses body; on failure returns the HTTP status (400, 404) and writes
@@ -54,10 +65,14 @@ json_t *serve_api_response(const serve_api_env *env, const serve_gen_request *g,
 
 /* One streamed chunk: a token's delta (tok != NULL), the chat role chunk
  * (role_chunk), the final chunk with finish_reason (finish != NULL), or the
- * usage chunk (usage != NULL: prompt, completion, cached). */
+ * usage chunk (usage != NULL: prompt, completion, cached).  For a chat
+ * whose reply is read (chat_reply_active), d is what the token made
+ * certain (reasoning_content, content, tool_calls; tok may be NULL for the
+ * text released at the end) and text is unused. */
 json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, const char *id,
                         int64_t created, const serve_token *tok, const char *text,
-                        bool role_chunk, const char *finish, const int64_t *usage);
+                        const chat_delta *d, bool role_chunk, const char *finish,
+                        const int64_t *usage);
 
 /* A kv_transfer_params object (docs/disaggregation.md) into out; unknown
  * keys are ignored (a proxy may add its own).  0, or the HTTP status with
@@ -76,6 +91,11 @@ json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t le
                            char *msg, size_t cap);
 json_t *serve_api_detokenize(const serve_api_env *env, const char *body, size_t len,
                              int *status, char *msg, size_t cap);
+
+/* Writes the message (printf-style) to msg and returns status: how request
+ * parsing reports a refusal. */
+int serve_api_fail(char *msg, size_t cap, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* A JSON string of len bytes that need not be valid UTF-8 (each invalid
  * byte becomes U+FFFD). */

@@ -118,7 +118,17 @@ const char *plume_chat_template_source(const plume_tokenizer *t)
 
 struct plume_chat_template {
     jinja_template *j;
+    char *text; /* the Jinja source, for plume_chat_template_text */
 };
+
+const char *plume_chat_template_text(const plume_tokenizer *t, const plume_chat_template *tmpl)
+{
+    if (tmpl)
+        return tmpl->text;
+    if (t->chat_template)
+        return t->chat_template;
+    return jinja_family_template(jinja_family_of(t->arch, t->pre_name));
+}
 
 int plume_chat_template_compile(const char *text, size_t len, plume_chat_template **out,
                                 plume_error *err)
@@ -129,7 +139,12 @@ int plume_chat_template_compile(const char *text, size_t len, plume_chat_templat
     plume_chat_template *ct = calloc(1, sizeof *ct);
     if (!ct)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    if (!(ct->text = tok_strndup(text, len))) {
+        free(ct);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    }
     if (jinja_compile(text, len, &ct->j, err)) {
+        free(ct->text);
         free(ct);
         return -1;
     }
@@ -180,6 +195,7 @@ void plume_chat_template_free(plume_chat_template *ct)
     if (!ct)
         return;
     jinja_free(ct->j);
+    free(ct->text);
     free(ct);
 }
 
