@@ -1,5 +1,5 @@
 /* The request -> structured-sampler settings translation
- * (sample/structured_request.h): OpenAI's response_format, vLLM's guided_*
+ * (plume/structured_request.h): OpenAI's response_format, vLLM's guided_*
  * and plume's own keys, and one clear error per malformed shape. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -33,7 +33,7 @@ typedef struct cli_jsonl_request {
     const char *stops[CLI_JSONL_MAX_STOP];
     /* the line's structured-output constraint ("response_format",
      * "json_schema", "regex", "choice", "grammar", vLLM's "guided_*"): the
-     * settings of the structured sampler (sample/structured_request.h), or
+     * settings of the structured sampler (plume/structured_request.h), or
      * NULL; owned by the request */
     plume_settings *constraint;
 } cli_jsonl_request;
