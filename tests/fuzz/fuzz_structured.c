@@ -1,5 +1,6 @@
 /* libFuzzer target for sample-structured's compilers (JSON Schema, regex,
- * choice list, GBNF grammar) and the automaton they feed.  The first byte
+ * choice list, GBNF grammar, required tool calls) and the automaton they
+ * feed.  The first byte
  * picks the compiler, the rest is its text.  Any bytes give either one
  * error line, or a grammar whose automaton then runs over the input's own
  * bytes and computes token masks over a small vocabulary, every mask equal
@@ -41,8 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static const ss_kind kinds[] = {SS_JSON_SCHEMA, SS_REGEX, SS_CHOICE, SS_GRAMMAR};
-    ss_kind kind = kinds[data[0] % 4];
+    static const ss_kind kinds[] = {SS_JSON_SCHEMA, SS_REGEX, SS_CHOICE, SS_GRAMMAR,
+                                    SS_TOOL_CALLS};
+    ss_kind kind = kinds[data[0] % 5];
     ss_compiled *c = NULL;
     plume_error err = {0};
     if (ss_compile(kind, (const char *)data + 1, size - 1, &c, &err)) {
