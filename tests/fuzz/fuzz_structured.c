@@ -42,9 +42,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static const ss_kind kinds[] = {SS_JSON_SCHEMA, SS_REGEX, SS_CHOICE, SS_GRAMMAR,
-                                    SS_TOOL_CALLS};
-    ss_kind kind = kinds[data[0] % 5];
+    static const ss_kind kinds[] = {SS_JSON_SCHEMA, SS_REGEX, SS_CHOICE, SS_GRAMMAR};
+    ss_kind kind = data[0] >= 0xF0 ? SS_TOOL_CALLS : kinds[data[0] % 4];
     ss_compiled *c = NULL;
     plume_error err = {0};
     if (ss_compile(kind, (const char *)data + 1, size - 1, &c, &err)) {
