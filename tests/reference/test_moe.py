@@ -17,6 +17,14 @@ For every variant, in HF form and (where llama.cpp has one) GGUF form:
     8-token greedy continuation equal to the oracle's.
 f32 weights, f32 activations (PLUME_CPU_ACTIVATIONS=f32).
 
+Quantized experts: `plume quantize --to gguf` of the Mixtral and OLMoE
+GGUFs to Q8_0 and Q4_0 keeps the router (ffn_gate_inp) in F32, quantizes
+the 3-D expert tensors (8 experts: attn_k/attn_v in Q8_0, as llama-quantize
+does); with f32 activations plume's logits are within TOL of the oracle run
+on gguf-py's dequantization of the same file; with plume's default int8
+activations decode and batched chunks are bit-identical to the prefill.  An HF MoE directory is refused by `--to gguf` and by the
+GPTQ/AWQ quantizer, with the way out in the message.
+
 Refusals by name: MoE families plume does not run (gpt_oss, qwen2_moe,
 deepseek_v3 in HF; gpt-oss, qwen2moe in GGUF), and a GPTQ-quantized MoE
 checkpoint.
@@ -128,6 +136,114 @@ def refusals(tmp):
               % (arch, err[:200]))
 
 
+def logits_env(model, ids, chunk, batch, tmp, nv, f32):
+    """plume_logits with the default int8 activations when not f32."""
+    if f32:
+        return plume_logits(model, ids, chunk, batch, tmp, nv)
+    out = os.path.join(tmp, "lgq.f32")
+    env = {k: v for k, v in os.environ.items() if k != "PLUME_CPU_ACTIVATIONS"}
+    p = subprocess.run([TOOL, model, out, str(chunk), str(batch), ",".join(map(str, ids))],
+                       capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(ids), nv), ""
+
+
+def dequantized_hf(fx, path, outdir):
+    """An HF directory holding the GGUF at path's weights dequantized by
+    gguf-py (gguf.quants.dequantize), under fx's HF names (Mixtral's q/k
+    rows unpermuted): the float model the quantized file computes."""
+    import make_tiny_model as mtm
+    c = fx["config"]
+    g = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+        [int(x) for x in reversed(t.shape)]) for t in gguf.GGUFReader(path).tensors}
+    w = dict(fx["weights"])
+    inv = {}
+    for l in range(c["num_hidden_layers"]):
+        inv["blk.%d.attn_q.weight" % l] = ("model.layers.%d.self_attn.q_proj.weight" % l,
+                                           c["num_attention_heads"])
+        inv["blk.%d.attn_k.weight" % l] = ("model.layers.%d.self_attn.k_proj.weight" % l,
+                                           c["num_key_value_heads"])
+        inv["blk.%d.attn_v.weight" % l] = ("model.layers.%d.self_attn.v_proj.weight" % l, 0)
+        inv["blk.%d.attn_output.weight" % l] = ("model.layers.%d.self_attn.o_proj.weight" % l, 0)
+        for i, gg in enumerate(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")):
+            for e in range(make_moe_model.n_experts(c)):
+                inv[("blk.%d.%s.weight" % (l, gg), e)] = (
+                    make_moe_model.expert_names(c, l, e)[i], 0)
+    inv["token_embd.weight"] = ("model.embed_tokens.weight", 0)
+    inv["output.weight"] = ("lm_head.weight", 0)
+    for key, (hf, heads) in inv.items():
+        a = g[key[0]][key[1]] if isinstance(key, tuple) else g[key]
+        if heads and c["model_type"] == "mixtral":  # undo convert_hf_to_gguf's permutation
+            n = a.shape[0]
+            idx = mtm.permute(np.arange(n, dtype=np.float64).reshape(n, 1), heads).ravel()
+            un = np.empty_like(a)
+            un[idx.astype(int)] = a
+            a = un
+        w[hf] = np.ascontiguousarray(a, dtype=np.float32)
+    tok = mtm.build_tokenizer()
+    mtm.write_hf(outdir, "llama", w, tok, False)
+    with open(os.path.join(outdir, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    return outdir
+
+
+def quantized(tmp):
+    for variant in ("mixtral", "olmoe"):
+        fx = make_moe_model.make(os.path.join(tmp, "q-" + variant), variant)
+        nv = fx["config"]["vocab_size"]
+        ids = [int(t) for t in np.random.default_rng(5).integers(0, nv - 3, 40)]
+        for preset in ("Q8_0", "Q4_0"):
+            tag = "%s %s" % (variant, preset)
+            out = os.path.join(tmp, "q-" + variant, preset + ".gguf")
+            p = subprocess.run([PLUME, "quantize", fx["gguf"], out, "--to", "gguf", "--type",
+                                preset], capture_output=True, text=True, timeout=120)
+            if not check(p.returncode == 0, "%s: plume quantize --to gguf %s" %
+                         (tag, p.stderr.strip()[-200:])):
+                continue
+            types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+            want_kv = "Q8_0" if make_moe_model.n_experts(fx["config"]) == 8 else preset
+            ok = all(types[n] == "F32" for n in types if "ffn_gate_inp" in n) and \
+                all(types[n] == preset for n in types if "_exps" in n) and \
+                all(types[n] == want_kv for n in types if "attn_k.weight" in n or
+                    "attn_v.weight" in n)
+            check(ok, "%s: router F32, 3-D experts %s, attn_k/v %s (8 experts)" % (
+                tag, preset, want_kv))
+            # the quantized file's own float model, from gguf-py's dequantization
+            orc = moe_oracle.load_hf(dequantized_hf(fx, out, os.path.join(tmp, "dq")))
+            ref = orc.logits(ids)
+            pre, msg = plume_logits(out, ids, len(ids), 0, tmp, nv)
+            if check(pre is not None, "%s: prefill runs %s" % (tag, msg)):
+                diff = float(np.abs(pre - ref).max())
+                check(diff < TOL, "%s (f32 activations): logits vs the oracle of gguf-py's "
+                      "dequantized weights: max |diff| %.2e (tol %g)" % (tag, diff, TOL))
+            # plume's default: activations rounded to int8 blocks for the integer kernels
+            pre, msg = logits_env(out, ids, len(ids), 0, tmp, nv, False)
+            if not check(pre is not None, "%s: prefill runs (int8 activations) %s" % (tag, msg)):
+                continue
+            diff = float(np.abs(pre - ref).max())
+            spread = float(ref.max() - ref.min())
+            check(diff < 0.25 * spread, "%s (int8 activations): max |diff| %.3f vs the "
+                  "dequantized oracle (a sanity bound: a quarter of the spread %.1f; routing "
+                  "may flip where two experts' logits are close)" % (tag, diff, spread))
+            dec, msg = logits_env(out, ids, 1, 0, tmp, nv, False)
+            check(dec is not None and np.array_equal(dec, pre),
+                  "%s: decode bit-identical to the prefill (int8 activations) %s" % (tag, msg))
+            bat, msg = logits_env(out, ids, 5, 1, tmp, nv, False)
+            check(bat is not None and np.array_equal(bat, pre),
+                  "%s: batched chunks of 5 bit-identical to alone (int8 activations) %s"
+                  % (tag, msg))
+    hf = os.path.join(tmp, "q-olmoe", "hf")
+    p = subprocess.run([PLUME, "quantize", hf, os.path.join(tmp, "x.gguf"), "--to", "gguf",
+                        "--type", "Q4_0"], capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0 and "mixture-of-experts" in p.stderr and "convert_hf_to_gguf" in
+          p.stderr, "HF MoE --to gguf refused with the way out: %s" % p.stderr.strip()[:160])
+    p = subprocess.run([PLUME, "quantize", hf, os.path.join(tmp, "gptq"), "--method", "rtn"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0 and "per-expert GPTQ/AWQ" in p.stderr,
+          "per-expert GPTQ/RTN quantization refused: %s" % p.stderr.strip()[:160])
+
+
 def main():
     for b in (TOOL, PLUME):
         if not os.access(b, os.X_OK):
@@ -138,6 +254,7 @@ def main():
         for v in only:
             run_variant(v, tmp)
         if not sys.argv[1:]:
+            quantized(tmp)
             refusals(tmp)
     if FAILS:
         print("%d check(s) failed" % len(FAILS))
