@@ -115,6 +115,11 @@ def refusals(tmp):
     p = subprocess.run([PLUME, "info", hf], capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "mixture-of-experts" in p.stderr and "gptq" in p.stderr,
           "a GPTQ mixture-of-experts checkpoint refused: %s" % p.stderr.strip()[:200])
+    mx = make_moe_model.make(os.path.join(tmp, "refuse-mixtral"), "mixtral")
+    p = subprocess.run([PLUME, "convert", mx["gguf"], "--to", "hf", os.path.join(tmp, "conv")],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0 and "mixture-of-experts" in p.stderr,
+          "plume convert of a MoE GGUF refused: %s" % p.stderr.strip()[:160])
     import make_tiny_model as mtm
     tok = mtm.build_tokenizer()
     c = fx["config"]
