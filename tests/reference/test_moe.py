@@ -115,6 +115,21 @@ def refusals(tmp):
     p = subprocess.run([PLUME, "info", hf], capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "mixture-of-experts" in p.stderr and "gptq" in p.stderr,
           "a GPTQ mixture-of-experts checkpoint refused: %s" % p.stderr.strip()[:200])
+    # a backend that answers no to PLUME_FEAT_MOE (as cuda does): one line at load
+    plugins = os.path.join(test_families.BUILD_ROOT, "tests", "plugins")
+    if os.path.exists(os.path.join(plugins, "plume-picky-backend.so")):
+        pipe = os.path.join(tmp, "picky-moe.yaml")
+        with open(pipe, "w") as f:
+            f.write("model: %s\nplugins: [picky-backend]\nbackend: picky-moe\n" % fx["gguf"])
+        p = subprocess.run([PLUME, "generate", "--pipeline", pipe, "--plugin-dir", plugins,
+                            "--prompt", "hi", "--max-tokens", "2"],
+                           capture_output=True, text=True, timeout=60)
+        err = p.stderr.strip()
+        check(p.returncode != 0 and len(err.splitlines()) == 1 and "picky-moe" in err and
+              "mixture-of-experts" in err, "a backend without MoE support refuses the model "
+              "in one line: %s" % err[:220])
+    else:
+        print("note: %s not built; the backend refusal is not checked" % plugins)
     mx = make_moe_model.make(os.path.join(tmp, "refuse-mixtral"), "mixtral")
     p = subprocess.run([PLUME, "convert", mx["gguf"], "--to", "hf", os.path.join(tmp, "conv")],
                        capture_output=True, text=True, timeout=60)
