@@ -264,6 +264,28 @@ def quantized(tmp):
           "per-expert GPTQ/RTN quantization refused: %s" % p.stderr.strip()[:160])
 
 
+def hostile(tmp):
+    """Malformed MoE metadata or tensors: one error line naming what is wrong."""
+    import make_tiny_model as mtm
+    tok = mtm.build_tokenizer()
+    fx = make_moe_model.make(os.path.join(tmp, "hostile"), "olmoe")
+    c, w = fx["config"], fx["weights"]
+    t = make_moe_model.gguf_tensors(c, w)
+    short = dict(t)
+    short["blk.1.ffn_up_exps.weight"] = t["blk.1.ffn_up_exps.weight"][:7]
+    cases = [("experts per token above the expert count", dict(c, num_experts_per_tok=9), t,
+              "olmoe.expert_used_count' (experts per token) is 9"),
+             ("5000 experts", dict(c, num_experts=5000), t, "olmoe.expert_count' is 5000"),
+             ("a 3-D expert tensor with 7 of 8 experts", c, short, "ffn_up_exps")]
+    for what, cc, tensors, needle in cases:
+        path = os.path.join(tmp, "hostile", "h.gguf")
+        make_moe_model.write_gguf(path, cc, tensors, tok)
+        p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
+        err = p.stderr.strip()
+        check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
+              "hostile MoE GGUF, %s: one error line: %s" % (what, err[:200]))
+
+
 def main():
     for b in (TOOL, PLUME):
         if not os.access(b, os.X_OK):
@@ -276,6 +298,7 @@ def main():
         if not sys.argv[1:]:
             quantized(tmp)
             refusals(tmp)
+            hostile(tmp)
     if FAILS:
         print("%d check(s) failed" % len(FAILS))
         return 1

@@ -195,9 +195,11 @@ static int gguf_gemma(const gguf_file *f, const char *arch, plume_model_config *
 static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cfg,
                     plume_error *err)
 {
+    bool moe_arch = cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE;
+    if (!moe_arch && cfg->arch != PLUME_ARCH_LLAMA)
+        return 0; /* llama.cpp's qwen2/qwen3/gemma3 graphs have no experts: keys ignored */
     if (opt_u32(f, arch, "expert_count", 0, &cfg->n_expert, err))
         return -1;
-    bool moe_arch = cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE;
     if (cfg->n_expert == 0) {
         if (moe_arch)
             return plume_err(err, PLUME_ERR_FORMAT,
@@ -215,6 +217,15 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
         opt_u32(f, arch, "expert_gating_func", 1, &gating, err) ||
         opt_f32(f, arch, "expert_weights_scale", 1.0f, &scale, err))
         return -1;
+    if (cfg->n_expert > PLUME_MAX_EXPERTS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: '%s.expert_count' is %d; plume runs at most %d experts per layer",
+                         gguf_path(f), arch, cfg->n_expert, PLUME_MAX_EXPERTS);
+    if (cfg->n_expert_used > cfg->n_expert)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: '%s.expert_used_count' (experts per token) is %d, more than "
+                         "'%s.expert_count' %d; fix the metadata",
+                         gguf_path(f), arch, cfg->n_expert_used, arch, cfg->n_expert);
     if (cfg->n_expert_used == 0)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "%s: '%s.expert_count' is %d but '%s.expert_used_count' (experts per "
