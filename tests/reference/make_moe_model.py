@@ -55,12 +55,17 @@ VARIANTS = {
     "olmoe": ("olmoe", dict(num_hidden_layers=3, intermediate_size=32, num_experts=8,
                             num_experts_per_tok=3, norm_topk_prob=False, clip_qkv=None),
               True, False),
+    # Qwen2-MoE: q/k/v bias, a shared expert gated by sigmoid, raw top-k probabilities
+    "qwen2moe": ("qwen2_moe", dict(intermediate_size=96, moe_intermediate_size=40,
+                                   shared_expert_intermediate_size=72, num_experts=8,
+                                   num_experts_per_tok=2, norm_topk_prob=False, qkv_bias=True,
+                                   decoder_sparse_step=1, mlp_only_layers=[]), True, False),
     "olmoe-fused": ("olmoe", dict(intermediate_size=32, num_experts=4, num_experts_per_tok=2,
                                   norm_topk_prob=True, clip_qkv=None), False, True),
 }
 
 ARCHS = {"mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
-         "olmoe": "OlmoeForCausalLM"}
+         "olmoe": "OlmoeForCausalLM", "qwen2_moe": "Qwen2MoeForCausalLM"}
 
 
 def config_of(variant, n_vocab, bos, eos):
@@ -77,12 +82,13 @@ def n_experts(c):
 
 
 def ff_expert(c):
-    return c.get("moe_intermediate_size") if c["model_type"] == "qwen3_moe" else c["intermediate_size"]
+    return c.get("moe_intermediate_size") if c["model_type"] in ("qwen3_moe", "qwen2_moe") \
+        else c["intermediate_size"]
 
 
 def moe_layers(c):
     n = c["num_hidden_layers"]
-    if c["model_type"] != "qwen3_moe":
+    if c["model_type"] not in ("qwen3_moe", "qwen2_moe"):
         return list(range(n))
     only, step = c.get("mlp_only_layers") or [], c.get("decoder_sparse_step", 1)
     return [l for l in range(n) if l not in only and (l + 1) % step == 0]
@@ -126,6 +132,9 @@ def random_weights(c, seed):
         w[p + "self_attn.k_proj.weight"] = lin(Hkv * D, E, 1.5)
         w[p + "self_attn.v_proj.weight"] = lin(Hkv * D, E)
         w[p + "self_attn.o_proj.weight"] = lin(E, H * D)
+        if c.get("qkv_bias"):
+            for n, o in (("q", H * D), ("k", Hkv * D), ("v", Hkv * D)):
+                w[p + "self_attn.%s_proj.bias" % n] = (rng.standard_normal(o) * 0.5).astype(np.float32)
         if mt == "qwen3_moe":
             w[p + "self_attn.q_norm.weight"] = norm(D)
             w[p + "self_attn.k_norm.weight"] = norm(D)
@@ -143,6 +152,12 @@ def random_weights(c, seed):
         for e in range(X):
             g, u, d = expert_names(c, l, e)
             w[g], w[u], w[d] = lin(Fx, E), lin(Fx, E), lin(E, Fx, 1.5)
+        if c.get("shared_expert_intermediate_size"):
+            S = c["shared_expert_intermediate_size"]
+            q = p + "mlp.shared_expert."
+            w[q + "gate_proj.weight"], w[q + "up_proj.weight"] = lin(S, E), lin(S, E)
+            w[q + "down_proj.weight"] = lin(E, S)
+            w[p + "mlp.shared_expert_gate.weight"] = lin(1, E, 2.0)
     w["model.norm.weight"] = norm(E)
     w["lm_head.weight"] = lin(V, E, 5.0)  # logits spread ~40: f32 error well under 1e-4
     return w
@@ -170,6 +185,12 @@ def gguf_tensors(c, w):
     names = {"input_layernorm.weight": "attn_norm.weight",
              "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
              "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+             "self_attn.v_proj.bias": "attn_v.bias",
+             "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+             "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+             "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+             "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight",
              "self_attn.o_proj.weight": "attn_output.weight",
              "self_attn.q_norm.weight": "attn_q_norm.weight",
              "self_attn.k_norm.weight": "attn_k_norm.weight",
@@ -201,7 +222,8 @@ def write_gguf(path, c, tensors, tok, wtype="f32"):
     """wtype: f32, or q4_0 / q8_0 for the 2-D and 3-D weights (gguf.quants)."""
     import gguf
     mt = c["model_type"]
-    arch = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "olmoe": "olmoe"}[mt]
+    arch = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "olmoe": "olmoe",
+            "qwen2_moe": "qwen2moe"}[mt]
     E, H = c["hidden_size"], c["num_attention_heads"]
     D = c.get("head_dim") or E // H
     tokens, types, merges = tok
@@ -224,8 +246,10 @@ def write_gguf(path, c, tensors, tok, wtype="f32"):
     g.add_rope_dimension_count(D)
     g.add_expert_count(n_experts(c))
     g.add_expert_used_count(c["num_experts_per_tok"])
-    if mt == "qwen3_moe":
+    if mt in ("qwen3_moe", "qwen2_moe"):
         g.add_expert_feed_forward_length(c["moe_intermediate_size"])
+    if c.get("shared_expert_intermediate_size"):
+        g.add_expert_shared_feed_forward_length(c["shared_expert_intermediate_size"])
     if mt != "mixtral" and c.get("norm_topk_prob") is not None:
         g.add_expert_weights_norm(bool(c["norm_topk_prob"]))
     g.add_tokenizer_model("gpt2")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Float64 numpy forward of an HF mixture-of-experts model directory:
-Mixtral, Qwen3-MoE and OLMoE.
+Mixtral, Qwen3-MoE, Qwen2-MoE and OLMoE.
 
 Written from transformers' modeling files (models/{mixtral,qwen3_moe,olmoe}/
 modeling_*.py and their configuration classes), not from plume's C code:
@@ -11,7 +11,10 @@ modeling_*.py and their configuration classes), not from plume's C code:
     and summed (index_add_);
   * Qwen3-MoE: per-head q/k RMSNorm before RoPE, dense MLP layers by
     mlp_only_layers / decoder_sparse_step;
-  * OLMoE: q/k RMSNorm over the whole projections (before the head split).
+  * OLMoE: q/k RMSNorm over the whole projections (before the head split);
+  * Qwen2-MoE: q/k/v bias (qkv_bias), and a shared expert on every token
+    whose output is scaled by sigmoid(shared_expert_gate(h)) and added to
+    the routed experts' (Qwen2MoeSparseMoeBlock).
 The whole sequence runs at once with the causal (Mixtral: and
 sliding-window) mask.  RoPE frequencies come from family_oracle.rope_params.
 
@@ -50,7 +53,7 @@ class MoeModel:
         self.inv, self.af = family_oracle.rope_params(dict(c, head_dim=self.D), rp)
         n = c["num_hidden_layers"]
         only, step = c.get("mlp_only_layers") or [], c.get("decoder_sparse_step", 1)
-        self.moe = [self.mt != "qwen3_moe" or (l not in only and self.X > 0 and (l + 1) % step == 0)
+        self.moe = [self.mt not in ("qwen3_moe", "qwen2_moe") or (l not in only and self.X > 0 and (l + 1) % step == 0)
                     for l in range(n)]
 
     def norm(self, x, w):
@@ -100,6 +103,13 @@ class MoeModel:
             gt = xe @ g.T
             y = ((gt / (1 + np.exp(-gt))) * (xe @ u.T)) @ d.T
             np.add.at(out, rows, y * tw[rows, slot][:, None])
+        q = "model.layers.%d.mlp." % l
+        if q + "shared_expert_gate.weight" in self.w:
+            w = self.w
+            gt = h @ w[q + "shared_expert.gate_proj.weight"].T
+            sh = ((gt / (1 + np.exp(-gt))) * (h @ w[q + "shared_expert.up_proj.weight"].T)) @ \
+                w[q + "shared_expert.down_proj.weight"].T
+            out = out + sh / (1 + np.exp(-(h @ w[q + "shared_expert_gate.weight"].T)))
         return out
 
     def logits(self, ids):
@@ -113,9 +123,11 @@ class MoeModel:
         for l in range(c["num_hidden_layers"]):
             p = "model.layers.%d." % l
             h = self.norm(x, w[p + "input_layernorm.weight"])
-            q = h @ w[p + "self_attn.q_proj.weight"].T
-            k = h @ w[p + "self_attn.k_proj.weight"].T
-            v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(T, self.Hkv, self.D)
+            def proj(n):
+                y = h @ w[p + "self_attn.%s_proj.weight" % n].T
+                b = w.get(p + "self_attn.%s_proj.bias" % n)
+                return y if b is None else y + b
+            q, k, v = proj("q"), proj("k"), proj("v").reshape(T, self.Hkv, self.D)
             if self.mt == "olmoe":  # OlmoeAttention: q_norm(q_proj(x)) over the whole projection
                 q = self.norm(q, w[p + "self_attn.q_norm.weight"])
                 k = self.norm(k, w[p + "self_attn.k_norm.weight"])

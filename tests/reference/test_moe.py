@@ -2,9 +2,9 @@
 """plume vs an independent float64 numpy forward (moe_oracle.py) on tiny
 random mixture-of-experts models (make_moe_model.py): Mixtral (8 experts,
 top-2), Qwen3-MoE (8 experts, top-4, renormalized; and a variant with a
-dense layer and raw top-k probabilities), OLMoE (8 experts, top-3, q/k
-norms over the whole projections) and OLMoE in transformers 5's fused
-expert layout.
+dense layer and raw top-k probabilities), Qwen2-MoE (q/k/v bias, a shared
+expert gated by sigmoid), OLMoE (8 experts, top-3, q/k norms over the
+whole projections) and OLMoE in transformers 5's fused expert layout.
 
 For every variant, in HF form and (where llama.cpp has one) GGUF form:
   * prefill: the logits of all N = 80 positions in one chunk within TOL =
@@ -25,8 +25,8 @@ on gguf-py's dequantization of the same file; with plume's default int8
 activations decode and batched chunks are bit-identical to the prefill.  An HF MoE directory is refused by `--to gguf` and by the
 GPTQ/AWQ quantizer, with the way out in the message.
 
-Refusals by name: MoE families plume does not run (gpt_oss, qwen2_moe,
-deepseek_v3 in HF; gpt-oss, qwen2moe in GGUF), and a GPTQ-quantized MoE
+Refusals by name: MoE families plume does not run (gpt_oss, dbrx,
+deepseek_v3 in HF; gpt-oss, deepseek2 in GGUF), and a GPTQ-quantized MoE
 checkpoint.
 
 Exit 0 pass, 1 fail, 77 skip (binaries or packages missing).
@@ -102,7 +102,7 @@ def refusals(tmp):
     hf = fx["hf"]
     with open(os.path.join(hf, "config.json")) as f:
         base = json.load(f)
-    for mt, arch in (("gpt_oss", "GptOssForCausalLM"), ("qwen2_moe", "Qwen2MoeForCausalLM"),
+    for mt, arch in (("gpt_oss", "GptOssForCausalLM"), ("dbrx", "DbrxForCausalLM"),
                      ("deepseek_v3", "DeepseekV3ForCausalLM")):
         with open(os.path.join(hf, "config.json"), "w") as f:
             json.dump(dict(base, model_type=mt, architectures=[arch]), f)
@@ -138,7 +138,7 @@ def refusals(tmp):
     import make_tiny_model as mtm
     tok = mtm.build_tokenizer()
     c = fx["config"]
-    for arch in ("gpt-oss", "qwen2moe"):
+    for arch in ("gpt-oss", "deepseek2"):
         path = os.path.join(tmp, "refuse", "%s.gguf" % arch)
         orig = gguf.GGUFWriter.__init__
 

@@ -3,7 +3,8 @@
  * llama), qwen2 (Qwen2ForCausalLM: llama with q/k/v bias), qwen3
  * (Qwen3ForCausalLM: q/k norms), gemma3_text (Gemma3ForCausalLM) and the
  * mixtures of experts mixtral (MixtralForCausalLM), qwen3_moe
- * (Qwen3MoeForCausalLM) and olmoe (OlmoeForCausalLM); RoPE
+ * (Qwen3MoeForCausalLM), qwen2_moe (Qwen2MoeForCausalLM: a shared expert)
+ * and olmoe (OlmoeForCausalLM); RoPE
  * scalings default/linear/dynamic/yarn/llama3; sliding windows. */
 #include "model/config.h"
 
@@ -30,13 +31,14 @@ static const hf_arch hf_archs[] = {
     {"mixtral", "MixtralForCausalLM", PLUME_ARCH_LLAMA, false},
     {"qwen3_moe", "Qwen3MoeForCausalLM", PLUME_ARCH_QWEN3MOE, false},
     {"olmoe", "OlmoeForCausalLM", PLUME_ARCH_OLMOE, false},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", PLUME_ARCH_QWEN2MOE, true},
 };
 
 /* Mixture-of-experts families plume does not run, by model_type and
  * architecture, for hf_refused's message. */
 #define MOE_NOT_YET                                                                                \
     "this mixture-of-experts family is not supported (supported MoE families: mixtral, "          \
-    "qwen3_moe, olmoe)"
+    "qwen3_moe, qwen2_moe, olmoe)"
 
 
 /* Families refused by name, with the reason. */
@@ -44,7 +46,6 @@ static const struct {
     const char *name;
     const char *why;
 } hf_refused[] = {
-    {"qwen2_moe", MOE_NOT_YET},          {"Qwen2MoeForCausalLM", MOE_NOT_YET},
     {"gpt_oss", MOE_NOT_YET},            {"GptOssForCausalLM", MOE_NOT_YET},
     {"deepseek_v2", MOE_NOT_YET},        {"DeepseekV2ForCausalLM", MOE_NOT_YET},
     {"deepseek_v3", MOE_NOT_YET},        {"DeepseekV3ForCausalLM", MOE_NOT_YET},
@@ -97,7 +98,7 @@ static int hf_pick_arch(const char *path, json_t *root, const hf_arch **out, plu
     }
     return plume_err(err, PLUME_ERR_UNSUPPORTED,
                      "%s: unsupported architecture %s (supported: llama, mistral, qwen2, qwen3, "
-                     "gemma3_text, mixtral, qwen3_moe, olmoe)",
+                     "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe)",
                      path, name);
 }
 
@@ -277,7 +278,7 @@ static int hf_windows(const char *path, json_t *root, const char *model_type,
                       plume_model_config *cfg, plume_error *err)
 {
     const bool qwen = cfg->arch == PLUME_ARCH_QWEN2 || cfg->arch == PLUME_ARCH_QWEN3 ||
-                      cfg->arch == PLUME_ARCH_QWEN3MOE;
+                      cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_QWEN2MOE;
     const bool mistral = strcmp(model_type, "mistral") == 0 || strcmp(model_type, "mixtral") == 0;
     const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
     if (!qwen && !mistral && !gemma)
@@ -394,12 +395,16 @@ static int hf_moe(const char *path, json_t *root, const char *model_type, plume_
                   plume_error *err)
 {
     const bool mixtral = strcmp(model_type, "mixtral") == 0;
-    const bool qwen = cfg->arch == PLUME_ARCH_QWEN3MOE;
+    const bool qwen2 = cfg->arch == PLUME_ARCH_QWEN2MOE;
+    const bool qwen = cfg->arch == PLUME_ARCH_QWEN3MOE || qwen2;
     if (hf_int(path, root, mixtral ? "num_local_experts" : "num_experts",
-               mixtral ? 8 : qwen ? 128 : 64, &cfg->n_expert, err) ||
-        hf_int(path, root, "num_experts_per_tok", mixtral ? 2 : 8, &cfg->n_expert_used, err) ||
+               mixtral ? 8 : qwen2 ? 60 : qwen ? 128 : 64, &cfg->n_expert, err) ||
+        hf_int(path, root, "num_experts_per_tok", mixtral ? 2 : qwen2 ? 4 : 8,
+               &cfg->n_expert_used, err) ||
         hf_int(path, root, qwen ? "moe_intermediate_size" : "intermediate_size",
-               qwen ? 768 : -1, &cfg->n_ff_exp, err) ||
+               qwen2 ? 1408 : qwen ? 768 : -1, &cfg->n_ff_exp, err) ||
+        (qwen2 && hf_int(path, root, "shared_expert_intermediate_size", 5632, &cfg->n_ff_shexp,
+                         err)) ||
         hf_bool(path, root, "norm_topk_prob", mixtral, &cfg->moe_norm_topk, err))
         return -1;
     if (mixtral)
@@ -464,7 +469,8 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
                          path);
     /* head_dim defaults of transformers' config classes */
     const bool moe = strcmp(arch->model_type, "mixtral") == 0 ||
-                     arch->arch == PLUME_ARCH_QWEN3MOE || arch->arch == PLUME_ARCH_OLMOE;
+                     arch->arch == PLUME_ARCH_QWEN3MOE || arch->arch == PLUME_ARCH_OLMOE ||
+                     arch->arch == PLUME_ARCH_QWEN2MOE;
     if (moe && cfg->n_layer > PLUME_MAX_LAYERS)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: mixture-of-experts models with more than %d layers are not supported",
@@ -479,7 +485,9 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
         return -1;
     if (arch->arch == PLUME_ARCH_QWEN2)
         cfg->qkv_bias = true; /* Qwen2 always has q/k/v bias; no config field */
-    else if (hf_bool(path, root, "attention_bias", arch->qkv_bias, &cfg->qkv_bias, err))
+    else if (hf_bool(path, root,
+                     arch->arch == PLUME_ARCH_QWEN2MOE ? "qkv_bias" : "attention_bias",
+                     arch->qkv_bias, &cfg->qkv_bias, err))
         return -1;
     if (arch->arch == PLUME_ARCH_QWEN3 || arch->arch == PLUME_ARCH_QWEN3MOE)
         cfg->qk_norm = true;
@@ -527,7 +535,7 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
 {
     if (!cfg)
         return plume_err(err, PLUME_ERR_INVALID, "plume_config_validate: NULL config");
-    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_OLMOE)
+    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_QWEN2MOE)
         return plume_err(err, PLUME_ERR_RANGE, "arch %d is not a known architecture", (int)cfg->arch);
     if (hf_positive(cfg->n_vocab, "n_vocab", "vocab_size", err) ||
         hf_positive(cfg->n_embd, "n_embd", "hidden_size", err) ||
@@ -575,6 +583,10 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
                          "experts per token (num_experts_per_tok) %d must be in [1, %d] and the "
                          "expert intermediate size %d positive",
                          cfg->n_expert_used, cfg->n_expert, cfg->n_ff_exp);
+    if (cfg->n_ff_shexp < 0 || (cfg->n_ff_shexp > 0 && cfg->n_expert == 0))
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "shared_expert_intermediate_size %d needs experts and must be >= 0",
+                         cfg->n_ff_shexp);
     if (cfg->n_expert > 0 && cfg->n_layer > PLUME_MAX_LAYERS)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "mixture-of-experts models with more than %d layers are not supported",

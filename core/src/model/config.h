@@ -22,6 +22,7 @@ typedef enum plume_arch {
     PLUME_ARCH_GEMMA3 = 3, /* Gemma 3 text: see plume_model_config's gemma fields */
     PLUME_ARCH_QWEN3MOE = 4, /* Qwen3 attention, mixture-of-experts MLP */
     PLUME_ARCH_OLMOE = 5,    /* q/k RMSNorm over the whole projection, MoE MLP */
+    PLUME_ARCH_QWEN2MOE = 6, /* Qwen2 attention (q/k/v bias), MoE MLP with a shared expert */
 } plume_arch;
 /* Mixtral is PLUME_ARCH_LLAMA with n_expert > 0. */
 
@@ -107,6 +108,10 @@ typedef struct plume_model_config {
     int32_t n_expert_used;
     int32_t n_ff_exp;
     bool moe_norm_topk;
+    /* Qwen2-MoE: every MoE layer also runs a shared SwiGLU expert of this
+     * intermediate size on every token, its output scaled by sigmoid of a
+     * one-output linear (shared_expert_gate); 0: none */
+    int32_t n_ff_shexp;
     uint8_t dense_layer[PLUME_MAX_LAYERS];
 } plume_model_config;
 

@@ -195,7 +195,8 @@ static int gguf_gemma(const gguf_file *f, const char *arch, plume_model_config *
 static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cfg,
                     plume_error *err)
 {
-    bool moe_arch = cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE;
+    bool moe_arch = cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE ||
+                    cfg->arch == PLUME_ARCH_QWEN2MOE;
     if (!moe_arch && cfg->arch != PLUME_ARCH_LLAMA)
         return 0; /* llama.cpp's qwen2/qwen3/gemma3 graphs have no experts: keys ignored */
     if (opt_u32(f, arch, "expert_count", 0, &cfg->n_expert, err))
@@ -214,6 +215,7 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
     if (opt_u32(f, arch, "expert_used_count", 0, &cfg->n_expert_used, err) ||
         opt_u32(f, arch, "expert_feed_forward_length", cfg->n_ff, &cfg->n_ff_exp, err) ||
         opt_u32(f, arch, "expert_shared_count", 0, &shared, err) ||
+        opt_u32(f, arch, "expert_shared_feed_forward_length", 0, &cfg->n_ff_shexp, err) ||
         opt_u32(f, arch, "expert_gating_func", 1, &gating, err) ||
         opt_f32(f, arch, "expert_weights_scale", 1.0f, &scale, err))
         return -1;
@@ -231,6 +233,16 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
                          "%s: '%s.expert_count' is %d but '%s.expert_used_count' (experts per "
                          "token) is missing or 0; fix the metadata",
                          gguf_path(f), arch, cfg->n_expert, arch);
+    if (cfg->arch == PLUME_ARCH_QWEN2MOE) {
+        if (cfg->n_ff_shexp == 0)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: architecture qwen2moe needs '%s.expert_shared_feed_forward_length' "
+                             "(the shared expert's size); fix the metadata",
+                             gguf_path(f), arch);
+        shared = shared == 1 ? 0 : shared; /* the one shared expert qwen2moe has */
+    } else {
+        cfg->n_ff_shexp = 0;
+    }
     if (shared != 0 || gating != 1 || scale != 1.0f)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: %s", gguf_path(f),
@@ -238,7 +250,8 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
                          : gating != 1 ? "expert_gating_func other than softmax (1) is not "
                                          "supported"
                                        : "expert_weights_scale other than 1 is not supported");
-    cfg->moe_norm_topk = cfg->arch != PLUME_ARCH_OLMOE;
+    /* llama.cpp's graphs: llama and qwen3moe renormalize, olmoe and qwen2moe do not */
+    cfg->moe_norm_topk = cfg->arch != PLUME_ARCH_OLMOE && cfg->arch != PLUME_ARCH_QWEN2MOE;
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
     const gguf_value *v = gguf_get(f, key);
@@ -254,7 +267,7 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
 
 /* GGUF architectures of mixture-of-experts families plume does not run. */
 static const char *const gguf_moe_refused[] = {
-    "qwen2moe", "gpt-oss", "deepseek2", "deepseek", "dbrx", "grok", "arctic", "phimoe",
+    "gpt-oss", "deepseek2", "deepseek", "dbrx", "grok", "arctic", "phimoe",
     "granitemoe", "granitehybrid", "llama4", "jamba", "glm4moe", "minimax-m2", "ernie4_5-moe",
     "hunyuan-moe", "bailingmoe", "bailingmoe2", "dots1", "smallthinker", "lfm2moe",
     "qwen3vlmoe", "qwen3next",
@@ -293,6 +306,10 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
         cfg->arch = PLUME_ARCH_QWEN3MOE;
         cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
         cfg->qk_norm = true;
+    } else if (strcmp(arch, "qwen2moe") == 0) {
+        cfg->arch = PLUME_ARCH_QWEN2MOE;
+        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted (as qwen2) */
+        cfg->qkv_bias = true;
     } else if (strcmp(arch, "olmoe") == 0) {
         cfg->arch = PLUME_ARCH_OLMOE;
         cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
@@ -303,11 +320,11 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                 return plume_err(err, PLUME_ERR_UNSUPPORTED,
                                  "%s: architecture '%s': this mixture-of-experts family is not "
                                  "supported (supported MoE architectures: llama with experts "
-                                 "(Mixtral), qwen3moe, olmoe)",
+                                 "(Mixtral), qwen3moe, qwen2moe, olmoe)",
                                  gguf_path(f), arch);
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
-                         "gemma3, qwen3moe, olmoe)",
+                         "gemma3, qwen3moe, qwen2moe, olmoe)",
                          gguf_path(f), arch);
     }
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", arch);

@@ -91,8 +91,10 @@ static void activation_widths(const plume_model_config *c, size_t width[A_COUNT]
     width[A_ATTN] = Q;
     width[A_GATE] = width[A_UP] = F;
     const bool moe = c->n_expert > 0;
-    if (moe && (size_t)c->n_ff_exp > F)
+    if (moe && (size_t)c->n_ff_exp > width[A_GATE])
         width[A_GATE] = width[A_UP] = (size_t)c->n_ff_exp;
+    if (moe && (size_t)c->n_ff_shexp > width[A_GATE])
+        width[A_GATE] = width[A_UP] = (size_t)c->n_ff_shexp;
     width[A_ROUTER] = moe ? (size_t)c->n_expert : 0;
     width[A_XG] = width[A_Y] = moe ? E : 0;
 }

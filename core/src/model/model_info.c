@@ -125,6 +125,7 @@ void plume_model_describe(const plume_model *m, void *stream)
                               "scaled embeddings)",
         [PLUME_ARCH_QWEN3MOE] = "qwen3moe (q/k norms, mixture of experts)",
         [PLUME_ARCH_OLMOE] = "olmoe (q/k norms over the whole projections, mixture of experts)",
+        [PLUME_ARCH_QWEN2MOE] = "qwen2moe (q/k/v bias, mixture of experts with a shared expert)",
     };
     fprintf(f, "architecture:   %s\n", c->arch_name);
     fprintf(f, "family:         %s\n", families[c->arch]);
@@ -143,6 +144,8 @@ void plume_model_describe(const plume_model *m, void *stream)
                    "top-k probabilities %s\n",
                 c->n_expert_used, c->n_expert, c->n_ff_exp, n_moe, c->n_layer,
                 c->moe_norm_topk ? "renormalized" : "as they are");
+        if (c->n_ff_shexp > 0)
+            fprintf(f, "shared expert:  mlp size %d, gated by sigmoid\n", c->n_ff_shexp);
     }
     fprintf(f, "vocabulary:     %d\n", c->n_vocab);
     fprintf(f, "context:        %d (trained)", c->n_ctx_train);

@@ -27,6 +27,9 @@ typedef struct plume_moe {
     plume_lin *gate, *up, *down; /* [n_expert] */
     plume_tensor *views;         /* [3 * n_expert]: the views the experts were made from */
     int32_t n_expert;
+    /* Qwen2-MoE's shared expert and its gate (n_embd -> 1), else unloaded */
+    plume_lin sh_gate, sh_up, sh_down, sh_router;
+    plume_tensor sh_router_view; /* the gate as a [1][n_embd] matrix */
 } plume_moe;
 
 typedef struct plume_layer {

@@ -10,7 +10,7 @@
 int64_t plume_moe_plan_bytes(const plume_model_config *c, int32_t max_tokens)
 {
     const int64_t T = max_tokens, X = c->n_expert, k = c->n_expert_used;
-    return T * X * 4 + 2 * T * k * 4 + (2 * X + 1) * 4 + 2 * T * k * 4;
+    return T * X * 4 + 2 * T * k * 4 + (2 * X + 1) * 4 + 2 * T * k * 4 + T * 4;
 }
 
 int plume_moe_plan_init(plume_moe_plan *p, const plume_model_config *c, int32_t max_tokens,
@@ -28,12 +28,16 @@ int plume_moe_plan_init(plume_moe_plan *p, const plume_model_config *c, int32_t 
     p->offset = malloc(sizeof(int32_t) * (X + 1));
     p->rows = malloc(sizeof(int32_t) * T * k);
     p->rw = malloc(sizeof(float) * T * k);
-    if (!p->logits || !p->ids || !p->w || !p->count || !p->offset || !p->rows || !p->rw) {
+    p->iota = malloc(sizeof(int32_t) * T);
+    if (!p->logits || !p->ids || !p->w || !p->count || !p->offset || !p->rows || !p->rw ||
+        !p->iota) {
         plume_moe_plan_free(p);
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory for the routing of %d tokens over %d experts", max_tokens,
                          c->n_expert);
     }
+    for (int32_t r = 0; r < max_tokens; r++)
+        p->iota[r] = r;
     return 0;
 }
 
@@ -46,6 +50,7 @@ void plume_moe_plan_free(plume_moe_plan *p)
     free(p->offset);
     free(p->rows);
     free(p->rw);
+    free(p->iota);
     memset(p, 0, sizeof *p);
 }
 
@@ -152,5 +157,20 @@ int plume_moe_forward(const plume_backend_vtable *B, plume_backend *b, const plu
             B->scatter_add_rows(b, x, bufs->y, idx, p->rw + p->offset[e], ne, E, err))
             return plume_err_prefix(err, "expert %d", e);
     }
+    if (!moe->sh_router.vt)
+        return 0;
+    /* the shared expert on every row, scaled by sigmoid of its gate's logit */
+    const int32_t S = c->n_ff_shexp;
+    if (moe->sh_router.vt->forward(moe->sh_router.pl, B, b, xn, n, bufs->logits, err) ||
+        (B->synchronize && B->synchronize(b, err)) ||
+        B->download(b, p->w, bufs->logits, 0, sizeof(float) * (size_t)n, err))
+        return plume_err_prefix(err, "the shared expert's gate");
+    for (int32_t r = 0; r < n; r++)
+        p->w[r] = (float)(1.0 / (1.0 + exp(-(double)p->w[r])));
+    if (gate_up(B, b, &moe->sh_gate, &moe->sh_up, xn, n, bufs->gate, bufs->up, err) ||
+        B->swiglu(b, bufs->gate, bufs->up, (size_t)n * S, err) ||
+        moe->sh_down.vt->forward(moe->sh_down.pl, B, b, bufs->gate, n, bufs->y, err) ||
+        B->scatter_add_rows(b, x, bufs->y, p->iota, p->w, n, E, err))
+        return plume_err_prefix(err, "the shared expert");
     return 0;
 }

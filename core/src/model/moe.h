@@ -15,6 +15,7 @@ typedef struct plume_moe_plan {
     int32_t *offset; /* [n_expert + 1] where each expert's rows start in rows/rw */
     int32_t *rows;   /* [max_tokens * k] rows grouped by expert, ascending within one */
     float *rw;       /* [max_tokens * k] the weight of each entry of rows */
+    int32_t *iota;   /* [max_tokens] 0, 1, 2, ...: every row (the shared expert) */
 } plume_moe_plan;
 
 /* The backend buffers the MoE MLP works in, [max_tokens][...]. */
@@ -44,7 +45,8 @@ void plume_moe_route(const plume_model_config *c, const float *logits, int32_t n
                      float *w);
 
 /* x[r] += Σ over row r's experts e (ascending e) of w_e · down_e(silu(gate_e(xn[r])) ·
- * up_e(xn[r])), for the n rows of the step: the router's logits come back
+ * up_e(xn[r])), then (Qwen2-MoE) + sigmoid(shared_gate · xn[r]) · shared(xn[r]),
+ * for the n rows of the step: the router's logits come back
  * to the host, rows are grouped by expert, and each active expert's
  * linears run once over its rows (a step reads an active expert's weights
  * once).  Every row's bits are independent of the other rows (the backend's

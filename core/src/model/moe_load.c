@@ -12,6 +12,10 @@
  *   HF fused (transformers 5's in-memory layout, written by some tools)
  *               model.layers.N.mlp.experts.gate_up_proj [n_expert][2 n_ff_exp][n_embd]
  *               (gate rows first), ...mlp.experts.down_proj [n_expert][n_embd][n_ff_exp]
+ *   Qwen2-MoE's shared expert: GGUF blk.N.ffn_{gate,up,down}_shexp.weight and
+ *   blk.N.ffn_gate_inp_shexp.weight ([n_embd] or [1][n_embd]); HF
+ *   model.layers.N.mlp.shared_expert.{gate,up,down}_proj.weight and
+ *   model.layers.N.mlp.shared_expert_gate.weight [1][n_embd]
  * Dimensions above are PyTorch order; ggml order (ne) is reversed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +127,43 @@ static int views_2d(plume_model *m, plume_moe *moe, const char *fmt, const char 
     return 0;
 }
 
+/* Qwen2-MoE's shared expert of layer l and its sigmoid gate. */
+static int load_shared(plume_model *m, int l, plume_moe *moe, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    const int64_t E = c->n_embd, F = c->n_ff_shexp;
+    static const char *const gg[3] = {"ffn_gate_shexp", "ffn_up_shexp", "ffn_down_shexp"};
+    static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
+    const int64_t ne[3][3] = {{E, F, 1}, {E, F, 1}, {F, E, 1}};
+    plume_lin *lins[3] = {&moe->sh_gate, &moe->sh_up, &moe->sh_down};
+    char name[192];
+    for (int i = 0; i < 3; i++) {
+        if (m->gguf)
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, gg[i]);
+        else
+            snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert.%s.weight", l, hf[i]);
+        const plume_tensor *t = find(m, name);
+        if (check_tensor(m, t, name, 2, ne[i], err) || make_linear(m, t, lins[i], err))
+            return -1;
+    }
+    if (m->gguf)
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", l);
+    else
+        snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+    const plume_tensor *t = find(m, name);
+    if (!t)
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
+    /* [n_embd] or [1][n_embd]: one output row either way */
+    moe->sh_router_view = *t;
+    moe->sh_router_view.n_dims = 2;
+    moe->sh_router_view.ne[0] = plume_tensor_nelements(t);
+    moe->sh_router_view.ne[1] = moe->sh_router_view.ne[2] = moe->sh_router_view.ne[3] = 1;
+    const int64_t ne_g[3] = {E, 1, 1};
+    if (check_tensor(m, &moe->sh_router_view, name, 2, ne_g, err))
+        return -1;
+    return make_linear(m, &moe->sh_router_view, &moe->sh_router, err);
+}
+
 int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
@@ -173,7 +214,8 @@ int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
     }
     const int64_t ne_r[3] = {c->n_embd, X, 1};
     const plume_tensor *rt = find(m, router);
-    if (rc || check_tensor(m, rt, router, 2, ne_r, err) || make_linear(m, rt, &moe->router, err))
+    if (rc || check_tensor(m, rt, router, 2, ne_r, err) || make_linear(m, rt, &moe->router, err) ||
+        (c->n_ff_shexp > 0 && load_shared(m, l, moe, err)))
         return -1;
     for (int e = 0; e < X; e++)
         if (make_linear(m, &moe->views[3 * e], &moe->gate[e], err) ||
@@ -197,6 +239,10 @@ void plume_moe_free(plume_layer *L)
     if (!moe)
         return;
     lin_release(&moe->router);
+    lin_release(&moe->sh_gate);
+    lin_release(&moe->sh_up);
+    lin_release(&moe->sh_down);
+    lin_release(&moe->sh_router);
     for (int e = 0; e < moe->n_expert; e++) {
         if (moe->gate)
             lin_release(&moe->gate[e]);
