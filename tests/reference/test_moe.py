@@ -258,10 +258,14 @@ def quantized(tmp):
                         "--type", "Q4_0"], capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "mixture-of-experts" in p.stderr and "convert_hf_to_gguf" in
           p.stderr, "HF MoE --to gguf refused with the way out: %s" % p.stderr.strip()[:160])
-    p = subprocess.run([PLUME, "quantize", hf, os.path.join(tmp, "gptq"), "--method", "rtn"],
-                       capture_output=True, text=True, timeout=60)
-    check(p.returncode != 0 and "per-expert GPTQ/AWQ" in p.stderr,
-          "per-expert GPTQ/RTN quantization refused: %s" % p.stderr.strip()[:160])
+    gptq = os.path.join(test_families.BUILD_ROOT, "plugins", "quant-gptq", "plume-quant-gptq.so")
+    if os.path.exists(gptq):  # the quantizer loads its method's plugin first
+        p = subprocess.run([PLUME, "quantize", hf, os.path.join(tmp, "gptq"), "--method", "rtn"],
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode != 0 and "per-expert GPTQ/AWQ" in p.stderr,
+              "per-expert GPTQ/RTN quantization refused: %s" % p.stderr.strip()[:160])
+    else:
+        print("note: %s not built; the GPTQ quantizer's refusal is not checked" % gptq)
 
 
 def hostile(tmp):

@@ -633,6 +633,14 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
     }
     if (open_checkpoint(m, reg, p->format, path, err))
         goto fail;
+    if (m->quant_method[0] && m->cfg.n_expert > 0) { /* before any plugin is looked for */
+        plume_err(err, PLUME_ERR_UNSUPPORTED,
+                  "%s: a %s-quantized mixture-of-experts checkpoint is not supported (per-expert "
+                  "%s layers have no loader); use the unquantized checkpoint or a GGUF "
+                  "quantization",
+                  path, m->quant_method, m->quant_method);
+        goto fail;
+    }
     if (!reg && m->quant_method[0]) { /* only a quantized checkpoint needs plugins */
         if (plume_registry_create(&m->own_reg, err) ||
             plume_registry_add_default_search_path(m->own_reg, err))

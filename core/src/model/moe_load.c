@@ -167,12 +167,6 @@ static int load_shared(plume_model *m, int l, plume_moe *moe, plume_error *err)
 int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
-    if (m->quant_method[0])
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: a %s-quantized mixture-of-experts checkpoint is not supported "
-                         "(per-expert %s layers have no loader); use the unquantized checkpoint "
-                         "or a GGUF quantization",
-                         m->path, m->quant_method, m->quant_method);
     plume_moe *moe = calloc(1, sizeof *moe);
     if (!moe)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
