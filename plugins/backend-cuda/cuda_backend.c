@@ -161,6 +161,8 @@ static int cuda_supports(plume_backend *be, plume_backend_feature f, int64_t arg
         return arg > 0 && arg <= CK_HD_MAX && arg % 2 == 0;
     case PLUME_FEAT_ROPE_ADJACENT:
         return arg == 0 || arg == 1;
+    case PLUME_FEAT_MOE: /* no gather/scatter kernels yet: the loader refuses MoE models */
+        return 0;
     }
     return 0;
 }

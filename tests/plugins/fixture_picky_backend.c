@@ -1,12 +1,13 @@
 /* Fixture plugin "picky-backend": two backends that are the registry's
  * "cpu" backend except for what supports() answers: "picky-weights" runs
- * no F32 weights, "picky-kv" no f16 KV cache.  Tests check that loading a
+ * no F32 weights, "picky-kv" no f16 KV cache, "picky-moe" no
+ * mixture-of-experts layers (as cuda today).  Tests check that loading a
  * model or creating an engine on them fails naming the backend and what it
  * cannot run. */
 #include "plume/plugin.h"
 #include "plume/registry.h"
 
-static plume_backend_vtable picky_weights, picky_kv;
+static plume_backend_vtable picky_weights, picky_kv, picky_moe;
 static int (*cpu_supports)(plume_backend *, plume_backend_feature, int64_t);
 
 static int weights_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
@@ -19,6 +20,13 @@ static int weights_supports(plume_backend *b, plume_backend_feature f, int64_t a
 static int kv_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
 {
     if (f == PLUME_FEAT_KV_DTYPE && arg == PLUME_KV_F16)
+        return 0;
+    return cpu_supports(b, f, arg);
+}
+
+static int moe_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
+{
+    if (f == PLUME_FEAT_MOE)
         return 0;
     return cpu_supports(b, f, arg);
 }
@@ -37,12 +45,16 @@ static int picky_init(plume_registry *reg, plume_error *err)
     picky_kv = *cpu;
     picky_kv.name = "picky-kv";
     picky_kv.supports = kv_supports;
-    return plume_register_backend(reg, &picky_weights) || plume_register_backend(reg, &picky_kv)
+    picky_moe = *cpu;
+    picky_moe.name = "picky-moe";
+    picky_moe.supports = moe_supports;
+    return plume_register_backend(reg, &picky_weights) || plume_register_backend(reg, &picky_kv) ||
+                   plume_register_backend(reg, &picky_moe)
                ? -1
                : 0;
 }
 
 PLUME_PLUGIN_DEFINE("picky-backend", "1.0.0",
-                    "fixture: the cpu backend refusing F32 weights (picky-weights) or an f16 KV "
-                    "cache (picky-kv)",
+                    "fixture: the cpu backend refusing F32 weights (picky-weights), an f16 KV "
+                    "cache (picky-kv) or mixture-of-experts layers (picky-moe)",
                     "Apache-2.0", picky_init)

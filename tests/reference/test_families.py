@@ -24,7 +24,7 @@ Sliding windows are 16 tokens, so 80 positions run well past them (with
 full attention instead, the oracle's logits move by 33 (Mistral), 15 (Qwen2)
 and 6 (Gemma 3)).
 
-Refusals by name: Qwen3-MoE, multimodal Gemma 3, longrope, su, attention
+Refusals by name: gpt-oss (the MoE families plume runs: test_moe.py), multimodal Gemma 3, longrope, su, attention
 soft-capping; malformed GGUF family metadata (rope_freqs.weight of the wrong
 length or not positive, a yarn factor below 1, longrope) gives one error line.
 
@@ -164,7 +164,7 @@ def refusals(tmp):
     with open(os.path.join(hf, "config.json")) as f:
         base = json.load(f)
     cases = [
-        ("Qwen3-MoE", dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"]),
+        ("gpt-oss", dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"]),
          "mixture-of-experts"),
         ("multimodal Gemma 3", dict(model_type="gemma3",
                                     architectures=["Gemma3ForConditionalGeneration"]),

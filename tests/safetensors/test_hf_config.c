@@ -271,18 +271,18 @@ static void test_unsupported_arch_exact(void **state)
     assert_int_equal(parse(d, text, &cfg, &err, path), -1);
     snprintf(want, sizeof want,
              "%s: unsupported architecture gpt2 (supported: llama, mistral, qwen2, qwen3, "
-             "gemma3_text)",
+             "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe)",
              path);
     assert_int_equal(err.code, PLUME_ERR_UNSUPPORTED);
     assert_string_equal(err.msg, want);
     free(text);
 
     text = edit(qwen2_json, "\"model_type\": \"qwen2\",", "");
-    char *text2 = edit(text, "Qwen2ForCausalLM", "Qwen3MoeForCausalLM");
+    char *text2 = edit(text, "Qwen2ForCausalLM", "GptOssForCausalLM");
     assert_int_equal(parse(d, text2, &cfg, &err, path), -1);
     snprintf(want, sizeof want,
-             "%s: architecture Qwen3MoeForCausalLM: Qwen3-MoE: mixture-of-experts layers are not "
-             "supported (dense Qwen3 is)",
+             "%s: architecture GptOssForCausalLM: this mixture-of-experts family is not "
+             "supported (supported MoE families: mixtral, qwen3_moe, qwen2_moe, olmoe)",
              path);
     assert_string_equal(err.msg, want);
     free(text);

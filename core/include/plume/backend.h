@@ -48,14 +48,18 @@
 extern "C" {
 #endif
 
-/* 4: the optional device hooks (device_info, device_ptr, device_scratch,
+/* 5: the optional mixture-of-experts row ops gather_rows and
+ * scatter_add_rows, and PLUME_FEAT_MOE; a version-4 backend lacks them
+ * (past its struct_size), so the registry still accepts 4 and the loader
+ * refuses only mixture-of-experts models on it.
+ * 4: the optional device hooks (device_info, device_ptr, device_scratch,
  * device_gemm) that let a linear method run its own kernels on the
  * backend's device; a version-3 backend simply lacks them (they lie past
  * its struct_size), so the registry still accepts 3.
  * 3: attention takes plume_attn_params (scale, sliding window).  2: opaque
  * buffers, weights, KV pool and layer ops (version 1 passed host pointers
  * and had only matmul).  The registry refuses older versions. */
-#define PLUME_BACKEND_INTERFACE_VERSION 4
+#define PLUME_BACKEND_INTERFACE_VERSION 5
 
 typedef struct plume_backend plume_backend; /* a backend instance */
 typedef struct plume_buf plume_buf;         /* a buffer on the backend's device */
@@ -131,6 +135,8 @@ typedef enum plume_backend_feature {
     PLUME_FEAT_KV_DTYPE,        /* arg: a plume_kv_dtype */
     PLUME_FEAT_HEAD_DIM,        /* arg: attention head size (even: rope rotates pairs) */
     PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
+    PLUME_FEAT_MOE,             /* mixture-of-experts layers (gather_rows, scatter_add_rows
+                                   and a matmul per active expert); arg: experts per token */
 } plume_backend_feature;
 
 /* What microbench measures (`plume bench roofline`).  A backend answers the
@@ -353,6 +359,25 @@ typedef struct plume_backend_vtable {
     /* Enqueues one dense GEMM (plume_device_gemm) on info.stream (cuBLAS
      * on cuda); the result may depend on n_rows (not batch-invariant). */
     int (*device_gemm)(plume_backend *b, const plume_device_gemm *g, plume_error *err);
+
+    /* ---- optional (version 5): mixture-of-experts layers.  The model
+     * routes on the host (the router's logits come back with download),
+     * then for each active expert gathers the rows routed to it, runs the
+     * expert's linears once over them and scatter-adds the weighted result
+     * into the residual stream.  A backend offers both or neither, and
+     * answers supports(PLUME_FEAT_MOE) with 1 when it does.  idx and w are
+     * host memory, read during the call only. ---- */
+
+    /* dst[i] = src[idx[i]] for i < n, rows of dim floats (dst is not src;
+     * every idx[i] a row of src). */
+    int (*gather_rows)(plume_backend *b, plume_buf *dst, const plume_buf *src, const int32_t *idx,
+                       int32_t n, int32_t dim, plume_error *err);
+    /* dst[idx[i]][j] += w[i] * src[i][j] for i < n (in that order), j <
+     * dim: each product rounded to f32, then added (so a row's result
+     * depends only on its own rows, not on n). */
+    int (*scatter_add_rows)(plume_backend *b, plume_buf *dst, const plume_buf *src,
+                            const int32_t *idx, const float *w, int32_t n, int32_t dim,
+                            plume_error *err);
 } plume_backend_vtable;
 
 /* True when vtable vt has the optional op `field` (set, and inside the

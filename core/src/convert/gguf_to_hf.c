@@ -223,6 +223,11 @@ static int describe(const gguf_file *f, plume_convert_dtype dtype, conv_model *c
                          "scaling or sliding windows; this %s model has more (run it from the "
                          "GGUF directly)",
                          gguf_path(f), cc->arch_name);
+    if (cc->n_expert > 0)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: plume convert does not write mixture-of-experts checkpoints (this "
+                         "one has %d experts per layer); run it from the GGUF directly",
+                         gguf_path(f), cc->n_expert);
     cm->tied = gguf_find_tensor(f, "output.weight") == NULL;
     cm->attn_bias = gguf_find_tensor(f, "blk.0.attn_q.bias") != NULL;
     cm->torch_dtype = dtype == PLUME_CONVERT_F32 ? "float32" : "float16";

@@ -1,7 +1,10 @@
 /* HF config.json -> plume_model_config, and consistency checks on a config.
  * Supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM, run as
  * llama), qwen2 (Qwen2ForCausalLM: llama with q/k/v bias), qwen3
- * (Qwen3ForCausalLM: q/k norms) and gemma3_text (Gemma3ForCausalLM); RoPE
+ * (Qwen3ForCausalLM: q/k norms), gemma3_text (Gemma3ForCausalLM) and the
+ * mixtures of experts mixtral (MixtralForCausalLM), qwen3_moe
+ * (Qwen3MoeForCausalLM), qwen2_moe (Qwen2MoeForCausalLM: a shared expert)
+ * and olmoe (OlmoeForCausalLM); RoPE
  * scalings default/linear/dynamic/yarn/llama3; sliding windows. */
 #include "model/config.h"
 
@@ -25,16 +28,34 @@ static const hf_arch hf_archs[] = {
     {"qwen2", "Qwen2ForCausalLM", PLUME_ARCH_QWEN2, true},
     {"qwen3", "Qwen3ForCausalLM", PLUME_ARCH_QWEN3, false},
     {"gemma3_text", "Gemma3ForCausalLM", PLUME_ARCH_GEMMA3, false},
+    {"mixtral", "MixtralForCausalLM", PLUME_ARCH_LLAMA, false},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", PLUME_ARCH_QWEN3MOE, false},
+    {"olmoe", "OlmoeForCausalLM", PLUME_ARCH_OLMOE, false},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", PLUME_ARCH_QWEN2MOE, true},
 };
+
+/* Mixture-of-experts families plume does not run, by model_type and
+ * architecture, for hf_refused's message. */
+#define MOE_NOT_YET                                                                                \
+    "this mixture-of-experts family is not supported (supported MoE families: mixtral, "          \
+    "qwen3_moe, qwen2_moe, olmoe)"
+
 
 /* Families refused by name, with the reason. */
 static const struct {
     const char *name;
     const char *why;
 } hf_refused[] = {
-    {"qwen3_moe", "Qwen3-MoE: mixture-of-experts layers are not supported (dense Qwen3 is)"},
-    {"Qwen3MoeForCausalLM",
-     "Qwen3-MoE: mixture-of-experts layers are not supported (dense Qwen3 is)"},
+    {"gpt_oss", MOE_NOT_YET},            {"GptOssForCausalLM", MOE_NOT_YET},
+    {"deepseek_v2", MOE_NOT_YET},        {"DeepseekV2ForCausalLM", MOE_NOT_YET},
+    {"deepseek_v3", MOE_NOT_YET},        {"DeepseekV3ForCausalLM", MOE_NOT_YET},
+    {"dbrx", MOE_NOT_YET},               {"DbrxForCausalLM", MOE_NOT_YET},
+    {"phimoe", MOE_NOT_YET},             {"PhimoeForCausalLM", MOE_NOT_YET},
+    {"granitemoe", MOE_NOT_YET},         {"GraniteMoeForCausalLM", MOE_NOT_YET},
+    {"jetmoe", MOE_NOT_YET},             {"JetMoeForCausalLM", MOE_NOT_YET},
+    {"jamba", MOE_NOT_YET},              {"JambaForCausalLM", MOE_NOT_YET},
+    {"glm4_moe", MOE_NOT_YET},           {"Glm4MoeForCausalLM", MOE_NOT_YET},
+    {"llama4", MOE_NOT_YET},             {"Llama4ForConditionalGeneration", MOE_NOT_YET},
     {"gemma3", "the multimodal Gemma 3 (Gemma3ForConditionalGeneration) is not supported; the "
                "text-only Gemma3ForCausalLM (model_type gemma3_text) is"},
     {"Gemma3ForConditionalGeneration",
@@ -77,7 +98,7 @@ static int hf_pick_arch(const char *path, json_t *root, const hf_arch **out, plu
     }
     return plume_err(err, PLUME_ERR_UNSUPPORTED,
                      "%s: unsupported architecture %s (supported: llama, mistral, qwen2, qwen3, "
-                     "gemma3_text)",
+                     "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe)",
                      path, name);
 }
 
@@ -256,8 +277,9 @@ static int hf_rope(const char *path, json_t *root, plume_model_config *cfg, plum
 static int hf_windows(const char *path, json_t *root, const char *model_type,
                       plume_model_config *cfg, plume_error *err)
 {
-    const bool qwen = cfg->arch == PLUME_ARCH_QWEN2 || cfg->arch == PLUME_ARCH_QWEN3;
-    const bool mistral = strcmp(model_type, "mistral") == 0;
+    const bool qwen = cfg->arch == PLUME_ARCH_QWEN2 || cfg->arch == PLUME_ARCH_QWEN3 ||
+                      cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_QWEN2MOE;
+    const bool mistral = strcmp(model_type, "mistral") == 0 || strcmp(model_type, "mixtral") == 0;
     const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
     if (!qwen && !mistral && !gemma)
         return 0; /* Llama has no sliding window (its config ignores the field) */
@@ -293,7 +315,9 @@ static int hf_windows(const char *path, json_t *root, const char *model_type,
         return 0;
     }
     int32_t from = 0, period = 0;
-    if (qwen && hf_int(path, root, "max_window_layers", 28, &from, err))
+    /* Qwen3-MoE slides on every layer (its config has no max_window_layers) */
+    if (qwen && cfg->arch != PLUME_ARCH_QWEN3MOE &&
+        hf_int(path, root, "max_window_layers", 28, &from, err))
         return -1;
     if (gemma && hf_int(path, root, "sliding_window_pattern", 6, &period, err))
         return -1;
@@ -362,6 +386,65 @@ static int hf_gemma(const char *path, json_t *root, plume_model_config *cfg, plu
     return 0;
 }
 
+/* The mixture-of-experts fields of Mixtral (num_local_experts, always
+ * renormalized), Qwen3-MoE (num_experts, moe_intermediate_size,
+ * norm_topk_prob, mlp_only_layers, decoder_sparse_step) and OLMoE
+ * (num_experts, norm_topk_prob, no clip_qkv), with the config classes'
+ * defaults. */
+static int hf_moe(const char *path, json_t *root, const char *model_type, plume_model_config *cfg,
+                  plume_error *err)
+{
+    const bool mixtral = strcmp(model_type, "mixtral") == 0;
+    const bool qwen2 = cfg->arch == PLUME_ARCH_QWEN2MOE;
+    const bool qwen = cfg->arch == PLUME_ARCH_QWEN3MOE || qwen2;
+    if (hf_int(path, root, mixtral ? "num_local_experts" : "num_experts",
+               mixtral ? 8 : qwen2 ? 60 : qwen ? 128 : 64, &cfg->n_expert, err) ||
+        hf_int(path, root, "num_experts_per_tok", mixtral ? 2 : qwen2 ? 4 : 8,
+               &cfg->n_expert_used, err) ||
+        hf_int(path, root, qwen ? "moe_intermediate_size" : "intermediate_size",
+               qwen2 ? 1408 : qwen ? 768 : -1, &cfg->n_ff_exp, err) ||
+        (qwen2 && hf_int(path, root, "shared_expert_intermediate_size", 5632, &cfg->n_ff_shexp,
+                         err)) ||
+        hf_bool(path, root, "norm_topk_prob", mixtral, &cfg->moe_norm_topk, err))
+        return -1;
+    if (mixtral)
+        cfg->moe_norm_topk = true; /* MixtralTopKRouter always renormalizes */
+    if (cfg->arch == PLUME_ARCH_OLMOE) {
+        json_t *clip = hf_get(root, "clip_qkv");
+        if (clip)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: clip_qkv (clamping q, k and v) is not supported; only OLMoE "
+                             "configs with clip_qkv null run",
+                             path);
+        cfg->qk_norm_full = true;
+    }
+    if (!qwen)
+        return 0;
+    int32_t step = 1;
+    if (hf_int(path, root, "decoder_sparse_step", 1, &step, err))
+        return -1;
+    if (cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: mixture-of-experts models with more than %d layers are not supported",
+                         path, PLUME_MAX_LAYERS);
+    json_t *only = hf_get(root, "mlp_only_layers");
+    if (only && !json_is_array(only))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: mlp_only_layers must be a list of layer indices",
+                         path);
+    for (int l = 0; l < cfg->n_layer; l++)
+        cfg->dense_layer[l] = cfg->n_expert == 0 || step <= 0 || (l + 1) % step != 0;
+    for (size_t i = 0; only && i < json_array_size(only); i++) {
+        json_t *v = json_array_get(only, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) >= cfg->n_layer)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: mlp_only_layers[%zu] is not a layer index in [0, %d)", path, i,
+                             cfg->n_layer);
+        cfg->dense_layer[json_integer_value(v)] = 1;
+    }
+    return 0;
+}
+
 /* Fills cfg from a parsed config object; every error names path. */
 static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
 {
@@ -385,6 +468,13 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
         return plume_err(err, PLUME_ERR_FORMAT, "%s: field 'num_attention_heads' must be positive",
                          path);
     /* head_dim defaults of transformers' config classes */
+    const bool moe = strcmp(arch->model_type, "mixtral") == 0 ||
+                     arch->arch == PLUME_ARCH_QWEN3MOE || arch->arch == PLUME_ARCH_OLMOE ||
+                     arch->arch == PLUME_ARCH_QWEN2MOE;
+    if (moe && cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: mixture-of-experts models with more than %d layers are not supported",
+                         path, PLUME_MAX_LAYERS);
     int64_t hd_default = arch->arch == PLUME_ARCH_QWEN3 ? 128
                          : gemma                       ? 256
                                                        : cfg->n_embd / cfg->n_head;
@@ -395,11 +485,15 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
         return -1;
     if (arch->arch == PLUME_ARCH_QWEN2)
         cfg->qkv_bias = true; /* Qwen2 always has q/k/v bias; no config field */
-    else if (hf_bool(path, root, "attention_bias", arch->qkv_bias, &cfg->qkv_bias, err))
+    else if (hf_bool(path, root,
+                     arch->arch == PLUME_ARCH_QWEN2MOE ? "qkv_bias" : "attention_bias",
+                     arch->qkv_bias, &cfg->qkv_bias, err))
         return -1;
-    if (arch->arch == PLUME_ARCH_QWEN3)
+    if (arch->arch == PLUME_ARCH_QWEN3 || arch->arch == PLUME_ARCH_QWEN3MOE)
         cfg->qk_norm = true;
     if (gemma && hf_gemma(path, root, cfg, err))
+        return -1;
+    if (moe && hf_moe(path, root, arch->model_type, cfg, err))
         return -1;
     return 0;
 }
@@ -441,7 +535,7 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
 {
     if (!cfg)
         return plume_err(err, PLUME_ERR_INVALID, "plume_config_validate: NULL config");
-    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_GEMMA3)
+    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_QWEN2MOE)
         return plume_err(err, PLUME_ERR_RANGE, "arch %d is not a known architecture", (int)cfg->arch);
     if (hf_positive(cfg->n_vocab, "n_vocab", "vocab_size", err) ||
         hf_positive(cfg->n_embd, "n_embd", "hidden_size", err) ||
@@ -478,6 +572,24 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
     if (cfg->sliding_window > 0 && cfg->n_layer > PLUME_MAX_LAYERS)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "sliding-window models with more than %d layers are not supported",
+                         PLUME_MAX_LAYERS);
+    if (cfg->n_expert < 0 || cfg->n_expert > PLUME_MAX_EXPERTS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "n_expert (num_experts / num_local_experts) %d is outside [0, %d]",
+                         cfg->n_expert, PLUME_MAX_EXPERTS);
+    if (cfg->n_expert > 0 &&
+        (cfg->n_expert_used < 1 || cfg->n_expert_used > cfg->n_expert || cfg->n_ff_exp <= 0))
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "experts per token (num_experts_per_tok) %d must be in [1, %d] and the "
+                         "expert intermediate size %d positive",
+                         cfg->n_expert_used, cfg->n_expert, cfg->n_ff_exp);
+    if (cfg->n_ff_shexp < 0 || (cfg->n_ff_shexp > 0 && cfg->n_expert == 0))
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "shared_expert_intermediate_size %d needs experts and must be >= 0",
+                         cfg->n_ff_shexp);
+    if (cfg->n_expert > 0 && cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "mixture-of-experts models with more than %d layers are not supported",
                          PLUME_MAX_LAYERS);
     if (cfg->rope_style != PLUME_ROPE_ADJACENT && cfg->rope_style != PLUME_ROPE_HALF)
         return plume_err(err, PLUME_ERR_RANGE, "rope_style %d is not known", (int)cfg->rope_style);

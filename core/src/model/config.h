@@ -20,7 +20,14 @@ typedef enum plume_arch {
     PLUME_ARCH_QWEN2 = 1, /* Llama + q/k/v bias */
     PLUME_ARCH_QWEN3 = 2, /* Llama + per-head RMSNorm of q and k before RoPE */
     PLUME_ARCH_GEMMA3 = 3, /* Gemma 3 text: see plume_model_config's gemma fields */
+    PLUME_ARCH_QWEN3MOE = 4, /* Qwen3 attention, mixture-of-experts MLP */
+    PLUME_ARCH_OLMOE = 5,    /* q/k RMSNorm over the whole projection, MoE MLP */
+    PLUME_ARCH_QWEN2MOE = 6, /* Qwen2 attention (q/k/v bias), MoE MLP with a shared expert */
 } plume_arch;
+/* Mixtral is PLUME_ARCH_LLAMA with n_expert > 0. */
+
+/* Experts per layer above this are refused (the router's host scratch). */
+#define PLUME_MAX_EXPERTS 1024
 
 /* RoPE frequency scalings, each exactly as transformers'
  * modeling_rope_utils.py computes inv_freq (docs/models.md). */
@@ -87,7 +94,32 @@ typedef struct plume_model_config {
     float embed_scale;    /* 0: none; else embeddings x this */
     float attn_scale;     /* 0: 1/sqrt(head_dim); else the softmax scale */
     float final_softcap;  /* 0: none; else logits = cap * tanh(logits / cap) */
+    /* OLMoE: RMSNorm over the whole q and k projections (weights of
+     * n_head * head_dim and n_head_kv * head_dim) before RoPE */
+    bool qk_norm_full;
+    /* Mixture of experts (n_expert > 0): each MoE layer's router picks
+     * n_expert_used of n_expert SwiGLU experts (intermediate n_ff_exp) per
+     * token by softmax over the router logits, then top-k; with
+     * moe_norm_topk the k probabilities are renormalized to sum 1 (Mixtral,
+     * Qwen3-MoE's norm_topk_prob), else used as they are (OLMoE).  Layers
+     * with dense_layer[l] set run the dense MLP of n_ff instead (Qwen3-MoE's
+     * mlp_only_layers / decoder_sparse_step). */
+    int32_t n_expert;
+    int32_t n_expert_used;
+    int32_t n_ff_exp;
+    bool moe_norm_topk;
+    /* Qwen2-MoE: every MoE layer also runs a shared SwiGLU expert of this
+     * intermediate size on every token, its output scaled by sigmoid of a
+     * one-output linear (shared_expert_gate); 0: none */
+    int32_t n_ff_shexp;
+    uint8_t dense_layer[PLUME_MAX_LAYERS];
 } plume_model_config;
+
+/* True when layer l of cfg is a mixture-of-experts layer. */
+static inline bool plume_config_layer_moe(const plume_model_config *cfg, int l)
+{
+    return cfg->n_expert > 0 && !(l < PLUME_MAX_LAYERS && cfg->dense_layer[l]);
+}
 
 /* The window of layer l: cfg->sliding_window when the layer slides, else 0. */
 int32_t plume_config_layer_window(const plume_model_config *cfg, int l);

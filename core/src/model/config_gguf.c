@@ -186,6 +186,93 @@ static int gguf_gemma(const gguf_file *f, const char *arch, plume_model_config *
     return 0;
 }
 
+/* Mixture-of-experts metadata, as llama.cpp reads it: <arch>.expert_count
+ * (0 or absent: a dense model; llama-arch files with experts are Mixtral),
+ * expert_used_count, expert_feed_forward_length (default: the
+ * feed_forward_length), expert_weights_norm (default: llama and qwen3moe
+ * renormalize the top-k probabilities, olmoe does not).  Shared experts,
+ * sigmoid gating and weight scales are refused by key. */
+static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cfg,
+                    plume_error *err)
+{
+    bool moe_arch = cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE ||
+                    cfg->arch == PLUME_ARCH_QWEN2MOE;
+    if (!moe_arch && cfg->arch != PLUME_ARCH_LLAMA)
+        return 0; /* llama.cpp's qwen2/qwen3/gemma3 graphs have no experts: keys ignored */
+    if (opt_u32(f, arch, "expert_count", 0, &cfg->n_expert, err))
+        return -1;
+    if (cfg->n_expert == 0) {
+        if (moe_arch)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: architecture %s needs the metadata key '%s.expert_count' (the "
+                             "experts per layer); the file was not written by llama.cpp's "
+                             "converter",
+                             gguf_path(f), arch, arch);
+        return 0;
+    }
+    int32_t shared, gating;
+    float scale;
+    if (opt_u32(f, arch, "expert_used_count", 0, &cfg->n_expert_used, err) ||
+        opt_u32(f, arch, "expert_feed_forward_length", cfg->n_ff, &cfg->n_ff_exp, err) ||
+        opt_u32(f, arch, "expert_shared_count", 0, &shared, err) ||
+        opt_u32(f, arch, "expert_shared_feed_forward_length", 0, &cfg->n_ff_shexp, err) ||
+        opt_u32(f, arch, "expert_gating_func", 1, &gating, err) ||
+        opt_f32(f, arch, "expert_weights_scale", 1.0f, &scale, err))
+        return -1;
+    if (cfg->n_expert > PLUME_MAX_EXPERTS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: '%s.expert_count' is %d; plume runs at most %d experts per layer",
+                         gguf_path(f), arch, cfg->n_expert, PLUME_MAX_EXPERTS);
+    if (cfg->n_expert_used > cfg->n_expert)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: '%s.expert_used_count' (experts per token) is %d, more than "
+                         "'%s.expert_count' %d; fix the metadata",
+                         gguf_path(f), arch, cfg->n_expert_used, arch, cfg->n_expert);
+    if (cfg->n_expert_used == 0)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: '%s.expert_count' is %d but '%s.expert_used_count' (experts per "
+                         "token) is missing or 0; fix the metadata",
+                         gguf_path(f), arch, cfg->n_expert, arch);
+    if (cfg->arch == PLUME_ARCH_QWEN2MOE) {
+        if (cfg->n_ff_shexp == 0)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: architecture qwen2moe needs '%s.expert_shared_feed_forward_length' "
+                             "(the shared expert's size); fix the metadata",
+                             gguf_path(f), arch);
+        shared = shared == 1 ? 0 : shared; /* the one shared expert qwen2moe has */
+    } else {
+        cfg->n_ff_shexp = 0;
+    }
+    if (shared != 0 || gating != 1 || scale != 1.0f)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: %s", gguf_path(f),
+                         shared ? "shared experts (expert_shared_count) are not supported"
+                         : gating != 1 ? "expert_gating_func other than softmax (1) is not "
+                                         "supported"
+                                       : "expert_weights_scale other than 1 is not supported");
+    /* llama.cpp's graphs: llama and qwen3moe renormalize, olmoe and qwen2moe do not */
+    cfg->moe_norm_topk = cfg->arch != PLUME_ARCH_OLMOE && cfg->arch != PLUME_ARCH_QWEN2MOE;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    const gguf_value *v = gguf_get(f, key);
+    if (v && !gguf_get_bool(f, key, &cfg->moe_norm_topk))
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: metadata '%s' (%s) must be a boolean",
+                         gguf_path(f), key, gguf_type_name(v->type));
+    if (cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: mixture-of-experts models with more than %d layers are not supported",
+                         gguf_path(f), PLUME_MAX_LAYERS);
+    return 0;
+}
+
+/* GGUF architectures of mixture-of-experts families plume does not run. */
+static const char *const gguf_moe_refused[] = {
+    "gpt-oss", "deepseek2", "deepseek", "dbrx", "grok", "arctic", "phimoe",
+    "granitemoe", "granitehybrid", "llama4", "jamba", "glm4moe", "minimax-m2", "ernie4_5-moe",
+    "hunyuan-moe", "bailingmoe", "bailingmoe2", "dots1", "smallthinker", "lfm2moe",
+    "qwen3vlmoe", "qwen3next",
+};
+
 int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_error *err)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -216,14 +303,28 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
         /* convert_hf_to_gguf.py already added 1 to every Gemma norm weight */
         cfg->norm_plus_one = false;
     } else if (strcmp(arch, "qwen3moe") == 0) {
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: architecture 'qwen3moe' (Qwen3-MoE): mixture-of-experts layers are "
-                         "not supported (dense qwen3 is)",
-                         gguf_path(f));
+        cfg->arch = PLUME_ARCH_QWEN3MOE;
+        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
+        cfg->qk_norm = true;
+    } else if (strcmp(arch, "qwen2moe") == 0) {
+        cfg->arch = PLUME_ARCH_QWEN2MOE;
+        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted (as qwen2) */
+        cfg->qkv_bias = true;
+    } else if (strcmp(arch, "olmoe") == 0) {
+        cfg->arch = PLUME_ARCH_OLMOE;
+        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
+        cfg->qk_norm_full = true;
     } else {
+        for (size_t i = 0; i < sizeof gguf_moe_refused / sizeof gguf_moe_refused[0]; i++)
+            if (strcmp(arch, gguf_moe_refused[i]) == 0)
+                return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                                 "%s: architecture '%s': this mixture-of-experts family is not "
+                                 "supported (supported MoE architectures: llama with experts "
+                                 "(Mixtral), qwen3moe, qwen2moe, olmoe)",
+                                 gguf_path(f), arch);
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
-                         "gemma3)",
+                         "gemma3, qwen3moe, qwen2moe, olmoe)",
                          gguf_path(f), arch);
     }
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", arch);
@@ -250,6 +351,8 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
     if (gguf_rope(f, arch, cfg, err) || gguf_windows(f, arch, cfg, err))
         return -1;
     if (cfg->arch == PLUME_ARCH_GEMMA3 && gguf_gemma(f, arch, cfg, err))
+        return -1;
+    if (gguf_moe(f, arch, cfg, err))
         return -1;
     if (cfg->n_vocab == 0) {
         gguf_type et;

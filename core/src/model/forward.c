@@ -10,10 +10,13 @@
 #include <string.h>
 
 #include "model/model_internal.h"
+#include "model/moe.h"
 #include "model/runner.h"
 
 /* The runner's activation buffers, [max_tokens][...] on the backend. */
-enum { A_X, A_XN, A_Q, A_K, A_V, A_ATTN, A_GATE, A_UP, A_COUNT };
+enum { A_X, A_XN, A_Q, A_K, A_V, A_ATTN, A_GATE, A_UP,
+       A_ROUTER, A_XG, A_Y, /* mixture-of-experts layers only (0 wide otherwise) */
+       A_COUNT };
 
 struct plume_runner {
     const plume_model *m;
@@ -29,6 +32,7 @@ struct plume_runner {
     bool in_step;
     int32_t *tokens, *pos, *slots, *out_rows; /* [max_tokens] */
     plume_step_seq *seqs;                      /* [max_tokens] */
+    plume_moe_plan moe;                        /* routing scratch (MoE models) */
 };
 
 int plume_kv_cache_create(const plume_model *m, int32_t n_blocks, int32_t block_size,
@@ -86,6 +90,13 @@ static void activation_widths(const plume_model_config *c, size_t width[A_COUNT]
     width[A_K] = width[A_V] = KV;
     width[A_ATTN] = Q;
     width[A_GATE] = width[A_UP] = F;
+    const bool moe = c->n_expert > 0;
+    if (moe && (size_t)c->n_ff_exp > width[A_GATE])
+        width[A_GATE] = width[A_UP] = (size_t)c->n_ff_exp;
+    if (moe && (size_t)c->n_ff_shexp > width[A_GATE])
+        width[A_GATE] = width[A_UP] = (size_t)c->n_ff_shexp;
+    width[A_ROUTER] = moe ? (size_t)c->n_expert : 0;
+    width[A_XG] = width[A_Y] = moe ? E : 0;
 }
 
 int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_tokens,
@@ -124,6 +135,10 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory allocating a batch of %d tokens", max_tokens);
     }
+    if (c->n_expert > 0 && plume_moe_plan_init(&r->moe, c, max_tokens, err)) {
+        plume_runner_free(r);
+        return -1;
+    }
     *out = r;
     return 0;
 }
@@ -142,6 +157,7 @@ void plume_runner_free(plume_runner *r)
     free(r->slots);
     free(r->out_rows);
     free(r->seqs);
+    plume_moe_plan_free(&r->moe);
     free(r);
 }
 
@@ -156,7 +172,8 @@ int64_t plume_runner_scratch_bytes(const plume_runner *r)
     const int64_t T = r->max_tokens;
     return T * (int64_t)(sizeof(float) * floats) + /* activations */
            (int64_t)r->out_cap * r->m->cfg.n_vocab * (int64_t)sizeof(float) + /* logits */
-           T * (int64_t)(4 * sizeof(int32_t) + sizeof(plume_step_seq)); /* host plan */
+           T * (int64_t)(4 * sizeof(int32_t) + sizeof(plume_step_seq)) + /* host plan */
+           (r->m->cfg.n_expert > 0 ? plume_moe_plan_bytes(&r->m->cfg, r->max_tokens) : 0);
 }
 
 /* Flattens the batch into the step's per-row token, position and slot,
@@ -276,7 +293,12 @@ int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook
         plume_buf *const y[3] = {a[A_Q], a[A_K], a[A_V]};
         TRY(lin_group(r, qkv, 3, a[A_XN], n, y, err));
     }
-    if (Ly->q_norm) { /* per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3) */
+    if (Ly->q_norm && c->qk_norm_full) { /* OLMoE: over the whole projections */
+        TRY(B->rmsnorm(b, a[A_Q], a[A_Q], Ly->q_norm, n, c->n_head * c->head_dim, c->rms_eps,
+                       err));
+        TRY(B->rmsnorm(b, a[A_K], a[A_K], Ly->k_norm, n, c->n_head_kv * c->head_dim, c->rms_eps,
+                       err));
+    } else if (Ly->q_norm) { /* per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3) */
         TRY(B->rmsnorm(b, a[A_Q], a[A_Q], Ly->q_norm, n * c->n_head, c->head_dim, c->rms_eps,
                        err));
         TRY(B->rmsnorm(b, a[A_K], a[A_K], Ly->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps,
@@ -294,6 +316,15 @@ int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook
     TRY(B->add(b, a[A_X], a[A_XN], (size_t)n * E, err));
 
     TRY(B->rmsnorm(b, a[A_XN], a[A_X], Ly->ffn_norm, n, E, c->rms_eps, err));
+    if (Ly->moe) { /* mixture of experts: adds its output to the residual itself */
+        if (hook)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "layer %d is a mixture-of-experts layer, which calibration hooks "
+                             "(GPTQ/AWQ quantization) do not cover",
+                             l);
+        const plume_moe_bufs mb = {a[A_ROUTER], a[A_XG], a[A_GATE], a[A_UP], a[A_Y]};
+        return plume_moe_forward(B, b, c, Ly->moe, &r->moe, &mb, a[A_XN], a[A_X], n, err);
+    }
     HOOK(PLUME_LIN_GATE_UP, a[A_XN]);
     {   /* gate and up share their input */
         const plume_lin *const gu[2] = {&Ly->gate, &Ly->up};

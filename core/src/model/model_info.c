@@ -123,6 +123,9 @@ void plume_model_describe(const plume_model *m, void *stream)
         [PLUME_ARCH_QWEN3] = "qwen3 (q/k norms)",
         [PLUME_ARCH_GEMMA3] = "gemma3 (Gemma 3 text: (1+w) norms, post norms, q/k norms, GELU, "
                               "scaled embeddings)",
+        [PLUME_ARCH_QWEN3MOE] = "qwen3moe (q/k norms, mixture of experts)",
+        [PLUME_ARCH_OLMOE] = "olmoe (q/k norms over the whole projections, mixture of experts)",
+        [PLUME_ARCH_QWEN2MOE] = "qwen2moe (q/k/v bias, mixture of experts with a shared expert)",
     };
     fprintf(f, "architecture:   %s\n", c->arch_name);
     fprintf(f, "family:         %s\n", families[c->arch]);
@@ -133,6 +136,17 @@ void plume_model_describe(const plume_model *m, void *stream)
     fprintf(f, "hidden size:    %d\n", c->n_embd);
     fprintf(f, "heads:          %d (kv %d, head dim %d)\n", c->n_head, c->n_head_kv, c->head_dim);
     fprintf(f, "mlp size:       %d\n", c->n_ff);
+    if (c->n_expert > 0) {
+        int n_moe = 0;
+        for (int l = 0; l < c->n_layer; l++)
+            n_moe += plume_config_layer_moe(c, l);
+        fprintf(f, "experts:        %d per token of %d, expert mlp size %d, on %d of %d layers; "
+                   "top-k probabilities %s\n",
+                c->n_expert_used, c->n_expert, c->n_ff_exp, n_moe, c->n_layer,
+                c->moe_norm_topk ? "renormalized" : "as they are");
+        if (c->n_ff_shexp > 0)
+            fprintf(f, "shared expert:  mlp size %d, gated by sigmoid\n", c->n_ff_shexp);
+    }
     fprintf(f, "vocabulary:     %d\n", c->n_vocab);
     fprintf(f, "context:        %d (trained)", c->n_ctx_train);
     if (effective_ctx(c) != c->n_ctx_train)

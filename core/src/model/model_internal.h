@@ -18,6 +18,20 @@ typedef struct plume_lin {
     plume_linear *pl;
 } plume_lin;
 
+/* A mixture-of-experts MLP: the router (n_embd -> n_expert logits) and
+ * n_expert SwiGLU experts, each three native linears over 2-D views of the
+ * checkpoint (a GGUF's 3-D ffn_*_exps slabs, or an HF checkpoint's
+ * per-expert matrices). */
+typedef struct plume_moe {
+    plume_lin router;
+    plume_lin *gate, *up, *down; /* [n_expert] */
+    plume_tensor *views;         /* [3 * n_expert]: the views the experts were made from */
+    int32_t n_expert;
+    /* Qwen2-MoE's shared expert and its gate (n_embd -> 1), else unloaded */
+    plume_lin sh_gate, sh_up, sh_down, sh_router;
+    plume_tensor sh_router_view; /* the gate as a [1][n_embd] matrix */
+} plume_moe;
+
 typedef struct plume_layer {
     plume_lin q, k, v, o, gate, up, down;
     plume_bweight *attn_norm, *ffn_norm; /* n_embd */
@@ -26,6 +40,7 @@ typedef struct plume_layer {
     const plume_bweight *rope_freq;      /* the model's global or local inv_freq */
     float attn_scale;                    /* softmax scale; 0: 1/sqrt(head_dim) */
     int32_t window;                      /* sliding window (0: full attention) */
+    plume_moe *moe;                      /* a mixture-of-experts MLP (gate/up/down unused), else NULL */
 } plume_layer;
 
 /* Every weight is a handle of the model's backend (backend.h), so the
@@ -69,6 +84,14 @@ struct plume_model {
     plume_registry *own_reg;      /* the registry the model loaded plugins into itself */
     int n_plugin_linears;         /* layers run by a plugin's method */
 };
+
+/* Loads layer l's mixture-of-experts MLP into L->moe (moe_load.c): the
+ * router and every expert's gate, up and down, shape- and type-checked,
+ * counted in m->n_params and m->weight_bytes; errors name the tensor. */
+int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err);
+
+/* Frees L->moe (NULL: nothing) and sets it NULL. */
+void plume_moe_free(plume_layer *L);
 
 /* Fills cfg from GGUF metadata (keys prefixed by general.architecture). */
 int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_error *err);

@@ -324,6 +324,9 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
         if (c->qk_norm && (get_norm(m, n[T_Q_NORM], c->head_dim, true, &L->q_norm, err) ||
                            get_norm(m, n[T_K_NORM], c->head_dim, true, &L->k_norm, err)))
             return -1;
+        if (c->qk_norm_full && (get_norm(m, n[T_Q_NORM], Q, true, &L->q_norm, err) ||
+                                get_norm(m, n[T_K_NORM], KV, true, &L->k_norm, err)))
+            return -1;
         if (c->post_norms &&
             (get_norm(m, n[T_POST_ATTN_NORM], E, true, &L->post_attn_norm, err) ||
              get_norm(m, n[T_POST_FFN_NORM], E, true, &L->post_ffn_norm, err)))
@@ -339,7 +342,11 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
                             : (float)((c->attn_scale > 0 ? (double)c->attn_scale
                                                          : 1.0 / sqrt((double)c->head_dim)) *
                                       mult);
-        for (int i = 0; i < L_COUNT; i++) {
+        /* a mixture-of-experts layer: router and experts instead of the MLP */
+        const bool moe = plume_config_layer_moe(c, l);
+        if (moe && plume_moe_load(m, l, L, err))
+            return -1;
+        for (int i = 0; i < (moe ? L_GATE : L_COUNT); i++) {
             snprintf(p[i], sizeof p[i], m->gguf ? linear_names[i].gguf : linear_names[i].hf, l);
             if (get_linear(m, reg, p[i], dims[i][0], dims[i][1], lins[i], err))
                 return -1;
@@ -490,6 +497,16 @@ static int check_backend(const plume_model *m, plume_error *err)
                          "%s: backend %s lacks the op '%s' that %s models need; choose another "
                          "backend (cpu has it)",
                          source_path(m), m->bvt->name, op, c->arch_name);
+    if (c->n_expert > 0 &&
+        (!PLUME_BACKEND_HAS_OP(m->bvt, gather_rows) ||
+         !PLUME_BACKEND_HAS_OP(m->bvt, scatter_add_rows) ||
+         !m->bvt->supports(m->b, PLUME_FEAT_MOE, c->n_expert_used)))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: backend %s cannot run mixture-of-experts layers (%s, %d of %d "
+                         "experts per token): it lacks gather_rows/scatter_add_rows or says no to "
+                         "PLUME_FEAT_MOE; choose another backend (cpu runs them)",
+                         source_path(m), m->bvt->name, c->arch_name, c->n_expert_used,
+                         c->n_expert);
     if (!m->bvt->supports(m->b, PLUME_FEAT_ROPE_ADJACENT, adjacent))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: backend %s cannot run the model's rope style (%s pairs); choose "
@@ -616,6 +633,14 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
     }
     if (open_checkpoint(m, reg, p->format, path, err))
         goto fail;
+    if (m->quant_method[0] && m->cfg.n_expert > 0) { /* before any plugin is looked for */
+        plume_err(err, PLUME_ERR_UNSUPPORTED,
+                  "%s: a %s-quantized mixture-of-experts checkpoint is not supported (per-expert "
+                  "%s layers have no loader); use the unquantized checkpoint or a GGUF "
+                  "quantization",
+                  path, m->quant_method, m->quant_method);
+        goto fail;
+    }
     if (!reg && m->quant_method[0]) { /* only a quantized checkpoint needs plugins */
         if (plume_registry_create(&m->own_reg, err) ||
             plume_registry_add_default_search_path(m->own_reg, err))
@@ -735,6 +760,7 @@ void plume_model_free(plume_model *m)
             plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
             for (int i = 0; i < L_COUNT; i++)
                 lin_release(lins[i]);
+            plume_moe_free(L);
         }
         free(m->layers);
     }

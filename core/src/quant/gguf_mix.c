@@ -62,7 +62,12 @@ static uint32_t rule_type(const gguf_mix *mix, const gguf_mix_model *m, const ch
     }
     if (strcmp(name, "token_embd.weight") == 0)
         return t;
+    const bool moe8 = m->n_expert == 8; /* llama-quant.cpp: "the 8-expert model" */
+    if (strstr(name, "attn_k.weight") && moe8)
+        return GQ_Q8_0;
     if (strstr(name, "attn_v.weight")) {
+        if (moe8)
+            return GQ_Q8_0;
         if (is_mix(mix, "Q2_K"))
             return m->n_gqa >= 4 ? GQ_Q4_K : GQ_Q3_K;
         if (is_mix(mix, "Q3_K_M"))
@@ -91,6 +96,12 @@ static uint32_t rule_type(const gguf_mix *mix, const gguf_mix_model *m, const ch
         return t;
     }
     if (strstr(name, "attn_output.weight")) {
+        if (moe8)
+            return is_mix(mix, "Q2_K") || is_mix(mix, "Q3_K_M") || is_mix(mix, "IQ4_NL") ||
+                           is_mix(mix, "Q4_K_S") || is_mix(mix, "Q4_K_M") ||
+                           is_mix(mix, "IQ4_XS")
+                       ? GQ_Q5_K
+                       : t;
         if (is_mix(mix, "Q2_K"))
             return GQ_Q3_K;
         if (is_mix(mix, "Q3_K_M"))
@@ -121,8 +132,10 @@ gguf_mix_choice gguf_mix_tensor_type(const gguf_mix *mix, const gguf_mix_model *
                                      const char *name, int n_dims, const int64_t *ne)
 {
     gguf_mix_choice c = {GQ_F32, GQ_F32, false};
-    /* llama-quant.cpp tensor_allows_quantization: 2-D+ "*weight", not norms */
-    if (n_dims < 2 || !ends_with(name, "weight") || strstr(name, "_norm.weight"))
+    /* llama-quant.cpp tensor_allows_quantization: 2-D+ "*weight", not norms,
+     * not the experts' router */
+    if (n_dims < 2 || !ends_with(name, "weight") || strstr(name, "_norm.weight") ||
+        strstr(name, "ffn_gate_inp.weight"))
         return c;
     int layer = 0;
     sscanf(name, "blk.%d.", &layer);

@@ -26,6 +26,7 @@ typedef struct gguf_mix_model {
     int n_layer;
     int n_gqa;   /* n_head / n_head_kv */
     bool tied;   /* no output.weight: token_embd is also the head */
+    int n_expert; /* <arch>.expert_count (0: a dense model) */
 } gguf_mix_model;
 
 /* Why a tensor got its type. */
@@ -41,7 +42,11 @@ typedef struct gguf_mix_choice {
  * attn_v / ffn_down / attn_output get the preset's extra bits by layer;
  * a type whose block does not divide the row length falls back as
  * llama-quantize does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
- * Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL; F16 when even that does not fit). */
+ * Q2_K/Q3_K -> Q4_0, IQ4_XS -> IQ4_NL; F16 when even that does not fit).
+ * Mixtures of experts: the router (ffn_gate_inp) stays in float, 3-D
+ * expert tensors (ffn_{gate,up,down}_exps) follow the ffn_* rules of their
+ * layer, and with 8 experts attn_k / attn_v get Q8_0 and attn_output Q5_K
+ * in the K/IQ4 presets, as llama-quantize does. */
 gguf_mix_choice gguf_mix_tensor_type(const gguf_mix *mix, const gguf_mix_model *m,
                                      const char *name, int n_dims, const int64_t *ne);
 

@@ -136,6 +136,13 @@ static int open_source(qsrc *s, const char *in, plume_error *err)
     if (plume_config_from_hf_json(p, &s->cfg, err) || plume_config_validate(&s->cfg, err) ||
         safetensors_open(in, &s->st, err))
         return -1;
+    if (s->cfg.n_expert > 0)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s is a mixture-of-experts checkpoint (%s, %d experts); writing its "
+                         "experts as GGUF (stacked ffn_*_exps tensors) from an HF directory is "
+                         "not supported yet: convert it with llama.cpp's convert_hf_to_gguf.py "
+                         "(--outtype f16) and run plume quantize on that GGUF",
+                         in, s->cfg.arch_name, s->cfg.n_expert);
     snprintf(p, sizeof p, "%s/tokenizer.json", in);
     snprintf(p2, sizeof p2, "%s/tokenizer_config.json", in);
     if (plume_tokenizer_from_hf_sized(p, access(p2, R_OK) == 0 ? p2 : NULL, s->cfg.n_vocab,
@@ -381,7 +388,7 @@ int plume_quantize_to_gguf(const char *in, const char *out_path, const plume_ggu
     if (open_source(&s, in, err))
         goto done;
     gguf_mix_model mm = {s.cfg.n_layer, s.cfg.n_head_kv ? s.cfg.n_head / s.cfg.n_head_kv : 1,
-                         true};
+                         true, s.cfg.n_expert};
     for (int i = 0; i < s.n_jobs; i++)
         if (strcmp(s.jobs[i].name, "output.weight") == 0)
             mm.tied = false;

@@ -326,6 +326,13 @@ static int check_input(const plume_model *m, const char *in_dir, plume_error *er
                          "%s is already quantized (quant_method %s); quantize a float "
                          "checkpoint",
                          in_dir, m->quant_method);
+    if (m->cfg.n_expert > 0)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s is a mixture-of-experts model (%s, %d experts per layer); per-expert "
+                         "GPTQ/AWQ quantization is not supported (plume cannot load such a "
+                         "checkpoint either): use a GGUF preset instead (`plume quantize --to "
+                         "gguf` on its F16/F32 GGUF)",
+                         in_dir, m->cfg.arch_name, m->cfg.n_expert);
     for (int l = 0; l < m->cfg.n_layer; l++)
         for (int i = 0; i < 7; i++) {
             const plume_tensor *t = layer_tensor(m, l, i, "weight");

@@ -71,6 +71,8 @@ static int cpu_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
         return arg > 0 && arg <= 512 && arg % 2 == 0;
     case PLUME_FEAT_ROPE_ADJACENT:
         return arg == 0 || arg == 1;
+    case PLUME_FEAT_MOE:
+        return arg > 0;
     }
     return 0;
 }
@@ -410,6 +412,25 @@ static int cpu_matmul(plume_backend *be, const plume_bweight *const *w, int n_w,
     return 0;
 }
 
+static int cpu_gather_rows(plume_backend *be, plume_buf *dst, const plume_buf *src,
+                           const int32_t *idx, int32_t n, int32_t dim, plume_error *err)
+{
+    (void)be;
+    (void)err;
+    plume_cpu_gather_rows(F(dst), CF(src), idx, n, dim);
+    return 0;
+}
+
+static int cpu_scatter_add_rows(plume_backend *be, plume_buf *dst, const plume_buf *src,
+                                const int32_t *idx, const float *w, int32_t n, int32_t dim,
+                                plume_error *err)
+{
+    (void)be;
+    (void)err;
+    plume_cpu_scatter_add_rows(F(dst), CF(src), idx, w, n, dim);
+    return 0;
+}
+
 static void cpu_parallel_for(plume_backend *be, void (*fn)(void *ctx, int ith, int nth),
                              void *ctx)
 {
@@ -457,4 +478,6 @@ const plume_backend_vtable plume_builtin_cpu = {
     .microbench = cpu_microbench_slot,
     .scale = cpu_scale,
     .geglu = cpu_geglu,
+    .gather_rows = cpu_gather_rows,
+    .scatter_add_rows = cpu_scatter_add_rows,
 };

@@ -85,4 +85,14 @@ void plume_cpu_swiglu(float *x, const float *y, int n);
  * code: the same bits at every SIMD level. */
 void plume_cpu_geglu(float *x, const float *y, size_t n);
 
+/* dst[i] = src[idx[i]] for i < n, rows of dim floats. */
+void plume_cpu_gather_rows(float *dst, const float *src, const int32_t *idx, int32_t n,
+                           int32_t dim);
+
+/* dst[idx[i]][j] += w[i] * src[i][j] for i < n in order, the product
+ * rounded to f32 before the add: a row's bits depend only on its own
+ * contributions and their order. */
+void plume_cpu_scatter_add_rows(float *dst, const float *src, const int32_t *idx, const float *w,
+                                int32_t n, int32_t dim);
+
 #endif
