@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/dummy_fill.h"
 #include "plume/error.h"
 #include "plume/settings.h"
 #include "plume/tensor.h"
@@ -48,14 +49,15 @@
 extern "C" {
 #endif
 
-/* 4: the optional device hooks (device_info, device_ptr, device_scratch,
+/* 5: the optional weight_fill (dummy weights made on the device).
+ * 4: the optional device hooks (device_info, device_ptr, device_scratch,
  * device_gemm) that let a linear method run its own kernels on the
  * backend's device; a version-3 backend simply lacks them (they lie past
  * its struct_size), so the registry still accepts 3.
  * 3: attention takes plume_attn_params (scale, sliding window).  2: opaque
  * buffers, weights, KV pool and layer ops (version 1 passed host pointers
  * and had only matmul).  The registry refuses older versions. */
-#define PLUME_BACKEND_INTERFACE_VERSION 4
+#define PLUME_BACKEND_INTERFACE_VERSION 5
 
 typedef struct plume_backend plume_backend; /* a backend instance */
 typedef struct plume_buf plume_buf;         /* a buffer on the backend's device */
@@ -349,6 +351,18 @@ typedef struct plume_backend_vtable {
     /* Enqueues one dense GEMM (plume_device_gemm) on info.stream (cuBLAS
      * on cuda); the result may depend on n_rows (not batch-invariant). */
     int (*device_gemm)(plume_backend *b, const plume_device_gemm *g, plume_error *err);
+
+    /* ---- optional (version 5) ---- */
+
+    /* Prepares the matrix t (n_dims 2; t->data is NULL and unread) as
+     * weight_prepare would prepare the host bytes that plume_fill_row(spec,
+     * r, ...) gives for every row r < t->ne[1], but makes those bytes where
+     * the weight lives (a device kernel), so that no host copy of the model
+     * exists (`load_format: dummy`, plume/dummy_fill.h).  spec->type ==
+     * t->type.  NULL: the core makes the bytes in host memory and calls
+     * weight_prepare. */
+    int (*weight_fill)(plume_backend *b, const plume_tensor *t, const plume_fill_spec *spec,
+                       plume_bweight **out, plume_error *err);
 } plume_backend_vtable;
 
 /* True when vtable vt has the optional op `field` (set, and inside the
