@@ -43,7 +43,7 @@ static void test_unknown_keys(void **state)
     (void)state;
     expect_error("model: m.gguf\nmodle: x\n",
                  "t.yaml:2:1: unknown key 'modle'; accepted: model, backend, plugins, threads, "
-                 "kv_cache, scheduler, sampling, speculative, kv_connector");
+                 "kv_cache, scheduler, sampling, speculative, kv_connector, load_format");
     expect_error("model: m.gguf\nsampling: { temprature: 0.5 }\n",
                  "t.yaml:2:13: unknown key 'temprature' in sampling; accepted: method, seed, "
                  "temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, "
