@@ -329,6 +329,12 @@ static int dummy_validate(const plume_settings *s, plume_error *err)
         plume_settings_bool(s, "pure", false, &pure, err) ||
         plume_settings_int(s, "seed", PLUME_DUMMY_SEED, 0, INT64_MAX, &seed, err))
         return -1;
+    if (plume_settings_has(s, "tokenizer")) { /* records it as read (resolved) */
+        char *tok = NULL;
+        if (plume_settings_path_value(s, "tokenizer", &tok, err))
+            return -1;
+        free(tok);
+    }
     bool ok = gguf_mix_find(dtype) != NULL;
     for (size_t i = 0; i < 3 && !ok; i++)
         ok = strcasecmp(dtype, FLOATS[i]) == 0;
