@@ -7,7 +7,7 @@ backend computes.
 1. `meson install --destdir D` of this build; a copy of the example
    configured against D's plume-plugin.pc with nothing but pkg-config,
    built and installed into a temp plugin dir (plume-backend-ref.so).
-2. `plume plugins --check` lists `backend ref (interface version 4)`;
+2. `plume plugins --check` lists `backend ref (interface version 5)`;
    `plume check` resolves `backend: ref` to the plugin.
 3. For each model, `plume generate --pipeline` with `backend: ref` and
    with `backend: cpu` under PLUME_CPU_ACTIVATIONS=f32 (the CPU's exact
@@ -133,7 +133,7 @@ def main():
 
         r = run([plume, "plugins", "--check", so])
         require("plume plugin 'backend-ref' 0.1.0" in r.stdout, r.stdout)
-        require("backend        ref (interface version 4)" in r.stdout, r.stdout)
+        require("backend        ref (interface version 5)" in r.stdout, r.stdout)
         cmp = Compare(tmp, plugins)
         r = run([plume, "check", "--plugin-dir", plugins, cmp.pipeline(tiny, "ref")])
         require(any(l.split()[:2] == ["backend:", "ref"] and "backend-ref" in l
