@@ -62,3 +62,41 @@ int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_r
     plume_settings_free(s);
     return rc;
 }
+
+int cli_load_format_params(const char *cmd, const cli_pipeline_opts *o, plume_registry **reg,
+                           plume_settings **s, plume_load_params *lp)
+{
+    *reg = NULL;
+    *s = NULL;
+    if (!o->load_format)
+        return 0;
+    plume_error err = {0};
+    const plume_weight_format_vtable *f = NULL;
+    if (cli_registry(cmd, o, reg))
+        return -1;
+    if (!(f = plume_registry_find_weight_format(*reg, o->load_format))) {
+        char names[512];
+        plume_err(&err, PLUME_ERR_INVALID, "--load-format: no weight format '%s'; available: %s",
+                  o->load_format,
+                  plume_registry_names(*reg, PLUME_KIND_WEIGHT_FORMAT, names, sizeof names));
+        goto fail;
+    }
+    if (plume_settings_new("load_format", s, &err))
+        goto fail;
+    for (int k = 0; k < 4; k++)
+        if (o->dummy[k] && plume_settings_set(*s, DUMMY_KEYS[k], o->dummy[k], &err))
+            goto fail;
+    if (f->validate && f->validate(*s, &err))
+        goto fail;
+    lp->registry = *reg;
+    lp->format = f;
+    lp->format_settings = *s;
+    return 0;
+fail:
+    cli_print_error(cmd, NULL, err.msg);
+    plume_settings_free(*s);
+    plume_registry_free(*reg);
+    *s = NULL;
+    *reg = NULL;
+    return -1;
+}

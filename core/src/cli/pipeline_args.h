@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "plume/model.h"
 #include "plume/pipeline.h"
 #include "plume/registry.h"
 
@@ -69,6 +70,14 @@ bool cli_load_format_opt(int argc, char **argv, int *i, cli_pipeline_opts *o);
  * without --model is an error saying what to do. */
 int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_registry *reg,
                             plume_pipeline **p, plume_error *err);
+
+/* For a command that loads --model itself (plume_model_load_ex): with
+ * --load-format, a registry (cli_registry) and the named format with the
+ * --dummy-* settings, validated, into lp (registry, format,
+ * format_settings); free *s and *reg after the model.  Without it, nothing
+ * (NULLs).  Prints the error and returns -1 on failure. */
+int cli_load_format_params(const char *cmd, const cli_pipeline_opts *o, plume_registry **reg,
+                           plume_settings **s, plume_load_params *lp);
 
 /* Prints the error as "plume CMD: msg", or msg alone when it already
  * starts with the pipeline file's name (so editors can jump to it). */
