@@ -185,6 +185,28 @@ def main():
             check(worst == 0.0, "%s: gguf-py and plume dequantize differently (max %g)" % (typ, worst))
             print("ok %s%s: %d tensors, gguf-py == plume (max diff %g)" % (
                 typ, " pure" if pure else "", len(r.tensors), worst))
+        # the command line: --load-format dummy gives the file's logits and greedy tokens
+        q = os.path.join(d, "cli.gguf")
+        dummy_gguf(cdir, q, "Q4_0", "--seed", "3")
+        runs = []
+        for src in (["--model", q], ["--model", cdir, "--load-format", "dummy", "--dummy-dtype",
+                                     "Q4_0", "--dummy-seed", "3", "--dummy-tokenizer", TOK]):
+            lo = os.path.join(d, "logits-%d.bin" % len(runs))
+            p = subprocess.run([PLUME, "generate"] + src + [
+                "--prompt-ids", "1,2,3,4,5", "--max-tokens", "6", "--temperature", "0", "--json",
+                "--logits-out", lo], capture_output=True, text=True)
+            check(p.returncode == 0, "generate %s: %s" % (src, p.stderr))
+            if p.returncode == 0:
+                runs.append((json.loads(p.stdout)["token_ids"], np.fromfile(lo, dtype=np.float32)))
+        if len(runs) == 2:
+            check(runs[0][0] == runs[1][0], "greedy tokens differ: %s vs %s" % (runs[0][0], runs[1][0]))
+            rng = float(runs[0][1].max() - runs[0][1].min())
+            diff = float(np.abs(runs[0][1] - runs[1][1]).max())
+            check(diff <= 1e-5 * rng, "CLI logits differ by %g (range %g)" % (diff, rng))
+        p = subprocess.run([PLUME, "generate", "--model", cdir, "--dummy-seed", "3", "--prompt-ids",
+                            "1", "--max-tokens", "1"], capture_output=True, text=True)
+        check(p.returncode != 0 and "go with --load-format dummy" in p.stderr,
+              "--dummy-seed alone: %s" % p.stderr)
         # seeds
         a, b, c = (os.path.join(d, x) for x in ("a.gguf", "b.gguf", "c.gguf"))
         dummy_gguf(cdir, a, "Q4_0")

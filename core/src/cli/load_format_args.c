@@ -37,6 +37,10 @@ int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_r
     bool any_dummy = false;
     for (int k = 0; k < 4; k++)
         any_dummy = any_dummy || o->dummy[k];
+    if (any_dummy && !o->load_format && o->pipeline)
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "the --dummy-* options go with --load-format dummy; with --pipeline, "
+                         "write them in its load_format section");
     if (any_dummy && (!o->load_format || strcmp(o->load_format, "dummy") != 0))
         return plume_err(err, PLUME_ERR_INVALID,
                          "the --dummy-* options go with --load-format dummy");

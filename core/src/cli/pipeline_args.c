@@ -79,7 +79,8 @@ int cli_pipeline_resolve(const char *cmd, const cli_pipeline_opts *o, plume_regi
     if (cli_registry(cmd, o, reg))
         return -1;
     plume_error err = {0};
-    int rc = o->pipeline || o->load_format
+    bool dummy = o->dummy[0] || o->dummy[1] || o->dummy[2] || o->dummy[3];
+    int rc = o->pipeline || o->load_format || dummy
                  ? cli_load_format_resolve(cmd, o, *reg, p, &err)
                  : plume_pipeline_for_model(*reg, o->model, p, &err);
     if (rc) {
