@@ -313,6 +313,47 @@ static int cuda_weight_prepare(plume_backend *be, const plume_tensor *t, plume_b
     return 0;
 }
 
+/* load_format: dummy: the matrix made on the device by ck_fill, the same
+ * bytes cuda_weight_prepare would upload from plume_fill_row's host rows
+ * (F32/BF16 as f16, the rest in their blocks); no host copy. */
+static int cuda_weight_fill(plume_backend *be, const plume_tensor *t, const plume_fill_spec *spec,
+                            plume_bweight **out, plume_error *err)
+{
+    cuda_backend *b = CB(be);
+    *out = NULL;
+    if (!cuda_supports(be, PLUME_FEAT_WEIGHT_TYPE, t->type) || t->n_dims != 2 ||
+        spec->type != t->type || spec->ne0 != t->ne[0])
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "cuda backend: cannot fill %s (%d dims, type %s); the cuda backend "
+                         "fills F32, F16, BF16, Q4_0, Q4_1 and Q8_0 matrices (use dtype F16, "
+                         "BF16 or a preset with pure: true)",
+                         t->name ? t->name : "?", t->n_dims, plume_dtype_name(t->type));
+    CU(cudaSetDevice(b->device), "cudaSetDevice");
+    plume_bweight *w = calloc(1, sizeof *w);
+    if (!w)
+        return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory");
+    const bool blocks = t->type == PLUME_DTYPE_Q4_0 || t->type == PLUME_DTYPE_Q4_1 ||
+                        t->type == PLUME_DTYPE_Q8_0;
+    w->w.K = t->ne[0];
+    w->w.N = t->ne[1];
+    w->w.type = blocks ? (int)t->type : CK_F16;
+    w->w.row_bytes = blocks ? (int64_t)plume_dtype_row_bytes(t->type, t->ne[0]) : 2 * t->ne[0];
+    void *dev = NULL;
+    cudaError_t e = cudaMalloc(&dev, (size_t)(w->w.row_bytes * w->w.N));
+    if (e == cudaSuccess)
+        e = ck_launch_fill(spec, dev, w->w.row_bytes, w->w.N, !blocks, b->stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess) {
+        (void)cudaFree(dev);
+        free(w);
+        return cu_fail(err, e, "dummy weight fill");
+    }
+    w->w.data = dev;
+    *out = w;
+    return 0;
+}
+
 static void cuda_weight_free(plume_backend *be, plume_bweight *w)
 {
     if (!w)
@@ -783,4 +824,5 @@ const plume_backend_vtable ck_backend_vtable = {
     .device_ptr = cuda_device_ptr,
     .device_scratch = cuda_device_scratch,
     .device_gemm = cuda_device_gemm,
+    .weight_fill = cuda_weight_fill,
 };

@@ -19,6 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Dummy weights' generator (plume/dummy_fill.h), on the device too. */
+#if defined(__CUDACC__) && !defined(PLUME_FILL_FN)
+#define PLUME_FILL_FN static __host__ __device__ inline
+#endif
+#include "plume/dummy_fill.h"
+
 #define CK_WARP 32
 #define CK_GEMV_ROWS 4     /* activation rows one warp of the row matmul serves */
 #define CK_HD_MAX 256      /* largest head_dim the attention kernel holds */
@@ -110,6 +116,29 @@ CK_FN float ck_w_at(const ck_weight *W, int64_t o, int64_t i)
     default: /* CK_F16 */
         return ck_h2f(ck_ld16(row + 2 * i));
     }
+}
+
+/* Block idx of a dummy weight (plume/dummy_fill.h): row idx / nb, block
+ * idx % nb (nb = ne0 / block) into dst, rows row_bytes apart.  f16_out:
+ * an F32 or BF16 spec is stored as f16, the backend's storage for them,
+ * each element rounded as weight_prepare rounds the host values (exact
+ * f32, then round to nearest even). */
+CK_FN void ck_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes, int f16_out,
+                   int64_t idx)
+{
+    const int64_t nb = s->ne0 / s->block, r = idx / nb, b = idx % nb;
+    if (f16_out && (s->type == 0 || s->type == 30)) {
+        uint8_t v[4];
+        plume_fill_block(s, r, b, v);
+        uint32_t u = s->type == 0 ? (uint32_t)v[0] | (uint32_t)v[1] << 8 |
+                                        (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24
+                                  : ((uint32_t)v[0] | (uint32_t)v[1] << 8) << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        plume_fill_put16(dst + r * row_bytes + 2 * b, plume_fill_f16(f));
+        return;
+    }
+    plume_fill_block(s, r, b, dst + r * row_bytes + b * (int64_t)s->block_bytes);
 }
 
 /* The butterfly of one value per lane, in place over v[0..32) (the

@@ -52,6 +52,11 @@ __global__ void k_dequant_slab(ck_weight W, int64_t o0, uint16_t *slab, int64_t 
     EW_LOOP(n) ck_dequant_slab(&W, o0, slab, idx);
 }
 
+__global__ void k_fill(plume_fill_spec s, uint8_t *dst, int64_t row_bytes, int f16_out, int64_t n)
+{
+    EW_LOOP(n) ck_fill(&s, dst, row_bytes, f16_out, idx);
+}
+
 /* warp w of the grid: blockIdx.x * WARPS + threadIdx.x / 32 */
 static __device__ int64_t warp_id(void) { return (int64_t)blockIdx.x * WARPS + threadIdx.x / CK_WARP; }
 static __device__ int lane_id(void) { return (int)(threadIdx.x % CK_WARP); }
@@ -208,6 +213,14 @@ cudaError_t ck_launch_dequant_slab(const ck_weight *W, int64_t o0, int64_t rows,
 {
     const int64_t n = rows * W->K;
     k_dequant_slab<<<ew_grid(n), EW_THREADS, 0, st>>>(*W, o0, slab, n);
+    LAUNCHED();
+}
+
+cudaError_t ck_launch_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes,
+                           int64_t n_rows, int f16_out, cudaStream_t st)
+{
+    const int64_t n = n_rows * (s->ne0 / s->block);
+    k_fill<<<ew_grid(n), EW_THREADS, 0, st>>>(*s, dst, row_bytes, f16_out, n);
     LAUNCHED();
 }
 

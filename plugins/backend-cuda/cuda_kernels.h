@@ -39,6 +39,9 @@ cudaError_t ck_launch_to_f16(const float *x, int64_t n, uint16_t *xh, cudaStream
 /* Rows [o0, o0 + rows) of W as f16 into slab ([rows][K]). */
 cudaError_t ck_launch_dequant_slab(const ck_weight *W, int64_t o0, int64_t rows, uint16_t *slab,
                                    cudaStream_t st);
+/* n_rows rows of a dummy weight (ck_fill) into dst, rows row_bytes apart. */
+cudaError_t ck_launch_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes,
+                           int64_t n_rows, int f16_out, cudaStream_t st);
 /* Reads the whole of n bytes at p (for the bench's bandwidth probe):
  * sink gets one value per block so the reads are not optimized away. */
 cudaError_t ck_launch_read_probe(const float4 *p, int64_t n4, float *sink, cudaStream_t st);

@@ -374,6 +374,54 @@ static void test_model(const plume_backend_vtable *vt)
     plume_model_free(mg);
 }
 
+/* load_format: dummy on both backends (bench/configs/tiny-llama, pure
+ * presets and floats): the GPU makes its matrices with weight_fill's
+ * k_fill, the cpu on the host; the same seed must give logits within the
+ * tolerance above (the same weights; the cpu's int8 activations). */
+static void test_dummy(const plume_backend_vtable *vt)
+{
+    char tok[4096], dir[4096];
+    if (!smollm2_path(tok, sizeof tok))
+        return;
+    const char *root = getenv("PLUME_SOURCE_ROOT");
+    snprintf(dir, sizeof dir, "%s/bench/configs/tiny-llama", root && *root ? root : ".");
+    const char *dtypes[] = {"F16", "BF16", "Q8_0", "Q4_0", "Q4_1"};
+    for (int d = 0; d < 5; d++) {
+        plume_settings *s;
+        MUST(plume_settings_new("load_format", &s, &err));
+        MUST(plume_settings_set(s, "dtype", dtypes[d], &err));
+        MUST(plume_settings_set(s, "pure", "true", &err));
+        MUST(plume_settings_set(s, "tokenizer", tok, &err));
+        plume_load_params lp = plume_load_defaults();
+        lp.format = &plume_builtin_dummy;
+        lp.format_settings = s;
+        plume_model *mc, *mg;
+        MUST(plume_model_load_ex(dir, &lp, &mc, &err));
+        lp.backend_vt = vt;
+        MUST(plume_model_load_ex(dir, &lp, &mg, &err));
+        const int32_t V = plume_model_n_vocab(mc), ids[6] = {1, 17, 230, 4000, 9, 2};
+        float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+        plume_context *cc, *cg;
+        MUST(plume_context_create(mc, 64, &cc, &err));
+        MUST(plume_context_create(mg, 64, &cg, &err));
+        MUST(plume_decode(cc, ids, 6, lc, &err));
+        MUST(plume_decode(cg, ids, 6, lg, &err));
+        double md = 0, range = 0;
+        for (int32_t i = 0; i < V; i++) {
+            md = fmax(md, fabs((double)lg[i] - lc[i]));
+            range = fmax(range, fabs(lc[i]));
+        }
+        CHECK(range > 0 && md <= 0.03 * range, "dummy %s: max |logit gpu - cpu| %.4g > %.4g",
+              dtypes[d], md, 0.03 * range);
+        plume_context_free(cc);
+        plume_context_free(cg);
+        free(lc), free(lg);
+        plume_model_free(mc);
+        plume_model_free(mg);
+        plume_settings_free(s);
+    }
+}
+
 int main(void)
 {
     plume_registry *reg;
@@ -406,6 +454,7 @@ int main(void)
     test_ops(0);
     test_ops(1);
     test_model(GPU);
+    test_dummy(GPU);
     GPU->destroy(gb);
     CPU->destroy(cb);
     plume_registry_free(reg);

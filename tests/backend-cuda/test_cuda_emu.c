@@ -8,7 +8,8 @@
  * row grouping), rmsnorm, rope (both pair styles), kv_store (the same
  * cache bytes, f32 and f16), paged attention over shuffled block tables
  * (f32/f16 cache, GQA, scale, sliding window), embedding, swiglu, add,
- * add_bias, gather_out_rows, and the f16 slab cuBLAS is given.  Needs no
+ * add_bias, gather_out_rows, the f16 slab cuBLAS is given, and the dummy
+ * weights' fill (the host path's bytes for every type).  Needs no
  * GPU and no CUDA toolkit. */
 #define CK_EMU 1
 
@@ -372,6 +373,61 @@ static void test_rows(void)
     free(x), free(xe), free(xc), free(w), free(up), free(ge), free(gc);
 }
 
+/* ---- dummy weights: k_fill against the host path ---- */
+
+/* For each type the backend keeps: every block index through ck_fill gives
+ * the bytes cuda_weight_prepare would upload from plume_fill_row's host
+ * rows (F32/BF16 rounded to f16 as it rounds them), and ck_w_at reads
+ * them back as plume_dequantize reads the host rows. */
+static void test_fill(void)
+{
+    const uint32_t types[] = {PLUME_DTYPE_F32, PLUME_DTYPE_F16, PLUME_DTYPE_BF16,
+                              PLUME_DTYPE_Q8_0, PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1};
+    const int64_t K = 96, N = 7;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t ty = types[ti];
+        plume_fill_spec sp;
+        if (plume_fill_spec_init(&sp, ty, K, "model.layers.0.mlp.up_proj.weight", 3, 0.02f)) {
+            CHECK(0, "spec for type %u", ty);
+            continue;
+        }
+        const bool blocks = ty == PLUME_DTYPE_Q8_0 || ty == PLUME_DTYPE_Q4_0 ||
+                            ty == PLUME_DTYPE_Q4_1;
+        const size_t hrb = plume_dtype_row_bytes(ty, K), drb = blocks ? hrb : 2 * (size_t)K;
+        uint8_t *host = malloc(hrb * N), *want = malloc(drb * N), *dev = calloc(drb, N);
+        for (int64_t r = 0; r < N; r++)
+            plume_fill_row(&sp, r, host + r * hrb);
+        if (blocks || ty == PLUME_DTYPE_F16) {
+            memcpy(want, host, hrb * N);
+        } else {
+            float row[96];
+            for (int64_t r = 0; r < N; r++) {
+                plume_dequantize((plume_dtype)ty, host + r * hrb, row, K);
+                for (int64_t i = 0; i < K; i++) {
+                    uint16_t h = plume_fp32_to_fp16(row[i]);
+                    memcpy(want + r * drb + 2 * i, &h, 2);
+                }
+            }
+        }
+        for (int64_t idx = 0, n = N * (K / sp.block); idx < n; idx++)
+            ck_fill(&sp, dev, (int64_t)drb, !blocks, idx);
+        CHECK(memcmp(dev, want, drb * N) == 0, "fill of type %s differs from the host path",
+              plume_dtype_name(ty));
+        ck_weight W = {dev, K, N, (int64_t)drb, blocks ? (int)ty : CK_F16};
+        float row[96];
+        int bad = 0;
+        for (int64_t r = 0; r < N; r++) {
+            plume_dequantize(blocks ? (plume_dtype)ty : PLUME_DTYPE_F16, want + r * drb, row, K);
+            for (int64_t i = 0; i < K; i++)
+                bad += ck_w_at(&W, r, i) != row[i];
+        }
+        CHECK(bad == 0, "filled %s read back: %d values differ", plume_dtype_name(ty), bad);
+        free(host);
+        free(want);
+        free(dev);
+    }
+}
+
 int main(void)
 {
     if (CPU->create(NULL, 1, &cpu_b, &err)) {
@@ -381,6 +437,7 @@ int main(void)
     test_matmul();
     test_kv_and_attention();
     test_rows();
+    test_fill();
     CPU->destroy(cpu_b);
     if (failures) {
         printf("%d check(s) failed\n", failures);

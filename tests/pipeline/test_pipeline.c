@@ -38,12 +38,47 @@ static void expect_error(const char *text, const char *msg)
     plume_registry_free(r);
 }
 
+/* load_format: a weight format by name (dummy: random weights from a
+ * config.json) with its settings, validated by the format; auto probes. */
+static void test_load_format(void **state)
+{
+    (void)state;
+    expect_error("model: m.gguf\nload_format: dumy\n",
+                 "t.yaml:2:14: load_format: no weight format 'dumy'; available: auto, gguf, "
+                 "safetensors, dummy (dummy: random weights from a config.json)");
+    expect_error("model: m.gguf\nload_format: { method: auto, seed: 3 }\n",
+                 "t.yaml:2:14: load_format: auto takes no settings; name a format (method: "
+                 "dummy) to give it settings");
+    plume_registry *r = reg();
+    plume_pipeline *p = NULL;
+    plume_error err = {0};
+    const char *bad = "model: cfg\nload_format: { method: dummy, dtype: Q9_9 }\n";
+    assert_int_equal(plume_pipeline_parse(r, bad, strlen(bad), "t.yaml", NULL, false, &p, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "'Q9_9' is not F32, F16, BF16 or a GGUF preset"));
+    const char *typo = "model: cfg\nload_format: { method: dummy, dtyp: Q4_0 }\n";
+    assert_int_equal(plume_pipeline_parse(r, typo, strlen(typo), "t.yaml", NULL, false, &p, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "dtyp"));
+    const char *ok = "model: cfg\nload_format: { method: dummy, dtype: q4_k_m, seed: 5 }\n";
+    assert_int_equal(plume_pipeline_parse(r, ok, strlen(ok), "t.yaml", NULL, false, &p, &err), 0);
+    const plume_settings *s = NULL;
+    const plume_weight_format_vtable *f = plume_pipeline_weight_format(p, &s);
+    assert_non_null(f);
+    assert_string_equal(f->name, "dummy");
+    int64_t seed = 0;
+    assert_int_equal(plume_settings_int(s, "seed", 0, 0, 100, &seed, &err), 0);
+    assert_int_equal(seed, 5);
+    plume_pipeline_free(p);
+    plume_registry_free(r);
+}
+
 static void test_unknown_keys(void **state)
 {
     (void)state;
     expect_error("model: m.gguf\nmodle: x\n",
                  "t.yaml:2:1: unknown key 'modle'; accepted: model, backend, plugins, threads, "
-                 "kv_cache, scheduler, sampling, speculative, kv_connector");
+                 "kv_cache, scheduler, sampling, speculative, kv_connector, load_format");
     expect_error("model: m.gguf\nsampling: { temprature: 0.5 }\n",
                  "t.yaml:2:13: unknown key 'temprature' in sampling; accepted: method, seed, "
                  "temperature, top_k, top_p, min_p, repetition_penalty, repeat_last_n, "
@@ -358,6 +393,7 @@ int main(int argc, char **argv)
     tiny = abs_tiny;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_load_format),
         cmocka_unit_test(test_unknown_providers),
         cmocka_unit_test(test_kv_connector_checked),
         cmocka_unit_test(test_wrong_types),

@@ -37,7 +37,7 @@ static void test_gguf_format(void **state)
     f->close(ck);
     assert_null(plume_registry_probe_format(r, "/nonexistent.bin", &err));
     assert_non_null(strstr(err.msg, "no weight format recognises /nonexistent.bin (registered "
-                                    "formats: gguf, safetensors)"));
+                                    "formats: gguf, safetensors, dummy)"));
     plume_registry_free(r);
 }
 

@@ -327,12 +327,13 @@ static void test_builtins_listed(void **state)
     plume_registry *r = fresh();
     static const char *const expect[][2] = {{"weight-format", "gguf"},
                                             {"weight-format", "safetensors"},
+                                            {"weight-format", "dummy"},
                                             {"linear", "native"},
                                             {"backend", "cpu"},
                                             {"sampler", "standard"},
                                             {"scheduler", "continuous"}};
-    assert_int_equal(plume_registry_n_providers(r), 6);
-    for (size_t i = 0; i < 6; i++) {
+    assert_int_equal(plume_registry_n_providers(r), 7);
+    for (size_t i = 0; i < 7; i++) {
         plume_provider_info p;
         assert_int_equal(plume_registry_provider(r, i, &p), 0);
         assert_string_equal(plume_kind_name(p.kind), expect[i][0]);

@@ -40,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plume/dummy_fill.h"
 #include "plume/error.h"
 #include "plume/settings.h"
 #include "plume/tensor.h"
@@ -49,9 +50,10 @@ extern "C" {
 #endif
 
 /* 5: the optional mixture-of-experts row ops gather_rows and
- * scatter_add_rows, and PLUME_FEAT_MOE; a version-4 backend lacks them
- * (past its struct_size), so the registry still accepts 4 and the loader
- * refuses only mixture-of-experts models on it.
+ * scatter_add_rows, and PLUME_FEAT_MOE (a version-4 backend lacks them,
+ * past its struct_size, so the registry still accepts 4 and the loader
+ * refuses only mixture-of-experts models on it); and the optional
+ * weight_fill (dummy weights made on the device).
  * 4: the optional device hooks (device_info, device_ptr, device_scratch,
  * device_gemm) that let a linear method run its own kernels on the
  * backend's device; a version-3 backend simply lacks them (they lie past
@@ -378,6 +380,18 @@ typedef struct plume_backend_vtable {
     int (*scatter_add_rows)(plume_backend *b, plume_buf *dst, const plume_buf *src,
                             const int32_t *idx, const float *w, int32_t n, int32_t dim,
                             plume_error *err);
+
+    /* ---- optional (version 5): dummy weights ---- */
+
+    /* Prepares the matrix t (n_dims 2; t->data is NULL and unread) as
+     * weight_prepare would prepare the host bytes that plume_fill_row(spec,
+     * r, ...) gives for every row r < t->ne[1], but makes those bytes where
+     * the weight lives (a device kernel), so that no host copy of the model
+     * exists (`load_format: dummy`, plume/dummy_fill.h).  spec->type ==
+     * t->type.  NULL: the core makes the bytes in host memory and calls
+     * weight_prepare. */
+    int (*weight_fill)(plume_backend *b, const plume_tensor *t, const plume_fill_spec *spec,
+                       plume_bweight **out, plume_error *err);
 } plume_backend_vtable;
 
 /* True when vtable vt has the optional op `field` (set, and inside the

@@ -44,6 +44,9 @@ typedef struct plume_load_params {
     /* The weight format to open the checkpoint with (e.g. the pipeline's);
      * NULL: the one whose probe scores highest. */
     const plume_weight_format_vtable *format;
+    /* The settings format is opened with (the pipeline's load_format
+     * section, e.g. the dummy format's dtype and seed); NULL: none. */
+    const plume_settings *format_settings;
     /* The backend the weights are prepared for and the forward pass runs
      * on: an existing instance (borrowed: it must outlive the model), or
      * else a new instance of backend_vt (NULL: the built-in cpu) created

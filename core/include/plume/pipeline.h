@@ -65,6 +65,14 @@ PLUME_API int plume_pipeline_parse(plume_registry *reg, const char *text, size_t
 PLUME_API int plume_pipeline_for_model(plume_registry *reg, const char *model_path,
                                        plume_pipeline **out, plume_error *err);
 
+/* plume_pipeline_for_model with the model opened by the weight format
+ * named load_format (the pipeline key load_format: e.g. "dummy", random
+ * weights from a config.json) with the settings s (copied; NULL: none),
+ * without probing the path.  load_format NULL: plume_pipeline_for_model. */
+PLUME_API int plume_pipeline_for_model_as(plume_registry *reg, const char *model_path,
+                                          const char *load_format, const plume_settings *s,
+                                          plume_pipeline **out, plume_error *err);
+
 PLUME_API void plume_pipeline_free(plume_pipeline *p);
 
 /* The file the pipeline came from ("(default)" for plume_pipeline_for_model). */

@@ -37,6 +37,8 @@ int cmd_check(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+/* plume dummy-gguf (cmd_dummy_gguf.c) */
+int cmd_dummy_gguf(int argc, char **argv);
 /* plume quantize ... --to gguf (cmd_quantize_gguf.c) */
 int cmd_quantize_gguf(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -26,6 +26,8 @@ static const char usage[] =
     "             (plume convert MODEL.gguf --to hf OUT_DIR)\n"
     "  quantize   make a GPTQ checkpoint from a float HF directory\n"
     "             (plume quantize MODEL_DIR OUT_DIR --method gptq --calib TEXT)\n"
+    "  dummy-gguf write random weights for an HF config.json as a GGUF file llama.cpp\n"
+    "             loads (plume dummy-gguf CONFIG_DIR OUT.gguf --type Q4_0 --tokenizer F)\n"
     "  perplexity perplexity of a model over a text, and KL divergence against a\n"
     "             base model (plume perplexity --model PATH --text FILE)\n"
     "\n"
@@ -65,6 +67,8 @@ int main(int argc, char **argv)
         return cmd_convert(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0)
         return cmd_quantize(argc - 1, argv + 1);
+    if (strcmp(cmd, "dummy-gguf") == 0)
+        return cmd_dummy_gguf(argc - 1, argv + 1);
     if (strcmp(cmd, "perplexity") == 0)
         return cmd_perplexity(argc - 1, argv + 1);
     fprintf(stderr, "plume: unknown command '%s'\n\n%s", cmd, usage);

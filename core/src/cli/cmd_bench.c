@@ -33,6 +33,9 @@ static const char help[] =
     "PLUME_CPU_FEATURES (scalar|avx2|avx512; default: the best this CPU has).\n"
     "\n"
     "options:\n"
+    "  --load-format dummy [--dummy-dtype T --dummy-seed N --dummy-tokenizer F]\n"
+    "                 random weights for the config.json in --model\n"
+    "                 (docs/dummy-weights.md)\n"
     "  --model PATH   a .gguf file or an HF model directory (without it, only the\n"
     "                 machine is measured)\n"
     "  --reps N       repetitions per measurement (default 5)\n"
@@ -217,7 +220,14 @@ static int roofline(const bench_opts *o)
         plume_model *m;
         plume_load_params lp = plume_load_defaults();
         lp.n_threads = o->threads;
-        if (plume_model_load_ex(o->model, &lp, &m, &err)) {
+        plume_registry *lreg;
+        plume_settings *ls;
+        if (cli_load_format_params("bench roofline", &o->po, &lreg, &ls, &lp))
+            return 1;
+        int lrc = plume_model_load_ex(o->model, &lp, &m, &err);
+        plume_settings_free(ls); /* the model keeps nothing of them */
+        if (lrc) {
+            plume_registry_free(lreg);
             fprintf(stderr, "plume bench: %s\n", err.msg);
             return 1;
         }
@@ -226,12 +236,14 @@ static int roofline(const bench_opts *o)
         int8_roof = wbytes < 2.0 * params;
         if (bench_model(o, m, &mr)) {
             plume_model_free(m);
+            plume_registry_free(lreg);
             return 1;
         }
         dec_roof = bw / wbytes;
         pre_roof = (int8_roof ? i8 : f32) / (2.0 * (double)plume_model_n_params_per_token(m));
         have_model = true;
         plume_model_free(m);
+        plume_registry_free(lreg); /* after the model: it holds the format's vtable */
     }
 
     const char *level = mach.level;

@@ -27,6 +27,8 @@ bool cli_pipeline_opt(const char *cmd, int argc, char **argv, int *i, cli_pipeli
         add(cmd, "--plugin-dir", o->plugin_dirs, &o->n_plugin_dirs, v);
     } else if (cli_opt(argc, argv, i, "--plugin", &v)) {
         add(cmd, "--plugin", o->plugins, &o->n_plugins, v);
+    } else if (cli_load_format_opt(argc, argv, i, o)) {
+        return true;
     } else {
         return false;
     }
@@ -77,8 +79,10 @@ int cli_pipeline_resolve(const char *cmd, const cli_pipeline_opts *o, plume_regi
     if (cli_registry(cmd, o, reg))
         return -1;
     plume_error err = {0};
-    int rc = o->pipeline ? plume_pipeline_load_with_model(*reg, o->pipeline, o->model, p, &err)
-                         : plume_pipeline_for_model(*reg, o->model, p, &err);
+    bool dummy = o->dummy[0] || o->dummy[1] || o->dummy[2] || o->dummy[3];
+    int rc = o->pipeline || o->load_format || dummy
+                 ? cli_load_format_resolve(cmd, o, *reg, p, &err)
+                 : plume_pipeline_for_model(*reg, o->model, p, &err);
     if (rc) {
         cli_print_error(cmd, o->pipeline, err.msg);
         plume_pipeline_free(*p);

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "plume/model.h"
 #include "plume/pipeline.h"
 #include "plume/registry.h"
 
@@ -21,6 +22,8 @@ typedef struct cli_pipeline_opts {
     size_t n_plugin_dirs;
     const char *plugins[CLI_MAX_PLUGIN_ARGS];
     size_t n_plugins;
+    const char *load_format;   /* --load-format NAME (the pipeline's load_format) */
+    const char *dummy[4];      /* --dummy-dtype, --dummy-seed, --dummy-tokenizer, --dummy-pure */
 } cli_pipeline_opts;
 
 /* Help lines for the options above, for a subcommand's --help. */
@@ -30,7 +33,14 @@ typedef struct cli_pipeline_opts {
     "  --model PATH          a .gguf file or an HF model directory; alone, runs the built-in\n" \
     "                        default pipeline on it; with --pipeline, replaces its model\n"     \
     "  --plugin-dir DIR      search DIR for plume-<name>.so first (repeatable)\n"               \
-    "  --plugin NAME         load plugin NAME from the plugin path (repeatable)\n"
+    "  --plugin NAME         load plugin NAME from the plugin path (repeatable)\n"           \
+    "  --load-format dummy   random weights: --model is a directory with an HF config.json\n" \
+    "                        (docs/dummy-weights.md); with it:\n"                             \
+    "    --dummy-dtype T     F16 (default), BF16, F32 or a GGUF preset: Q4_0, Q4_1, Q8_0,\n"  \
+    "                        Q4_K_M, ...; --dummy-pure: every matrix in the preset's type\n"  \
+    "    --dummy-seed N      the generator's seed (default 0)\n"                              \
+    "    --dummy-tokenizer F a .gguf whose vocabulary to borrow or a tokenizer.json\n"        \
+    "                        (default: tokenizer.json beside config.json)\n"
 
 /* Matches --pipeline, --model/-m, --plugin-dir and --plugin at argv[*i];
  * stores the value, advances *i and returns true.  Too many repeats print
@@ -50,6 +60,24 @@ int cli_registry(const char *cmd, const cli_pipeline_opts *o, plume_registry **o
  * what it made. */
 int cli_pipeline_resolve(const char *cmd, const cli_pipeline_opts *o, plume_registry **reg,
                          plume_pipeline **p);
+
+/* Matches --load-format and the --dummy-* options (cli/load_format_args.c). */
+bool cli_load_format_opt(int argc, char **argv, int *i, cli_pipeline_opts *o);
+
+/* The pipeline of --pipeline (model replaced by --model) or, with
+ * --load-format, the default pipeline on --model opened by that format
+ * with the --dummy-* settings.  --load-format together with --pipeline or
+ * without --model is an error saying what to do. */
+int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_registry *reg,
+                            plume_pipeline **p, plume_error *err);
+
+/* For a command that loads --model itself (plume_model_load_ex): with
+ * --load-format, a registry (cli_registry) and the named format with the
+ * --dummy-* settings, validated, into lp (registry, format,
+ * format_settings); free *s and *reg after the model.  Without it, nothing
+ * (NULLs).  Prints the error and returns -1 on failure. */
+int cli_load_format_params(const char *cmd, const cli_pipeline_opts *o, plume_registry **reg,
+                           plume_settings **s, plume_load_params *lp);
 
 /* Prints the error as "plume CMD: msg", or msg alone when it already
  * starts with the pipeline file's name (so editors can jump to it). */

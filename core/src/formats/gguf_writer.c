@@ -35,6 +35,7 @@ struct gguf_writer {
     FILE *f;
     char path[4096];
     size_t next;      /* next tensor to write */
+    size_t part;      /* bytes of it written so far by gguf_writer_tensor_part */
     uint64_t written;
 };
 
@@ -310,7 +311,7 @@ int gguf_writer_tensor_data(gguf_writer *w, const void *data, size_t nbytes, plu
     if (!w->f || w->next >= w->n_t)
         return plume_err(err, PLUME_ERR_INTERNAL, "GGUF writer: no tensor left to write");
     const wtensor *t = &w->t[w->next];
-    if (nbytes != t->nbytes)
+    if (nbytes != t->nbytes || w->part)
         return plume_err(err, PLUME_ERR_INTERNAL, "GGUF writer: %s has %zu bytes, got %zu",
                          t->name, t->nbytes, nbytes);
     static const uint8_t zero[ALIGN];
@@ -318,6 +319,30 @@ int gguf_writer_tensor_data(gguf_writer *w, const void *data, size_t nbytes, plu
     if (fwrite(data, 1, nbytes, w->f) != nbytes || fwrite(zero, 1, pad, w->f) != pad)
         return io_err(w, err);
     w->written += nbytes + pad;
+    w->next++;
+    return 0;
+}
+
+int gguf_writer_tensor_part(gguf_writer *w, const void *data, size_t nbytes, plume_error *err)
+{
+    if (!w->f || w->next >= w->n_t)
+        return plume_err(err, PLUME_ERR_INTERNAL, "GGUF writer: no tensor left to write");
+    const wtensor *t = &w->t[w->next];
+    if (w->part + nbytes > t->nbytes)
+        return plume_err(err, PLUME_ERR_INTERNAL, "GGUF writer: %s has %zu bytes, got %zu",
+                         t->name, t->nbytes, w->part + nbytes);
+    if (fwrite(data, 1, nbytes, w->f) != nbytes)
+        return io_err(w, err);
+    w->part += nbytes;
+    w->written += nbytes;
+    if (w->part < t->nbytes)
+        return 0;
+    static const uint8_t zero[ALIGN];
+    size_t pad = (ALIGN - t->nbytes % ALIGN) % ALIGN;
+    if (fwrite(zero, 1, pad, w->f) != pad)
+        return io_err(w, err);
+    w->written += pad;
+    w->part = 0;
     w->next++;
     return 0;
 }

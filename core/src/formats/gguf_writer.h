@@ -49,6 +49,10 @@ size_t gguf_writer_tensor_bytes(const gguf_writer *w, size_t i);
 int gguf_writer_open(gguf_writer *w, const char *path, plume_error *err);
 /* Appends the next tensor's data (exactly gguf_writer_tensor_bytes). */
 int gguf_writer_tensor_data(gguf_writer *w, const void *data, size_t nbytes, plume_error *err);
+/* Appends nbytes more of the next tensor's data: a tensor may be written
+ * in parts (bounded memory); the part that completes it moves on to the
+ * next tensor. */
+int gguf_writer_tensor_part(gguf_writer *w, const void *data, size_t nbytes, plume_error *err);
 /* Checks that every tensor was written, flushes and closes; returns the
  * file size in *size (may be NULL). */
 int gguf_writer_close(gguf_writer *w, uint64_t *size, plume_error *err);

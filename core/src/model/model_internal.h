@@ -3,6 +3,7 @@
 #ifndef PLUME_MODEL_INTERNAL_H
 #define PLUME_MODEL_INTERNAL_H
 
+#include "formats/dummy.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
@@ -53,6 +54,7 @@ struct plume_model {
     plume_checkpoint *ck;
     gguf_file *gguf;      /* the built-in formats' own handles (== ck), else NULL */
     safetensors *st;
+    plume_dummy *dummy;   /* load_format: dummy (== ck), else NULL */
     plume_tokenizer *tok;
     /* the backend the weights live on */
     const plume_backend_vtable *bvt;

@@ -210,6 +210,43 @@ static const plume_linear_vtable *pick_method(const plume_model *m, const plume_
     return best;
 }
 
+/* A dummy checkpoint's matrix t on the backend: filled where it lives by
+ * the backend's weight_fill when it has one, else made in host memory (as
+ * a mapped file would be) and prepared. */
+static int dummy_prepare(plume_model *m, const plume_tensor *t, plume_bweight **out,
+                         plume_error *err)
+{
+    const plume_dummy_tensor *e = plume_dummy_entry(m->dummy, t);
+    int rc;
+    if (e && e->random && !t->data && PLUME_BACKEND_HAS_OP(m->bvt, weight_fill))
+        rc = m->bvt->weight_fill(m->b, t, &e->spec, out, err);
+    else
+        rc = plume_dummy_make(m->dummy, t, err) ? -1 : m->bvt->weight_prepare(m->b, t, out, err);
+    return rc ? plume_err_prefix(err, "%s: backend %s preparing dummy '%s'", source_path(m),
+                                 m->bvt->name, t->name)
+              : 0;
+}
+
+/* The native layer of a dummy checkpoint's matrix t (and bias). */
+static int dummy_linear(plume_model *m, const char *prefix, const plume_tensor *t, plume_lin *L,
+                        plume_error *err)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    const plume_tensor *bt = find(m, name);
+    plume_bweight *w = NULL, *bias = NULL;
+    if (dummy_prepare(m, t, &w, err))
+        return -1;
+    if (bt && m->bvt->weight_prepare(m->b, bt, &bias, err)) {
+        m->bvt->weight_free(m->b, w);
+        return -1;
+    }
+    if (plume_native_linear_adopt(m->bvt, m->b, w, bias, t->ne[0], t->ne[1], &L->pl, err))
+        return -1;
+    L->vt = &plume_builtin_native_linear;
+    return 0;
+}
+
 /* Loads the linear layer at prefix with in -> out features into L: a
  * plugin's method when one claims it, else the native matrix (whose
  * errors name the missing or malformed tensor). */
@@ -237,6 +274,8 @@ static int get_linear(plume_model *m, const plume_registry *reg, const char *pre
         const plume_tensor *t;
         if (get_matrix(m, name, in, out, &t, err))
             return -1;
+        if (m->dummy)
+            return dummy_linear(m, prefix, t, L, err);
         vt = &plume_builtin_native_linear;
         if (vt->load(&w, prefix, NULL, m->bvt, m->b, &L->pl, err))
             return plume_err_prefix(err, "%s", source_path(m));
@@ -413,6 +452,25 @@ static int open_hf_meta(plume_model *m, const char *dir, plume_error *err)
     return plume_tokenizer_from_hf_sized(p, stat(p2, &sb) == 0 ? p2 : NULL, rows, &m->tok, err);
 }
 
+/* A dummy checkpoint's config (its plan's) and tokenizer: a borrowed
+ * GGUF vocabulary or a tokenizer.json. */
+static int open_dummy_meta(plume_model *m, plume_error *err)
+{
+    m->dummy = (plume_dummy *)m->ck;
+    m->cfg = *plume_dummy_config(m->dummy);
+    const char *tp = plume_dummy_tokenizer_path(m->dummy);
+    size_t n = strlen(tp);
+    if (n > 5 && strcmp(tp + n - 5, ".gguf") == 0) {
+        gguf_file *g;
+        if (gguf_open(tp, &g, err))
+            return plume_err_prefix(err, "dummy weights: the tokenizer");
+        int rc = plume_tokenizer_from_gguf(g, &m->tok, err);
+        gguf_close(g);
+        return rc ? plume_err_prefix(err, "dummy weights: the tokenizer of %s", tp) : 0;
+    }
+    return plume_tokenizer_from_hf_sized(tp, NULL, m->cfg.n_vocab, &m->tok, err);
+}
+
 /* Opens path with the weight format whose probe scores highest among reg's
  * (the built-ins when reg is NULL).  When none claims it, the built-in that
  * fits its shape (a directory: safetensors, a file: gguf) opens it, so that
@@ -421,8 +479,8 @@ static int open_hf_meta(plume_model *m, const char *dir, plume_error *err)
  * in its metadata; any other format's checkpoint is a tensor container in
  * an HF directory (config.json and tokenizer.json beside it, HF names). */
 static int open_checkpoint(plume_model *m, const plume_registry *reg,
-                           const plume_weight_format_vtable *given, const char *path,
-                           plume_error *err)
+                           const plume_weight_format_vtable *given, const plume_settings *settings,
+                           const char *path, plume_error *err)
 {
     const plume_weight_format_vtable *fmt = given;
     int best = 0;
@@ -439,7 +497,7 @@ static int open_checkpoint(plume_model *m, const plume_registry *reg,
     }
     if (!fmt)
         fmt = is_dir(path) ? &plume_builtin_safetensors : &plume_builtin_gguf;
-    if (fmt->open(path, NULL, &m->ck, err))
+    if (fmt->open(path, settings, &m->ck, err))
         return plume_err_prefix(err, "weight format %s", fmt->name);
     m->fmt = fmt;
     if (strcmp(fmt->name, "gguf") == 0 && fmt->open == plume_builtin_gguf.open) {
@@ -448,6 +506,8 @@ static int open_checkpoint(plume_model *m, const plume_registry *reg,
             return -1;
         return plume_tokenizer_from_gguf(m->gguf, &m->tok, err);
     }
+    if (fmt->open == plume_builtin_dummy.open)
+        return open_dummy_meta(m, err);
     if (fmt->open == plume_builtin_safetensors.open)
         m->st = (safetensors *)m->ck;
     if (!is_dir(path))
@@ -631,7 +691,7 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
                   path);
         goto fail;
     }
-    if (open_checkpoint(m, reg, p->format, path, err))
+    if (open_checkpoint(m, reg, p->format, p->format_settings, path, err))
         goto fail;
     if (m->quant_method[0] && m->cfg.n_expert > 0) { /* before any plugin is looked for */
         plume_err(err, PLUME_ERR_UNSUPPORTED,
@@ -660,6 +720,8 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
     }
     if (open_backend(m, p, err) || check_backend(m, err))
         goto fail;
+    if (m->dummy) /* matrices made on the device when the backend can */
+        plume_dummy_set_deferred(m->dummy, PLUME_BACKEND_HAS_OP(m->bvt, weight_fill));
     const char *embd_name = m->gguf ? "token_embd.weight" : "model.embed_tokens.weight";
     if (get_matrix(m, embd_name, c->n_embd, c->n_vocab, &m->tok_embd_t, err))
         goto fail;
@@ -671,7 +733,8 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
         if (get_linear(m, reg, out_prefix, c->n_embd, c->n_vocab, &m->output, err))
             goto fail;
         c->tied_embeddings = false;
-        if (m->bvt->weight_prepare(m->b, m->tok_embd_t, &m->own_embd, err)) {
+        if (m->dummy ? dummy_prepare(m, m->tok_embd_t, &m->own_embd, err)
+                     : m->bvt->weight_prepare(m->b, m->tok_embd_t, &m->own_embd, err)) {
             plume_err_prefix(err, "%s: backend %s preparing '%s'", path, m->bvt->name,
                              embd_name);
             goto fail;
@@ -682,8 +745,9 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
         plume_weights w = weights_of(m);
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%s", m->gguf ? "token_embd" : "model.embed_tokens");
-        if (plume_builtin_native_linear.load(&w, prefix, NULL, m->bvt, m->b, &m->output.pl,
-                                             err)) {
+        if (m->dummy ? dummy_linear(m, prefix, m->tok_embd_t, &m->output, err)
+                     : plume_builtin_native_linear.load(&w, prefix, NULL, m->bvt, m->b,
+                                                        &m->output.pl, err)) {
             plume_err_prefix(err, "%s", path);
             goto fail;
         }

@@ -52,7 +52,7 @@ int plume_pipeline_build(const plume_pipeline *p, plume_registry *reg, const plu
         o = &none;
     plume_load_params lp = plume_load_defaults();
     lp.registry = reg;
-    lp.format = plume_pipeline_weight_format(p, NULL);
+    lp.format = plume_pipeline_weight_format(p, &lp.format_settings);
     lp.backend_vt = plume_pipeline_backend(p, &lp.backend_settings);
     lp.n_threads = o->n_threads > 0 ? o->n_threads : plume_pipeline_threads(p);
     say_auto_backend(p, reg);

@@ -10,6 +10,7 @@ static int core_init(plume_registry *reg, plume_error *err)
     (void)err;
     if (plume_register_weight_format(reg, &plume_builtin_gguf) ||
         plume_register_weight_format(reg, &plume_builtin_safetensors) ||
+        plume_register_weight_format(reg, &plume_builtin_dummy) ||
         plume_register_linear(reg, &plume_builtin_native_linear) ||
         plume_register_backend(reg, &plume_builtin_cpu) ||
         plume_register_sampler(reg, &plume_builtin_standard_sampler) ||

@@ -7,6 +7,8 @@
 
 extern const plume_weight_format_vtable plume_builtin_gguf;
 extern const plume_weight_format_vtable plume_builtin_safetensors;
+/* load_format: dummy (formats/dummy.h): chosen by name, never by probing */
+extern const plume_weight_format_vtable plume_builtin_dummy;
 extern const plume_backend_vtable plume_builtin_cpu;
 extern const plume_linear_vtable plume_builtin_native_linear;
 extern const plume_sampler_vtable plume_builtin_standard_sampler;
@@ -19,6 +21,13 @@ const plume_bweight *plume_native_linear_weight(const plume_linear *l);
 /* A native layer over the matrix w (and the 1-D bias, when non-NULL) that
  * is not in a checkpoint (the quantizer's dequantized weights); their data
  * must stay valid until the layer is destroyed. */
+/* A native layer over weights already prepared on bvt (w, and bias when
+ * non-NULL: the dummy loader's device-filled matrices); the layer owns
+ * them from then on, also when this fails. */
+int plume_native_linear_adopt(const plume_backend_vtable *bvt, plume_backend *b, plume_bweight *w,
+                              plume_bweight *bias, int64_t in, int64_t out, plume_linear **res,
+                              plume_error *err);
+
 int plume_native_linear_create(const plume_backend_vtable *bvt, plume_backend *b,
                                const plume_tensor *w, const plume_tensor *bias,
                                plume_linear **out, plume_error *err);

@@ -132,6 +132,22 @@ int plume_native_linear_create(const plume_backend_vtable *bvt, plume_backend *b
     return 0;
 }
 
+int plume_native_linear_adopt(const plume_backend_vtable *bvt, plume_backend *b, plume_bweight *w,
+                              plume_bweight *bias, int64_t in, int64_t out, plume_linear **res,
+                              plume_error *err)
+{
+    plume_linear *l = calloc(1, sizeof *l);
+    if (!l) {
+        bvt->weight_free(b, w);
+        if (bias)
+            bvt->weight_free(b, bias);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    }
+    *l = (plume_linear){bvt, b, w, bias, in, out};
+    *res = l;
+    return 0;
+}
+
 const plume_linear_vtable plume_builtin_native_linear = {
     .struct_size = sizeof(plume_linear_vtable),
     .interface_version = PLUME_LINEAR_INTERFACE_VERSION,

@@ -16,7 +16,8 @@
 
 static const char *const top_keys[] = {"model",     "backend",  "plugins",     "threads",
                                        "kv_cache",  "scheduler", "sampling",   "speculative",
-                                       "kv_connector"};
+                                       "kv_connector", "load_format"};
+static const char *const format_hidden[] = {"method"};
 static const char *const kv_keys[] = {"block_size", "dtype", "max_tokens"};
 static const char *const backend_hidden[] = {"method"};
 static const char *const sched_hidden[] = {"method", "max_num_seqs", "max_batched_tokens",
@@ -115,6 +116,12 @@ static int resolve_model(plume_pipeline *p, const char *written, const char *bas
         path = strdup(real);
         if (!path)
             return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    }
+    if (p->format_given) { /* load_format named the format: no probing */
+        free(p->model);
+        p->model = path;
+        p->model_checked = true;
+        return 0;
     }
     plume_error perr = {0};
     const plume_weight_format_vtable *f = plume_registry_probe_format(p->reg, path, &perr);
@@ -423,6 +430,55 @@ static int do_kv_connector(plume_pipeline *p, plume_error *err)
     return 0;
 }
 
+/* load_format: auto (the default: the format whose probe scores highest
+ * opens the model), a weight format's name, or { method: NAME, ... } with
+ * that format's settings (dummy: dtype, pure, seed, tokenizer). */
+static int do_load_format(plume_pipeline *p, plume_error *err)
+{
+    const ynode *knode = NULL;
+    const ynode *v = ytree_get(p->root, "load_format", &knode);
+    pipe_slot *s = &p->format;
+    if (!v)
+        return 0;
+    const char *name;
+    if (v->type == YNODE_SCALAR) {
+        if (v->len == 0)
+            return fail_at(p, v, err, "load_format needs a value: auto, dummy or a weight format's "
+                                      "name");
+        name = v->text;
+        if (settings_view(NULL, p->file, p->base_dir, "load_format", NULL, 0, v->line, v->col,
+                          &s->full, err) ||
+            settings_view(NULL, p->file, p->base_dir, "load_format", format_hidden, 1, v->line,
+                          v->col, &s->prov, err))
+            return -1;
+    } else if (section(p, "load_format", format_hidden, N(format_hidden), &s->full, &s->prov,
+                       NULL, err) ||
+               plume_settings_string(s->full, "method", "auto", &name, err)) {
+        return -1;
+    }
+    s->written = true;
+    if (strcmp(name, "auto") == 0) {
+        if (plume_settings_count(s->prov) > 0)
+            return fail_at(p, v, err, "load_format: auto takes no settings; name a format "
+                                      "(method: dummy) to give it settings");
+        return 0;
+    }
+    char names[512];
+    s->vt = plume_registry_find(p->reg, PLUME_KIND_WEIGHT_FORMAT, name, &s->info);
+    if (!s->vt) {
+        const ynode *at = v->type == YNODE_MAP ? ytree_get(v, "method", NULL) : v;
+        return fail_at(p, at, err,
+                       "load_format: no weight format '%s'; available: auto, %s (dummy: random "
+                       "weights from a config.json)",
+                       name,
+                       plume_registry_names(p->reg, PLUME_KIND_WEIGHT_FORMAT, names, sizeof names));
+    }
+    s->present = true;
+    p->format_given = true;
+    const plume_weight_format_vtable *f = s->vt;
+    return validate_slot(p, s, "load_format", f->validate, err);
+}
+
 /* The model given in code instead of the file's `model:`. */
 static int resolve_override(plume_pipeline *p, const char *model, plume_error *err)
 {
@@ -461,7 +517,7 @@ static int resolve(plume_pipeline *p, bool check_model, const char *model_overri
         plume_settings_check_keys(p->top, top_keys, N(top_keys), err))
         return -1;
     p->ep = plume_engine_defaults();
-    if (load_plugins(p, err))
+    if (load_plugins(p, err) || do_load_format(p, err))
         return -1;
     if (model_override ? resolve_override(p, model_override, err)
                        : resolve_written_model(p, check_model, err))
@@ -584,6 +640,49 @@ int plume_pipeline_for_model(plume_registry *reg, const char *model_path, plume_
     if (!root || !m || ytree_map_add(root, "model", m)) {
         ytree_free(root);
         ytree_free(m);
+        plume_pipeline_free(p);
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    }
+    p->root = root;
+    if (!exists(model_path)) {
+        plume_pipeline_free(p);
+        return plume_err(err, PLUME_ERR_IO, "model %s does not exist; check the path", model_path);
+    }
+    if (resolve(p, true, NULL, err)) {
+        plume_pipeline_free(p);
+        return one_line(err);
+    }
+    *out = p;
+    return 0;
+}
+
+int plume_pipeline_for_model_as(plume_registry *reg, const char *model_path,
+                                const char *load_format, const plume_settings *s,
+                                plume_pipeline **out, plume_error *err)
+{
+    *out = NULL;
+    if (!load_format)
+        return plume_pipeline_for_model(reg, model_path, out, err);
+    plume_pipeline *p = pipeline_new(reg, "(command line)", ".", err);
+    if (!p)
+        return -1;
+    ynode *root = ytree_map(), *m = ytree_scalar(model_path, true), *lf = ytree_map();
+    bool ok = root && m && lf && ytree_map_add(root, "model", m) == 0;
+    if (!ok)
+        ytree_free(m);
+    ynode *meth = ok ? ytree_scalar(load_format, true) : NULL;
+    ok = ok && meth && ytree_map_add(lf, "method", meth) == 0;
+    for (size_t i = 0, n = s ? plume_settings_count(s) : 0; ok && i < n; i++) {
+        const char *k = plume_settings_key(s, i), *val = NULL;
+        plume_error e2;
+        if (plume_settings_string(s, k, NULL, &val, &e2) || !val)
+            continue;
+        ynode *vn = ytree_scalar(val, false);
+        ok = vn && ytree_map_add(lf, k, vn) == 0;
+    }
+    ok = ok && ytree_map_add(root, "load_format", lf) == 0;
+    if (!ok) {
+        ytree_free(root);
         plume_pipeline_free(p);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     }

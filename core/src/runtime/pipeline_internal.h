@@ -25,6 +25,7 @@ struct plume_pipeline {
     char *model;
     bool model_checked;
     bool backend_auto;
+    bool format_given;        /* load_format named the weight format */
     int threads;
     char **plugins;
     size_t n_plugins;

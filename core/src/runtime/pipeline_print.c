@@ -71,7 +71,12 @@ void plume_pipeline_print(const plume_pipeline *p, void *stream)
     char where[512], names[512];
     fprintf(f, "# resolved pipeline: %s\n", p->file);
     line(f, 0, "model", p->model, p->model_checked ? NULL : "not checked");
-    if (p->format.present) {
+    if (p->format_given) {
+        origin(&p->format.info, where, sizeof where);
+        fprintf(f, "load_format:\n");
+        line(f, 2, "method", p->format.info.name, where);
+        settings_lines(f, 2, p->format.prov);
+    } else if (p->format.present) {
         origin(&p->format.info, where, sizeof where);
         char c[600];
         snprintf(c, sizeof c, "weight format, by probing the model; %s", where);

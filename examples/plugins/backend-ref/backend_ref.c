@@ -1,5 +1,5 @@
 /* plume-backend-ref: the reference backend.  Every slot of
- * plume_backend_vtable (plume/backend.h, interface version 4) written as
+ * plume_backend_vtable (plume/backend.h, interface version 5) written as
  * plain scalar C on f32, one small function per op, each with the op's
  * contract in a comment above it.  Meant to be read: it is the definition a
  * new backend (CUDA, Metal, ...) is checked against, and the companion of
