@@ -209,6 +209,23 @@ static int32_t parse_atom(gp *p)
     return gp_err(p, msg);
 }
 
+/* A decimal count at p->i between optional blanks (the text is not
+ * NUL-terminated, so no strtol): its value, capped at 1000000, or -1 when
+ * no digit is there. */
+static long parse_count(gp *p)
+{
+    long v = -1;
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t'))
+        p->i++;
+    while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+        long d = p->s[p->i++] - '0';
+        v = v < 0 ? d : v > 1000000 ? v : v * 10 + d;
+    }
+    while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t'))
+        p->i++;
+    return v;
+}
+
 static int32_t parse_item(gp *p)
 {
     int32_t x = parse_atom(p);
@@ -221,18 +238,13 @@ static int32_t parse_item(gp *p)
             hi = c == '?' ? 1 : -1;
         } else if (c == '{') {
             p->i++;
-            char *end;
-            lo = strtol(p->s + p->i, &end, 10);
-            if (end == p->s + p->i)
+            lo = parse_count(p);
+            if (lo < 0)
                 return gp_err(p, "'{' must start a repetition {m}, {m,} or {m,n}");
-            p->i = (size_t)(end - p->s);
             hi = lo;
             if (p->i < p->n && p->s[p->i] == ',') {
                 p->i++;
-                hi = strtol(p->s + p->i, &end, 10);
-                if (end == p->s + p->i)
-                    hi = -1;
-                p->i = (size_t)(end - p->s);
+                hi = parse_count(p); /* none: {m,} */
             }
             if (p->i >= p->n || p->s[p->i] != '}')
                 return gp_err(p, "unterminated repetition '{'");

@@ -92,8 +92,10 @@ static uint32_t matrix_type(const plume_dummy *d, const gguf_mix *mix, bool pure
     if (pure)
         return mix->base;
     const plume_model_config *c = &d->cfg;
-    gguf_mix_model mm = {c->n_layer, c->n_head_kv ? c->n_head / c->n_head_kv : 1,
-                         c->tied_embeddings};
+    gguf_mix_model mm = {.n_layer = c->n_layer,
+                         .n_gqa = c->n_head_kv ? c->n_head / c->n_head_kv : 1,
+                         .tied = c->tied_embeddings,
+                         .n_expert = c->n_expert};
     const int64_t ne[4] = {ne0, ne1, 1, 1};
     return gguf_mix_tensor_type(mix, &mm, gguf, 2, ne).type;
 }

@@ -163,6 +163,13 @@ void gguf_writer_kv_arr(gguf_writer *w, const char *k, gguf_type elem, uint64_t 
 void gguf_writer_arr_str(gguf_writer *w, const char *s, size_t len) { put_str(&w->kv, s, len); }
 void gguf_writer_arr_i32(gguf_writer *w, int32_t v) { put_u32(&w->kv, (uint32_t)v); }
 
+void gguf_writer_arr_f32(gguf_writer *w, float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    put_u32(&w->kv, u);
+}
+
 /* The value's bytes (without its type tag). */
 static void put_value(wbuf *b, const gguf_value *v)
 {

@@ -35,6 +35,7 @@ void gguf_writer_kv_value(gguf_writer *w, const char *key, size_t key_len, const
 void gguf_writer_kv_arr(gguf_writer *w, const char *key, gguf_type elem, uint64_t n);
 void gguf_writer_arr_str(gguf_writer *w, const char *s, size_t len);
 void gguf_writer_arr_i32(gguf_writer *w, int32_t v);
+void gguf_writer_arr_f32(gguf_writer *w, float v);
 
 /* Declares a tensor (ne in ggml order, ggml type id); its data must later
  * be written with gguf_writer_tensor_data, in declaration order.  Errors

@@ -117,7 +117,7 @@ static int message_json(json_t *e, size_t i, json_t **out, char *msg, size_t cap
     if (!assistant && !tool && strcmp(role, "system") && strcmp(role, "user"))
         return serve_api_fail(msg, cap, 400, "messages[%zu].role is '%.40s'; plume serve takes "
                               "system, developer, user, assistant and tool", i, role);
-    json_t *m = json_pack("{s:s}", "role", role), *v;
+    json_t *m = json_pack("{s:s}", "role", role), *v = NULL;
     int rc = m ? 0 : serve_api_fail(msg, cap, 500, "out of memory");
     json_t *calls = assistant ? field(e, "tool_calls") : NULL;
     json_t *c = field(e, "content");
