@@ -17,7 +17,8 @@ deterministic:
   * reasoning: output forced to "<think>R</think>A" (guided_regex) splits
     into reasoning_content R and content A, streamed and not;
   * chat_template_kwargs reach the template;
-  * response_format json_schema: the content parses and matches;
+  * response_format json_schema: the content parses and matches; a refused
+    keyword is a 400 naming it; guided_choice on /v1/completions;
   * refusals: tools on a template without a tool format, tool_choice naming
     an unknown function, tools on /v1/completions.
 usage: test_tools.py PLUME SMOLLM2_GGUF  (exit 77 when the model is missing)"""
@@ -188,6 +189,13 @@ def test_kwargs_and_format(srv, client):
     check(r.choices[0].finish_reason == "stop", r)
     v = json.loads(r.choices[0].message.content)
     check(set(v) == {"ok"} and isinstance(v["ok"], bool), r)
+    c = client.completions.create(model=MODEL, prompt="Is water wet? Answer:", temperature=1,
+                                  max_tokens=8, extra_body={"guided_choice": ["yes", "no"]})
+    check(c.choices[0].text in ("yes", "no") and c.choices[0].finish_reason == "stop", c)
+    st, e = srv.request("POST", "/v1/chat/completions", {
+        "messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"not": {"type": "string"}}}}})
+    check(st == 400 and "'not'" in e["error"]["message"], ("a refused keyword is named", st, e))
 
 
 def test_refusals(srv, plain):
