@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "plume/chat_parse.h"
+#include "template/reply_scan.h"
 
 static const char OPEN[] = "<think>", CLOSE[] = "</think>";
 
@@ -45,31 +46,6 @@ static int append(char **s, const char *p, size_t n)
     return 0;
 }
 
-/* The first occurrence of needle (NUL-terminated) in s[0..n), or NULL. */
-static const char *find(const char *s, size_t n, const char *needle)
-{
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(s + i, needle, k))
-            return s + i;
-    return NULL;
-}
-
-static bool is_ws(char c)
-{
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-/* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
-static size_t partial_tag(const char *s, size_t n, const char *tag)
-{
-    size_t tl = strlen(tag);
-    for (size_t k = tl - 1; k > 0; k--)
-        if (k <= n && !memcmp(s + n - k, tag, k))
-            return k;
-    return 0;
-}
-
 int plume_reasoning_feed(plume_reasoning *r, const char *text, size_t len, bool final,
                          char **reasoning, char **content, plume_error *err)
 {
@@ -93,7 +69,7 @@ int plume_reasoning_feed(plume_reasoning *r, const char *text, size_t len, bool 
     while (i < n && rc == 0) {
         if (r->state == AT_START) {
             size_t j = i;
-            while (j < n && is_ws(buf[j]))
+            while (j < n && reply_is_ws(buf[j]))
                 j++;
             size_t left = n - j, ol = sizeof OPEN - 1;
             if (left >= ol && !memcmp(buf + j, OPEN, ol)) {
@@ -105,19 +81,19 @@ int plume_reasoning_feed(plume_reasoning *r, const char *text, size_t len, bool 
             } else
                 r->state = IN_CONTENT;
         } else if (r->state == IN_REASONING) {
-            const char *c = find(buf + i, n - i, CLOSE);
+            const char *c = reply_find(buf + i, n - i, CLOSE);
             if (c) {
                 rc = append(reasoning, buf + i, (size_t)(c - (buf + i)));
                 i = (size_t)(c - buf) + sizeof CLOSE - 1;
                 r->state = AFTER_CLOSE;
             } else {
-                size_t part = final ? 0 : partial_tag(buf + i, n - i, CLOSE);
+                size_t part = final ? 0 : reply_partial_tag(buf + i, n - i, CLOSE);
                 rc = append(reasoning, buf + i, n - i - part);
                 keep_from = n - part;
                 break;
             }
         } else if (r->state == AFTER_CLOSE) {
-            while (i < n && is_ws(buf[i]))
+            while (i < n && reply_is_ws(buf[i]))
                 i++;
             if (i < n)
                 r->state = IN_CONTENT;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plume/chat_parse.h"
+#include "template/reply_scan.h"
 
 struct plume_tool_parser {
     plume_tool_format f;
@@ -78,30 +79,6 @@ void plume_tool_calls_free(plume_tool_call *calls, size_t n)
         free(calls[i].arguments);
     }
     free(calls);
-}
-
-static const char *find(const char *s, size_t n, const char *needle)
-{
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(s + i, needle, k))
-            return s + i;
-    return NULL;
-}
-
-static bool is_ws(char c)
-{
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-/* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
-static size_t partial_tag(const char *s, size_t n, const char *tag)
-{
-    size_t tl = strlen(tag);
-    for (size_t k = tl - 1; k > 0; k--)
-        if (k <= n && !memcmp(s + n - k, tag, k))
-            return k;
-    return 0;
 }
 
 /* The end (one past) of the JSON value starting at s[0] ('{' or '['), or 0
@@ -228,7 +205,7 @@ static bool parse_calls(plume_tool_parser *p, out *o, const char *s, size_t n)
     size_t i = 0;
     bool any = false;
     while (i < n) {
-        while (i < n && (is_ws(s[i]) || s[i] == ';'))
+        while (i < n && (reply_is_ws(s[i]) || s[i] == ';'))
             i++;
         if (i >= n)
             break;
@@ -265,7 +242,7 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
     size_t n = p->n;
     if (p->f == PLUME_TOOLS_LLAMA3 && !p->started) {
         size_t j = 0;
-        while (j < n && is_ws(b[j]))
+        while (j < n && reply_is_ws(b[j]))
             j++;
         if (j < n && b[j] == '{')
             p->whole_json = true;
@@ -281,9 +258,9 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
         return n;
     }
     const char *marker = marker_of(p->f);
-    const char *m = find(b, n, marker);
+    const char *m = reply_find(b, n, marker);
     if (!m) {
-        size_t part = final ? 0 : partial_tag(b, n, marker);
+        size_t part = final ? 0 : reply_partial_tag(b, n, marker);
         put_content(o, b, n - part);
         if (n - part)
             p->started = true;
@@ -299,7 +276,7 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
     const char *body = b + ml;
     size_t left = n - ml;
     if (p->f == PLUME_TOOLS_HERMES) {
-        const char *end = find(body, left, "</tool_call>");
+        const char *end = reply_find(body, left, "</tool_call>");
         if (!end) {
             if (final)
                 put_content(o, b, n);
@@ -320,7 +297,7 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
     }
     /* Mistral */
     size_t j = 0;
-    while (j < left && is_ws(body[j]))
+    while (j < left && reply_is_ws(body[j]))
         j++;
     if (j == left) {
         if (final)
@@ -341,7 +318,7 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
         return used;
     }
     /* name[ARGS]{...} */
-    const char *args = find(body, left, "[ARGS]");
+    const char *args = reply_find(body, left, "[ARGS]");
     if (!args) {
         if (final)
             put_content(o, b, n);
@@ -350,7 +327,7 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
     const char *js = args + 6;
     size_t jl = n - (size_t)(js - b);
     size_t k = 0;
-    while (k < jl && is_ws(js[k]))
+    while (k < jl && reply_is_ws(js[k]))
         k++;
     size_t e = k < jl && js[k] == '{' ? json_end(js + k, jl - k) : 0;
     if (!e) {

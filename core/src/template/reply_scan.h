@@ -1,0 +1,20 @@
+/* Scanning a model's reply for markup (the <think> splitter and the
+ * tool-call parsers of plume/chat_parse.h): what both need to find a tag in
+ * a text that may end inside one. */
+#ifndef PLUME_TEMPLATE_REPLY_SCAN_H
+#define PLUME_TEMPLATE_REPLY_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The first occurrence of needle (NUL-terminated) in s[0..n), or NULL. */
+const char *reply_find(const char *s, size_t n, const char *needle);
+
+/* True for a blank: space, newline, tab, carriage return. */
+bool reply_is_ws(char c);
+
+/* Length of the longest suffix of s[0..n) that is a proper prefix of tag:
+ * how many bytes must be held back because the next ones may complete it. */
+size_t reply_partial_tag(const char *s, size_t n, const char *tag);
+
+#endif
