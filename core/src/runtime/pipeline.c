@@ -629,6 +629,24 @@ int plume_pipeline_load_with_model(plume_registry *reg, const char *path, const 
     return rc ? one_line(err) : 0;
 }
 
+/* A pipeline built in code takes root (model_path its model) and is
+ * resolved like a file's; p is freed on failure. */
+static int adopt_root(plume_pipeline *p, ynode *root, const char *model_path,
+                      plume_pipeline **out, plume_error *err)
+{
+    p->root = root;
+    if (!exists(model_path)) {
+        plume_pipeline_free(p);
+        return plume_err(err, PLUME_ERR_IO, "model %s does not exist; check the path", model_path);
+    }
+    if (resolve(p, true, NULL, err)) {
+        plume_pipeline_free(p);
+        return one_line(err);
+    }
+    *out = p;
+    return 0;
+}
+
 int plume_pipeline_for_model(plume_registry *reg, const char *model_path, plume_pipeline **out,
                              plume_error *err)
 {
@@ -643,17 +661,7 @@ int plume_pipeline_for_model(plume_registry *reg, const char *model_path, plume_
         plume_pipeline_free(p);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     }
-    p->root = root;
-    if (!exists(model_path)) {
-        plume_pipeline_free(p);
-        return plume_err(err, PLUME_ERR_IO, "model %s does not exist; check the path", model_path);
-    }
-    if (resolve(p, true, NULL, err)) {
-        plume_pipeline_free(p);
-        return one_line(err);
-    }
-    *out = p;
-    return 0;
+    return adopt_root(p, root, model_path, out, err);
 }
 
 int plume_pipeline_for_model_as(plume_registry *reg, const char *model_path,
@@ -670,6 +678,10 @@ int plume_pipeline_for_model_as(plume_registry *reg, const char *model_path,
     bool ok = root && m && lf && ytree_map_add(root, "model", m) == 0;
     if (!ok)
         ytree_free(m);
+    if (!ok || !root) {
+        ytree_free(lf);
+        lf = NULL;
+    }
     ynode *meth = ok ? ytree_scalar(load_format, true) : NULL;
     ok = ok && meth && ytree_map_add(lf, "method", meth) == 0;
     for (size_t i = 0, n = s ? plume_settings_count(s) : 0; ok && i < n; i++) {
@@ -680,23 +692,17 @@ int plume_pipeline_for_model_as(plume_registry *reg, const char *model_path,
         ynode *vn = ytree_scalar(val, false);
         ok = vn && ytree_map_add(lf, k, vn) == 0;
     }
-    ok = ok && ytree_map_add(root, "load_format", lf) == 0;
+    if (ok && ytree_map_add(root, "load_format", lf) != 0)
+        ok = false;
+    else if (ok)
+        lf = NULL; /* root owns it */
     if (!ok) {
+        ytree_free(lf);
         ytree_free(root);
         plume_pipeline_free(p);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     }
-    p->root = root;
-    if (!exists(model_path)) {
-        plume_pipeline_free(p);
-        return plume_err(err, PLUME_ERR_IO, "model %s does not exist; check the path", model_path);
-    }
-    if (resolve(p, true, NULL, err)) {
-        plume_pipeline_free(p);
-        return one_line(err);
-    }
-    *out = p;
-    return 0;
+    return adopt_root(p, root, model_path, out, err);
 }
 
 const char *plume_pipeline_file(const plume_pipeline *p) { return p->file; }
