@@ -13,6 +13,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/config.h"
+#include "quant/gguf_hparams.h"
 
 #define CHUNK_BYTES ((size_t)32 << 20) /* rows made per write, at most */
 
@@ -36,7 +37,6 @@ static int write_hparams(gguf_writer *w, const plume_model_config *c, const char
                          uint32_t file_type, plume_error *err)
 {
     const char *a = c->arch_name;
-    char k[128];
     if (c->rope.type != PLUME_ROPE_SCALING_NONE && c->rope.type != PLUME_ROPE_SCALING_LLAMA3)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s/config.json: rope scaling %s is not written to GGUF by the dummy "
@@ -48,22 +48,7 @@ static int write_hparams(gguf_writer *w, const plume_model_config *c, const char
     char name[256];
     snprintf(name, sizeof name, "%s (dummy weights)", base);
     gguf_writer_kv_str(w, "general.name", name, strlen(name));
-#define U32(suffix, v) (snprintf(k, sizeof k, "%s." suffix, a), gguf_writer_kv_u32(w, k, (uint32_t)(v)))
-#define F32(suffix, v) (snprintf(k, sizeof k, "%s." suffix, a), gguf_writer_kv_f32(w, k, (v)))
-    U32("vocab_size", c->n_vocab);
-    U32("context_length", c->n_ctx_train);
-    U32("embedding_length", c->n_embd);
-    U32("block_count", c->n_layer);
-    U32("feed_forward_length", c->n_ff);
-    U32("attention.head_count", c->n_head);
-    U32("attention.head_count_kv", c->n_head_kv);
-    U32("attention.key_length", c->head_dim);
-    U32("attention.value_length", c->head_dim);
-    U32("rope.dimension_count", c->head_dim);
-    F32("rope.freq_base", c->rope_theta);
-    F32("attention.layer_norm_rms_epsilon", c->rms_eps);
-#undef U32
-#undef F32
+    gguf_write_hparams(w, a, c);
     gguf_writer_kv_u32(w, "general.file_type", file_type);
     gguf_writer_kv_u32(w, "general.quantization_version", 2);
     return 0;

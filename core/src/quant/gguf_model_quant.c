@@ -17,6 +17,7 @@
 #include "formats/gguf_writer.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
+#include "quant/gguf_hparams.h"
 #include "model/model_internal.h" /* plume_config_from_gguf */
 #include "plume/clock.h"
 #include "plume/tensor.h"
@@ -187,22 +188,7 @@ static int write_hf_metadata(gguf_writer *w, const qsrc *s, const char *in, cons
     const char *base = strrchr(in, '/');
     base = base && base[1] ? base + 1 : in;
     gguf_writer_kv_str(w, "general.name", base, strlen(base));
-#define U32(suffix, v) (snprintf(k, sizeof k, "%s." suffix, a), gguf_writer_kv_u32(w, k, (uint32_t)(v)))
-#define F32(suffix, v) (snprintf(k, sizeof k, "%s." suffix, a), gguf_writer_kv_f32(w, k, (v)))
-    U32("vocab_size", c->n_vocab);
-    U32("context_length", c->n_ctx_train);
-    U32("embedding_length", c->n_embd);
-    U32("block_count", c->n_layer);
-    U32("feed_forward_length", c->n_ff);
-    U32("attention.head_count", c->n_head);
-    U32("attention.head_count_kv", c->n_head_kv);
-    U32("attention.key_length", c->head_dim);
-    U32("attention.value_length", c->head_dim);
-    U32("rope.dimension_count", c->head_dim);
-    F32("rope.freq_base", c->rope_theta);
-    F32("attention.layer_norm_rms_epsilon", c->rms_eps);
-#undef U32
-#undef F32
+    gguf_write_hparams(w, a, c);
     gguf_writer_kv_u32(w, "general.file_type", mix->file_type);
     gguf_writer_kv_u32(w, "general.quantization_version", 2);
 
