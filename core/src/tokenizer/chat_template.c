@@ -152,37 +152,52 @@ int plume_chat_template_compile(const char *text, size_t len, plume_chat_templat
     return 0;
 }
 
+int tok_read_template_file(const char *path, bool missing_ok, char **out, size_t *len,
+                           plume_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return missing_ok ? 1
+                          : plume_err(err, PLUME_ERR_IO,
+                                      "cannot open the chat template %s; check the path", path);
+    const size_t max = (size_t)16 << 20;
+    size_t cap = 65536, n = 0, r;
+    char *buf = malloc(cap + 1);
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n < cap)
+            continue;
+        if (cap >= max) {
+            free(buf);
+            fclose(f);
+            return plume_err(err, PLUME_ERR_RANGE, "the chat template %s is larger than 16 MiB",
+                             path);
+        }
+        char *nb = realloc(buf, (cap *= 2) + 1);
+        if (!nb)
+            free(buf);
+        buf = nb;
+    }
+    fclose(f);
+    if (!buf)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading %s", path);
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
 int plume_chat_template_load(const char *path, plume_chat_template **out, plume_error *err)
 {
     if (!path || !out)
         return plume_err(err, PLUME_ERR_INVALID, "plume_chat_template_load: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return plume_err(err, PLUME_ERR_IO, "cannot open the chat template %s; check the path",
-                         path);
-    size_t cap = 65536, n = 0, r;
-    char *buf = malloc(cap);
-    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) {
-            if (cap >= ((size_t)16 << 20)) {
-                free(buf);
-                fclose(f);
-                return plume_err(err, PLUME_ERR_RANGE,
-                                 "the chat template %s is larger than 16 MiB", path);
-            }
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-            } else
-                buf = nb;
-        }
-    }
-    fclose(f);
-    if (!buf)
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading %s", path);
+    char *buf;
+    size_t n;
+    if (tok_read_template_file(path, false, &buf, &n, err))
+        return -1;
     int rc = plume_chat_template_compile(buf, n, out, err);
     free(buf);
     if (rc)

@@ -244,32 +244,12 @@ static int read_chat_template_jinja(plume_tokenizer *t, const char *config_path,
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     memcpy(p, config_path, dir);
     memcpy(p + dir, "chat_template.jinja", sizeof "chat_template.jinja");
-    FILE *f = fopen(p, "rb");
-    if (!f) {
-        free(p);
-        return 0;
-    }
-    size_t cap = 65536, n = 0, r;
-    char *buf = malloc(cap + 1);
-    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) {
-            char *nb = cap < ((size_t)16 << 20) ? realloc(buf, (cap *= 2) + 1) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-            } else
-                buf = nb;
-        }
-    }
-    fclose(f);
-    if (!buf) {
-        int rc = plume_err(err, PLUME_ERR_RANGE, "%s: unreadable or larger than 16 MiB", p);
-        free(p);
-        return rc;
-    }
+    char *buf;
+    size_t n;
+    int rc = tok_read_template_file(p, true, &buf, &n, err);
     free(p);
-    buf[n] = 0;
+    if (rc)
+        return rc < 0 ? -1 : 0; /* 1: no such file */
     free(t->chat_template);
     t->chat_template = buf;
     return 0;

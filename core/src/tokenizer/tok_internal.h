@@ -231,6 +231,13 @@ int tok_ids_push(int32_t **ids, size_t *n, size_t *cap, int32_t id);
 /* Duplicates s[0..n) as a NUL-terminated string (NULL on OOM). */
 char *tok_strndup(const char *s, size_t n);
 
+/* Reads the chat template file at path (at most 16 MiB) into a malloc'd,
+ * NUL-terminated *out of *len bytes.  1 when it cannot be opened and
+ * missing_ok (an optional file); otherwise -1 with err naming path (cannot
+ * open, larger than 16 MiB, out of memory). */
+int tok_read_template_file(const char *path, bool missing_ok, char **out, size_t *len,
+                           plume_error *err);
+
 struct tok_special_entry {
     const char *text;
     uint32_t len;
