@@ -20,8 +20,17 @@ deterministic:
   * response_format json_schema: the content parses and matches; a refused
     keyword is a 400 naming it; guided_choice on /v1/completions;
   * refusals: tools on a template without a tool format, tool_choice naming
-    an unknown function, tools on /v1/completions.
-usage: test_tools.py PLUME SMOLLM2_GGUF  (exit 77 when the model is missing)"""
+    an unknown function, tools on /v1/completions;
+  * gpt-oss's harmony format, with gpt-oss's own template (fetched with
+    the others by scripts/fetch-templates) on SmolLM2, whose vocabulary
+    spells the markers as text: output forced to an analysis message and a
+    final one splits into reasoning_content and content, one forced to a
+    commentary message to=functions.get_weather comes back as that call,
+    streamed and not; the history's reasoning_content and tool_calls are
+    rendered as gpt-oss expects (analysis channel, to=functions.NAME);
+    tool_choice "required" is refused with the reason; unforced text that
+    is not harmony comes back whole as content.
+usage: test_tools.py PLUME SMOLLM2_GGUF GPT_OSS_TEMPLATE  (exit 77 when the model is missing)"""
 import json
 import os
 import sys
@@ -31,7 +40,7 @@ import openai
 
 from serve_util import Server, check
 
-plume, model_path = sys.argv[1:3]
+plume, model_path, harmony_template = sys.argv[1:4]
 MODEL = os.path.basename(model_path)
 
 TEMPLATE = """\
@@ -213,6 +222,65 @@ def test_refusals(srv, plain):
     check(st == 400 and "tools[0]" in e["error"]["message"], (st, e))
 
 
+def test_harmony(srv):
+    client = client_of(srv)
+    # (gpt-oss's template reads every tool's description: WEATHER has one)
+    kw = dict(model=MODEL, messages=USER, temperature=0, max_tokens=80)
+    both = (r"<\|channel\|>analysis<\|message\|>[a-z]{3,8}<\|end\|>"
+            r"<\|start\|>assistant<\|channel\|>final<\|message\|>[a-z]{3,8}")
+    r = client.chat.completions.create(**kw, extra_body={"guided_regex": both})
+    m = r.choices[0].message
+    reasoning = (m.model_extra or {}).get("reasoning_content")
+    check(reasoning and 3 <= len(reasoning) <= 8 and reasoning.isalpha(), r)
+    check(m.content and 3 <= len(m.content) <= 8 and m.content.isalpha(), r)
+    content, sreasoning, _, finish = assemble(list(client.chat.completions.create(
+        **kw, stream=True, extra_body={"guided_regex": both})))
+    check((content, sreasoning, finish) == (m.content, reasoning, "stop"), (content, sreasoning))
+
+    call = (r"<\|channel\|>commentary to=functions\.get_weather <\|constrain\|>json"
+            r'<\|message\|>\{"city": "(Paris|Lima)", "days": [1-7]\}')
+    r = client.chat.completions.create(**kw, tools=[WEATHER],
+                                       extra_body={"guided_regex": call})
+    ch = r.choices[0]
+    calls = ch.message.tool_calls or []
+    check(ch.finish_reason == "tool_calls" and [c.function.name for c in calls] == ["get_weather"],
+          r)
+    check(weather_args_ok(calls[0].function.arguments) and calls[0].id.startswith("call_"), r)
+    content, _, scalls, finish = assemble(list(client.chat.completions.create(
+        **kw, tools=[WEATHER], stream=True, extra_body={"guided_regex": call})))
+    check(finish == "tool_calls" and [(v["name"], json.loads(v["arguments"]))
+                                      for _, v in sorted(scalls.items())]
+          == [("get_weather", json.loads(calls[0].function.arguments))], scalls)
+
+    history = USER + [
+        {"role": "assistant", "content": None, "reasoning_content": "Look it up.",
+         "tool_calls": [{"id": calls[0].id, "type": "function", "function": {
+             "name": "get_weather", "arguments": calls[0].function.arguments}}]},
+        {"role": "tool", "tool_call_id": calls[0].id, "content": '{"temperature_c": 21}'}]
+    st, tok = srv.request("POST", "/tokenize", {"messages": history, "tools": [WEATHER]})
+    check(st == 200, tok)
+    text = srv.request("POST", "/detokenize", {"tokens": tok["tokens"]})[1]["prompt"]
+    for want in ("<|channel|>analysis<|message|>Look it up.<|end|>",
+                 "assistant to=functions.get_weather", "<|start|>functions.get_weather",
+                 "temperature_c"):  # (the template writes the tool's result through tojson)
+        check(want in text, ("the rendered harmony history lacks", want, text))
+
+    st, e = srv.request("POST", "/v1/chat/completions",
+                        {"messages": USER, "tools": [WEATHER], "tool_choice": "required"})
+    check(st == 400 and "harmony" in e["error"]["message"], (st, e))
+
+    # unforced: SmolLM2 does not write harmony, so its text is the content
+    r = client.chat.completions.create(**kw)
+    plain = client.completions.create(model=MODEL, prompt=text_of_prompt(srv, USER),
+                                      temperature=0, max_tokens=80)
+    check(r.choices[0].message.content == plain.choices[0].text, (r, plain))
+
+
+def text_of_prompt(srv, messages):
+    tok = srv.request("POST", "/tokenize", {"messages": messages})[1]
+    return srv.request("POST", "/detokenize", {"tokens": tok["tokens"]})[1]["prompt"]
+
+
 def main():
     if not os.path.exists(model_path):
         print("SKIP: %s not found (scripts/fetch-model)" % model_path)
@@ -221,17 +289,25 @@ def main():
         path = os.path.join(tmp, "hermes.jinja")
         with open(path, "w") as f:
             f.write(TEMPLATE)
+        if not os.path.exists(harmony_template):
+            print("%s is missing: run scripts/fetch-templates" % harmony_template)
+            return 1
         srv = Server(plume, model_path, "--chat-template", path)
         plain = Server(plume, model_path)
+        harmony = None
         try:
             client = client_of(srv)
             test_tool_round_trip(srv, client)
             test_reasoning(client)
             test_kwargs_and_format(srv, client)
             test_refusals(srv, plain)
+            harmony = Server(plume, model_path, "--chat-template", harmony_template)
+            test_harmony(harmony)
         finally:
             srv.stop()
             plain.stop()
+            if harmony:
+                harmony.stop()
     print("OK")
     return 0
 

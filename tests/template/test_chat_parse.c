@@ -176,6 +176,99 @@ static void test_mistral(void **state)
                 "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]s[ARGS]{}", "", w2,
                 2);
     check_tools(PLUME_TOOLS_MISTRAL, "Sure [TOOL", "Sure [TOOL", NULL, 0);
+    /* a marker whose arguments are not an object is text, and a call after
+     * it is still read (whole or in pieces alike: a fuzz finding) */
+    want_call w3[] = {{"b", "{}", NULL}};
+    check_tools(PLUME_TOOLS_MISTRAL, "[TOOL_CALLS]a[ARGS]x [TOOL_CALLS]b[ARGS]{}",
+                "[TOOL_CALLS]a[ARGS]x ", w3, 1);
+}
+
+/* A harmony reply read in every chunking: reasoning, content and calls. */
+static void check_harmony(const char *reply, bool calls_on, const char *want_r,
+                          const char *want_c, const want_call *want, size_t n_want)
+{
+    for (size_t k = 0; k < sizeof CHUNKS / sizeof CHUNKS[0]; k++) {
+        plume_harmony *h = plume_harmony_new(calls_on, 42);
+        assert_non_null(h);
+        char *acc_r = NULL, *acc_c = NULL, *r, *c;
+        plume_tool_call *all = NULL, *calls;
+        size_t n_all = 0, nc;
+        size_t n = strlen(reply), step = CHUNKS[k] ? CHUNKS[k] : n;
+        for (size_t i = 0; i <= n; i += step) {
+            size_t len = n - i < step ? n - i : step;
+            bool final = i + len >= n;
+            assert_int_equal(plume_harmony_feed(h, reply + i, len, final, &r, &c, &calls, &nc,
+                                                NULL), 0);
+            cat(&acc_r, r);
+            cat(&acc_c, c);
+            all = realloc(all, (n_all + nc + 1) * sizeof *all);
+            if (nc)
+                memcpy(all + n_all, calls, nc * sizeof *calls);
+            n_all += nc;
+            free(calls);
+            if (final)
+                break;
+        }
+        if (strcmp(acc_r ? acc_r : "", want_r) || strcmp(acc_c ? acc_c : "", want_c))
+            fail_msg("%s in pieces of %zu: reasoning [%s] content [%s], want [%s] [%s]", reply,
+                     CHUNKS[k], acc_r ? acc_r : "", acc_c ? acc_c : "", want_r, want_c);
+        if (n_all != n_want)
+            fail_msg("%s in pieces of %zu: %zu calls, want %zu", reply, CHUNKS[k], n_all,
+                     n_want);
+        for (size_t i = 0; i < n_want; i++) {
+            assert_string_equal(all[i].name, want[i].name);
+            assert_string_equal(all[i].arguments, want[i].args);
+            assert_memory_equal(all[i].id, "call_", 5);
+        }
+        free(acc_r);
+        free(acc_c);
+        plume_tool_calls_free(all, n_all);
+        plume_harmony_free(h);
+    }
+}
+
+static void test_harmony(void **state)
+{
+    (void)state;
+    /* reasoning, then the answer in a second message */
+    check_harmony("<|channel|>analysis<|message|>User asks the capital.<|end|>"
+                  "<|start|>assistant<|channel|>final<|message|>Paris.",
+                  true, "User asks the capital.", "Paris.", NULL, 0);
+    /* a call named in the channel part, with a constraint; <|call|> ended
+     * generation so it is not in the text */
+    want_call w1[] = {{"get_weather", "{\"city\": \"Paris\"}", NULL}};
+    check_harmony("<|channel|>analysis<|message|>Need the weather.<|end|>"
+                  "<|start|>assistant<|channel|>commentary to=functions.get_weather "
+                  "<|constrain|>json<|message|>{\"city\":\"Paris\"}",
+                  true, "Need the weather.", "", w1, 1);
+    /* named in the role part, and ended by <|call|> when it is rendered */
+    want_call w2[] = {{"f", "{}", NULL}};
+    check_harmony("<|channel|>analysis<|message|>x<|end|><|start|>assistant to=functions.f"
+                  "<|channel|>commentary json<|message|>{}<|call|>",
+                  true, "x", "", w2, 1);
+    /* a preamble on commentary is answer text; two calls in a row */
+    want_call w3[] = {{"a", "{\"k\": 1}", NULL}, {"b", "{}", NULL}};
+    check_harmony("<|channel|>commentary<|message|>Let me look.<|end|>"
+                  "<|start|>assistant<|channel|>commentary to=functions.a<|message|>{\"k\": 1}"
+                  "<|end|><|start|>assistant<|channel|>commentary to=functions.b<|message|>{}",
+                  true, "", "Let me look.", w3, 2);
+    /* without tools a call's body is answer text */
+    check_harmony("<|channel|>commentary to=functions.f<|message|>{\"a\": 2}", false, "",
+                  "{\"a\": 2}", NULL, 0);
+    /* arguments that are not a JSON object are answer text */
+    check_harmony("<|channel|>commentary to=functions.f<|message|>{oops", true, "", "{oops",
+                  NULL, 0);
+    /* other recipients keep their name */
+    want_call w4[] = {{"browser.search", "{\"q\": \"x\"}", NULL}};
+    check_harmony("<|channel|>analysis to=browser.search<|message|>{\"q\": \"x\"}", true, "", "",
+                  w4, 1);
+    /* text that is not harmony, an unfinished reasoning, a stray "<|" */
+    check_harmony("Just text.", true, "", "Just text.", NULL, 0);
+    check_harmony("<|channel|>analysis<|message|>thinking...", true, "thinking...", "", NULL, 0);
+    check_harmony("<|channel|>final<|message|>a <| b <|en", true, "", "a <| b <|en", NULL, 0);
+    check_harmony("<|channel|>final<|message|>Done.<|return|>", true, "", "Done.", NULL, 0);
+    check_harmony("<|chan", true, "", "<|chan", NULL, 0);
+    check_harmony("", true, "", "", NULL, 0);
 }
 
 static void test_format_of_template(void **state)
@@ -185,6 +278,13 @@ static void test_format_of_template(void **state)
     assert_int_equal(plume_tool_format_of_template("[TOOL_CALLS]"), PLUME_TOOLS_MISTRAL);
     assert_int_equal(plume_tool_format_of_template("<|python_tag|>"), PLUME_TOOLS_LLAMA3);
     assert_int_equal(plume_tool_format_of_template("<|im_start|>"), PLUME_TOOLS_NONE);
+    assert_int_equal(plume_tool_format_of_template("<|start|>assistant<|channel|>final<|message|>"),
+                     PLUME_TOOLS_HARMONY);
+    assert_string_equal(plume_tool_format_name(PLUME_TOOLS_HARMONY), "harmony");
+    assert_null(plume_tool_parser_new(PLUME_TOOLS_HARMONY, 1));
+    assert_true(plume_template_is_harmony("<|channel|>x<|message|>"));
+    assert_false(plume_template_is_harmony("<|im_start|>"));
+    assert_false(plume_template_is_harmony(NULL));
     assert_null(plume_tool_parser_new(PLUME_TOOLS_NONE, 1));
     assert_string_equal(plume_tool_format_name(PLUME_TOOLS_HERMES), "hermes");
 }
@@ -196,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_hermes),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_harmony),
         cmocka_unit_test(test_format_of_template),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

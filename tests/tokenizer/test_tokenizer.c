@@ -206,6 +206,35 @@ static void test_special_tokens(void **state)
     plume_tokenizer_free(t);
 }
 
+/* gpt-oss's o200k_harmony: with <|return|> and <|call|> in the vocabulary,
+ * those end generation and <|end|> (which closes one message of a reply)
+ * does not, as llama.cpp's vocabulary loader decides; without them <|end|>
+ * (Phi-3's end of turn) still does. */
+static void test_harmony_eog(void **state)
+{
+    (void)state;
+    for (int harmony = 0; harmony < 2; harmony++) {
+        json_t *cfg, *tok = byte_level_json(NULL, &cfg);
+        json_t *add = json_object_get(tok, "added_tokens");
+        json_array_append_new(add, added(ID_EOT + 1, "<|end|>", true));
+        if (harmony) {
+            json_array_append_new(add, added(ID_EOT + 2, "<|return|>", true));
+            json_array_append_new(add, added(ID_EOT + 3, "<|call|>", true));
+        }
+        plume_tokenizer *t = load_json(tok, cfg);
+        assert_int_equal(plume_tokenizer_is_eog(t, ID_EOT + 1), !harmony);
+        if (harmony) {
+            assert_true(plume_tokenizer_is_eog(t, ID_EOT + 2));
+            assert_true(plume_tokenizer_is_eog(t, ID_EOT + 3));
+        }
+        assert_true(plume_tokenizer_is_eog(t, ID_IM_END));
+        /* a rendered <|end|> is text for the harmony reader */
+        char buf[16];
+        assert_int_equal(plume_token_bytes(t, ID_EOT + 1, true, buf, sizeof buf), 7);
+        plume_tokenizer_free(t);
+    }
+}
+
 /* decode(encode(s)) == s */
 static void round_trip(const plume_tokenizer *t, const char *s, size_t len, bool special)
 {
@@ -1039,6 +1068,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bpe_merge_order),
         cmocka_unit_test(test_special_tokens),
+        cmocka_unit_test(test_harmony_eog),
         cmocka_unit_test(test_round_trip_byte_level),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_fuzz_bytes),

@@ -168,6 +168,12 @@ typedef struct plume_request_params {
      * do_remote_prefill loads it from there.  Refused when the engine has
      * no connector of the matching role. */
     const plume_kv_transfer_params *kv_transfer;
+    /* true: the output text includes special tokens (<|channel|>, <|end|>,
+     * ...) as their text, for a reader that parses them (the server's
+     * gpt-oss harmony reader); false (the default): they are left out, as
+     * vLLM's skip_special_tokens does.  The tokens that end generation are
+     * never part of the text. */
+    bool render_special;
 } plume_request_params;
 
 /* Greedy defaults: temperature 0, max_tokens 256, no stop strings. */

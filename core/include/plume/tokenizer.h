@@ -46,7 +46,9 @@ PLUME_API int32_t plume_tokenizer_eos(const plume_tokenizer *t);
 /* Whether encoding should start with BOS by default (GGUF add_bos_token). */
 PLUME_API bool plume_tokenizer_add_bos(const plume_tokenizer *t);
 /* True for tokens that end generation: eos, eot and control tokens such as
- * <|im_end|>, <|endoftext|>, <|eot_id|>, </s>. */
+ * <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, and gpt-oss's <|return|> and
+ * <|call|>.  In a vocabulary with those two (o200k_harmony), <|end|> ends
+ * one message of the reply, not the reply, and is not one. */
 PLUME_API bool plume_tokenizer_is_eog(const plume_tokenizer *t, int32_t id);
 /* True for control/special tokens (not rendered in normal output). */
 PLUME_API bool plume_tokenizer_is_special(const plume_tokenizer *t, int32_t id);

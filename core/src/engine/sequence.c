@@ -73,7 +73,7 @@ int plume_seq_create(int64_t id, const int32_t *prompt, int32_t n, int32_t max_t
     if (s->svt == &plume_builtin_standard_sampler)
         plume_sampler_set_prompt_len((plume_sampler *)s->sst, (size_t)n);
     plume_rng_seed(&s->vrng, p->sampling.seed ^ 0x7665726966790000ull); /* "verify" */
-    plume_detok_init(&s->detok, tok, false);
+    plume_detok_init(&s->detok, tok, p->render_special);
     *out = s;
     return 0;
 nomem:

@@ -2,7 +2,8 @@
  * response: reasoning ("<think>...</think>") goes to reasoning_content, tool
  * calls in the template's format to tool_calls, the rest to content.  A
  * thin composition of plume/chat_parse.h's streaming parsers: the reasoning
- * splitter first, then the tool-call parser over what is answer text. */
+ * splitter first, then the tool-call parser over what is answer text; or,
+ * for gpt-oss's harmony format, its one reader of all three. */
 #ifndef PLUME_SERVE_CHAT_REPLY_H
 #define PLUME_SERVE_CHAT_REPLY_H
 
@@ -14,6 +15,8 @@
 
 /* How to read one request's reply (plain data, fixed at request parsing). */
 typedef struct chat_reply_opts {
+    bool harmony;              /* the template writes harmony messages (gpt-oss): read with
+                                  plume_harmony_*; the request renders special tokens */
     bool reasoning;            /* the template writes <think> blocks */
     bool starts_inside;        /* the prompt ends inside an open <think> block */
     plume_tool_format tools;   /* PLUME_TOOLS_NONE: no tool parsing */
@@ -24,7 +27,7 @@ typedef struct chat_reply_opts {
 /* True when a reply read with o differs from plain text. */
 static inline bool chat_reply_active(const chat_reply_opts *o)
 {
-    return o->reasoning || o->tools != PLUME_TOOLS_NONE;
+    return o->harmony || o->reasoning || o->tools != PLUME_TOOLS_NONE;
 }
 
 /* What one feed made certain.  Strings are malloc'd (NULL: none). */

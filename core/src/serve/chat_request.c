@@ -242,6 +242,24 @@ static char *tool_constraint(json_t *tools, const char *named, plume_tool_format
     return s;
 }
 
+/* gpt-oss's template reads an assistant's reasoning from "thinking" and
+ * refuses both it and content beside tool calls: reasoning_content becomes
+ * thinking and, with calls, replaces the content (as llama.cpp's server
+ * does). */
+static void harmony_messages(json_t *arr)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(arr, i, m) {
+        json_t *r = json_object_get(m, "reasoning_content");
+        if (!r)
+            continue;
+        json_object_set(m, "thinking", r);
+        if (json_array_size(json_object_get(m, "tool_calls")))
+            json_object_del(m, "content");
+    }
+}
+
 /* True when text, less trailing white space, ends with "<think>". */
 static bool ends_in_think(const char *text)
 {
@@ -288,11 +306,20 @@ int serve_chat_parse(const serve_api_env *env, json_t *o, uint64_t seed, bool ad
         f = plume_tool_format_of_template(ttext);
         if (f == PLUME_TOOLS_NONE)
             return serve_api_fail(msg, cap, 400, "the chat template has no tool-call format "
-                                  "(plume reads Hermes/Qwen <tool_call>, Llama 3.1 JSON and "
-                                  "Mistral [TOOL_CALLS]), so 'tools' cannot be used with this "
-                                  "model; start plume serve with --chat-template FILE for a "
-                                  "template that has one, or leave 'tools' out");
+                                  "(plume reads Hermes/Qwen <tool_call>, Llama 3.1 JSON, "
+                                  "Mistral [TOOL_CALLS] and gpt-oss harmony), so 'tools' cannot "
+                                  "be used with this model; start plume serve with "
+                                  "--chat-template FILE for a template that has one, or leave "
+                                  "'tools' out");
+        if (f == PLUME_TOOLS_HARMONY &&
+            (out->choice == SERVE_TOOLS_REQUIRED || out->choice == SERVE_TOOLS_NAMED))
+            return serve_api_fail(msg, cap, 400, "'tool_choice' \"%s\" constrains decoding to "
+                                  "the template's call format, and plume's constraint does not "
+                                  "write gpt-oss's harmony calls yet; use \"auto\" with this "
+                                  "model", out->choice == SERVE_TOOLS_NAMED ? "function"
+                                                                            : "required");
     }
+    bool harmony = plume_template_is_harmony(ttext);
     json_t *arr = json_array();
     for (size_t i = 0; rc == 0 && arr && i < json_array_size(msgs); i++) {
         json_t *m;
@@ -301,6 +328,8 @@ int serve_chat_parse(const serve_api_env *env, json_t *o, uint64_t seed, bool ad
     }
     if (rc == 0 && !arr)
         rc = serve_api_fail(msg, cap, 500, "out of memory");
+    if (rc == 0 && harmony)
+        harmony_messages(arr);
     char *mj = rc == 0 ? json_dumps(arr, JSON_COMPACT) : NULL;
     char *tj = rc == 0 && out->choice != SERVE_TOOLS_OFF ? json_dumps(tools, JSON_COMPACT) : NULL;
     char *kj = rc == 0 && kw ? json_dumps(kw, JSON_COMPACT) : NULL;
@@ -317,7 +346,8 @@ int serve_chat_parse(const serve_api_env *env, json_t *o, uint64_t seed, bool ad
     free(tj);
     free(kj);
     if (rc == 0) {
-        out->reply = (chat_reply_opts){.reasoning = strstr(ttext, "<think>") != NULL,
+        out->reply = (chat_reply_opts){.harmony = harmony,
+                                       .reasoning = !harmony && strstr(ttext, "<think>"),
                                        .starts_inside = ends_in_think(out->prompt),
                                        .tools = f,
                                        .parallel = parallel,

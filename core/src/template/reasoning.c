@@ -31,21 +31,6 @@ void plume_reasoning_free(plume_reasoning *r)
     free(r);
 }
 
-/* Appends p[0..n) to the malloc'd string *s. */
-static int append(char **s, const char *p, size_t n)
-{
-    if (!n)
-        return 0;
-    size_t old = *s ? strlen(*s) : 0;
-    char *ns = realloc(*s, old + n + 1);
-    if (!ns)
-        return -1;
-    memcpy(ns + old, p, n);
-    ns[old + n] = 0;
-    *s = ns;
-    return 0;
-}
-
 int plume_reasoning_feed(plume_reasoning *r, const char *text, size_t len, bool final,
                          char **reasoning, char **content, plume_error *err)
 {
@@ -83,12 +68,12 @@ int plume_reasoning_feed(plume_reasoning *r, const char *text, size_t len, bool 
         } else if (r->state == IN_REASONING) {
             const char *c = reply_find(buf + i, n - i, CLOSE);
             if (c) {
-                rc = append(reasoning, buf + i, (size_t)(c - (buf + i)));
+                rc = reply_append(reasoning, buf + i, (size_t)(c - (buf + i)));
                 i = (size_t)(c - buf) + sizeof CLOSE - 1;
                 r->state = AFTER_CLOSE;
             } else {
                 size_t part = final ? 0 : reply_partial_tag(buf + i, n - i, CLOSE);
-                rc = append(reasoning, buf + i, n - i - part);
+                rc = reply_append(reasoning, buf + i, n - i - part);
                 keep_from = n - part;
                 break;
             }
@@ -98,7 +83,7 @@ int plume_reasoning_feed(plume_reasoning *r, const char *text, size_t len, bool 
             if (i < n)
                 r->state = IN_CONTENT;
         } else {
-            rc = append(content, buf + i, n - i);
+            rc = reply_append(content, buf + i, n - i);
             i = n;
         }
     }

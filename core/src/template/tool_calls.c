@@ -31,6 +31,8 @@ plume_tool_format plume_tool_format_of_template(const char *t)
 {
     if (!t)
         return PLUME_TOOLS_NONE;
+    if (plume_template_is_harmony(t))
+        return PLUME_TOOLS_HARMONY;
     if (strstr(t, "<tool_call>"))
         return PLUME_TOOLS_HERMES;
     if (strstr(t, "[TOOL_CALLS]"))
@@ -47,13 +49,14 @@ const char *plume_tool_format_name(plume_tool_format f)
     case PLUME_TOOLS_HERMES: return "hermes";
     case PLUME_TOOLS_LLAMA3: return "llama3";
     case PLUME_TOOLS_MISTRAL: return "mistral";
+    case PLUME_TOOLS_HARMONY: return "harmony";
     default: return "none";
     }
 }
 
 plume_tool_parser *plume_tool_parser_new(plume_tool_format f, uint64_t seed)
 {
-    if (f == PLUME_TOOLS_NONE)
+    if (f == PLUME_TOOLS_NONE || f == PLUME_TOOLS_HARMONY)
         return NULL;
     plume_tool_parser *p = calloc(1, sizeof *p);
     if (p) {
@@ -117,44 +120,8 @@ typedef struct out {
 
 static void put_content(out *o, const char *s, size_t n)
 {
-    if (!n || o->oom)
-        return;
-    size_t old = o->content ? strlen(o->content) : 0;
-    char *c = realloc(o->content, old + n + 1);
-    if (!c) {
+    if (!o->oom && reply_append(&o->content, s, n))
         o->oom = true;
-        return;
-    }
-    memcpy(c + old, s, n);
-    c[old + n] = 0;
-    o->content = c;
-}
-
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
-/* "call_" and 9 letters/digits from the seed and the call's number. */
-static char *make_id(plume_tool_parser *p)
-{
-    static const char AL[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    uint64_t x = p->seed + 0x9E3779B97F4A7C15ull * ++p->n_ids;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    char id[16] = "call_";
-    for (int i = 0; i < 9; i++) {
-        id[5 + i] = AL[x % 62];
-        x /= 62;
-    }
-    id[14] = 0;
-    return dup_n(id, 14);
 }
 
 /* Adds the call described by JSON object obj ({"name", "arguments" or
@@ -175,11 +142,11 @@ static bool add_call(plume_tool_parser *p, out *o, json_t *obj, const char *name
         args = json_object_get(obj, "parameters");
     if (!name || !args || !(json_is_object(args) || json_is_string(args)))
         return false;
-    char *a = json_is_string(args) ? dup_n(json_string_value(args), json_string_length(args))
+    char *a = json_is_string(args) ? reply_dup(json_string_value(args), json_string_length(args))
                                    : json_dumps(args, 0);
     const char *mid = json_string_value(json_object_get(obj, "id"));
-    plume_tool_call c = {.id = mid ? dup_n(mid, strlen(mid)) : make_id(p),
-                         .name = dup_n(name, strlen(name)),
+    plume_tool_call c = {.id = mid ? reply_dup(mid, strlen(mid)) : reply_call_id(p->seed, &p->n_ids),
+                         .name = reply_dup(name, strlen(name)),
                          .arguments = a};
     plume_tool_call *nc = realloc(o->calls, (o->n_calls + 1) * sizeof *nc);
     if (!nc || !c.id || !c.name || !c.arguments) {
@@ -329,14 +296,19 @@ static size_t step(plume_tool_parser *p, out *o, bool final)
     size_t k = 0;
     while (k < jl && reply_is_ws(js[k]))
         k++;
-    size_t e = k < jl && js[k] == '{' ? json_end(js + k, jl - k) : 0;
+    if (k < jl && js[k] != '{') { /* not a call: the marker is text, and the scan goes on */
+        put_content(o, b, ml);
+        p->started = true;
+        return ml;
+    }
+    size_t e = k < jl ? json_end(js + k, jl - k) : 0;
     if (!e) {
-        if (final || (k < jl && js[k] != '{'))
+        if (final)
             put_content(o, b, n);
-        return final || (k < jl && js[k] != '{') ? n : 0;
+        return final ? n : 0;
     }
     size_t used = (size_t)(js - b) + k + e;
-    char *name = dup_n(body + j, (size_t)(args - (body + j)));
+    char *name = reply_dup(body + j, (size_t)(args - (body + j)));
     json_t *a = json_loadb(js + k, e, 0, NULL);
     json_t *obj = a ? json_pack("{s:o}", "arguments", a) : NULL;
     if (!name || !obj || !add_call(p, o, obj, name))
@@ -381,6 +353,10 @@ int plume_tool_parser_feed(plume_tool_parser *p, const char *text, size_t len, b
         free(o.content);
         plume_tool_calls_free(o.calls, o.n_calls);
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory parsing tool calls");
+    }
+    if (!o.n_calls) { /* a call parsed and then rolled back leaves an empty array */
+        free(o.calls);
+        o.calls = NULL;
     }
     *content = o.content;
     *calls = o.calls;

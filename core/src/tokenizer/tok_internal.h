@@ -270,6 +270,10 @@ struct plume_tokenizer {
     uint32_t special_first[257]; /* specials with first byte b: [first[b], first[b+1]) */
 
     int32_t bos, eos, unk, pad, eot, eom;
+    /* o200k_harmony (gpt-oss): the id of "<|end|>" when the vocabulary also
+     * has "<|return|>" and "<|call|>"; -1 otherwise.  That <|end|> closes one
+     * message of a reply (reasoning, then the answer), not the reply. */
+    int32_t harmony_end;
     bool add_bos;
     bool add_space_prefix; /* SPM: prepend a space to text at the start / after specials */
     bool spm_split_words;  /* SPM from tokenizer.json Metaspace(split=true) */

@@ -46,7 +46,7 @@ plume_tokenizer *tok_new(tok_kind kind)
     snprintf(t->model_name, sizeof t->model_name, "%s", kind == TOK_KIND_BPE ? "gpt2" : "llama");
     tok_vocab_init(&t->vocab);
     tok_merges_init(&t->merges);
-    t->bos = t->eos = t->unk = t->pad = t->eot = t->eom = -1;
+    t->bos = t->eos = t->unk = t->pad = t->eot = t->eom = t->harmony_end = -1;
     for (int b = 0; b < 256; b++)
         t->byte_tok[b] = -1;
     return t;
@@ -188,6 +188,11 @@ int tok_finalize(plume_tokenizer *t, plume_error *err)
     if (!t->pre_name && !(t->pre_name = tok_strndup("default", 7)))
         goto oom;
     build_byte_tokens(t);
+    /* As llama.cpp's vocabulary loader decides for o200k_harmony: with
+     * <|return|> and <|call|> present, those end a reply and <|end|> does not. */
+    if (tok_vocab_find(&t->vocab, "<|return|>", 10) >= 0 &&
+        tok_vocab_find(&t->vocab, "<|call|>", 8) >= 0)
+        t->harmony_end = tok_vocab_find(&t->vocab, "<|end|>", 7);
     if (build_decoded(t) < 0 || tok_special_build(t) < 0)
         goto oom;
     if (tok_pretok_compile(&t->pretok, err) < 0)
@@ -217,14 +222,15 @@ bool plume_tokenizer_is_special(const plume_tokenizer *t, int32_t id)
 
 bool plume_tokenizer_is_eog(const plume_tokenizer *t, int32_t id)
 {
-    if (id < 0 || id >= t->vocab.n)
+    if (id < 0 || id >= t->vocab.n || id == t->harmony_end)
         return false;
     if (id == t->eos || id == t->eot || id == t->eom)
         return true;
     if (t->vocab.type[id] != TOK_CONTROL)
         return false;
-    static const char *const EOG_TEXTS[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>",
-                                            "</s>",       "<end_of_turn>", "<|eom_id|>"};
+    static const char *const EOG_TEXTS[] = {"<|im_end|>",    "<|endoftext|>", "<|eot_id|>",
+                                            "<|end|>",       "</s>",          "<end_of_turn>",
+                                            "<|eom_id|>",    "<|return|>",    "<|call|>"};
     const char *s = tok_vocab_text(&t->vocab, id);
     for (size_t i = 0; i < sizeof EOG_TEXTS / sizeof EOG_TEXTS[0]; i++)
         if (strcmp(s, EOG_TEXTS[i]) == 0)
