@@ -72,22 +72,32 @@ typedef struct want_call {
     const char *name, *args, *id; /* id NULL: a generated one */
 } want_call;
 
-static void check_tools(plume_tool_format f, const char *reply, const char *want_c,
-                        const want_call *want, size_t n_want)
+/* Reads reply with the tool-call parser of format f, or with the harmony
+ * reader (f PLUME_TOOLS_HARMONY; calls_on says whether it reads calls), in
+ * every chunking, and compares reasoning, content and calls. */
+static void check_reply(plume_tool_format f, bool calls_on, const char *reply,
+                        const char *want_r, const char *want_c, const want_call *want,
+                        size_t n_want)
 {
     for (size_t k = 0; k < sizeof CHUNKS / sizeof CHUNKS[0]; k++) {
-        plume_tool_parser *p = plume_tool_parser_new(f, 42);
-        assert_non_null(p);
-        char *acc = NULL, *c;
+        bool harmony = f == PLUME_TOOLS_HARMONY;
+        plume_tool_parser *p = harmony ? NULL : plume_tool_parser_new(f, 42);
+        plume_harmony *h = harmony ? plume_harmony_new(calls_on, 42) : NULL;
+        assert_true(p || h);
+        char *acc_r = NULL, *acc_c = NULL, *r = NULL, *c;
         plume_tool_call *all = NULL, *calls;
         size_t n_all = 0, nc;
         size_t n = strlen(reply), step = CHUNKS[k] ? CHUNKS[k] : n;
         for (size_t i = 0; i <= n; i += step) {
             size_t len = n - i < step ? n - i : step;
             bool final = i + len >= n;
-            assert_int_equal(plume_tool_parser_feed(p, reply + i, len, final, &c, &calls, &nc,
-                                                    NULL), 0);
-            cat(&acc, c);
+            assert_int_equal(h ? plume_harmony_feed(h, reply + i, len, final, &r, &c, &calls, &nc,
+                                                    NULL)
+                               : plume_tool_parser_feed(p, reply + i, len, final, &c, &calls,
+                                                        &nc, NULL),
+                             0);
+            cat(&acc_r, r);
+            cat(&acc_c, c);
             all = realloc(all, (n_all + nc + 1) * sizeof *all);
             if (nc)
                 memcpy(all + n_all, calls, nc * sizeof *calls);
@@ -96,9 +106,9 @@ static void check_tools(plume_tool_format f, const char *reply, const char *want
             if (final)
                 break;
         }
-        if (strcmp(acc ? acc : "", want_c))
-            fail_msg("%s in pieces of %zu: content [%s], want [%s]", reply, CHUNKS[k],
-                     acc ? acc : "", want_c);
+        if (strcmp(acc_r ? acc_r : "", want_r) || strcmp(acc_c ? acc_c : "", want_c))
+            fail_msg("%s in pieces of %zu: reasoning [%s] content [%s], want [%s] [%s]", reply,
+                     CHUNKS[k], acc_r ? acc_r : "", acc_c ? acc_c : "", want_r, want_c);
         if (n_all != n_want)
             fail_msg("%s in pieces of %zu: %zu calls, want %zu", reply, CHUNKS[k], n_all,
                      n_want);
@@ -114,10 +124,18 @@ static void check_tools(plume_tool_format f, const char *reply, const char *want
         }
         if (n_want == 2 && !want[0].id && !want[1].id)
             assert_string_not_equal(all[0].id, all[1].id);
-        free(acc);
+        free(acc_r);
+        free(acc_c);
         plume_tool_calls_free(all, n_all);
         plume_tool_parser_free(p);
+        plume_harmony_free(h);
     }
+}
+
+static void check_tools(plume_tool_format f, const char *reply, const char *want_c,
+                        const want_call *want, size_t n_want)
+{
+    check_reply(f, true, reply, "", want_c, want, n_want);
 }
 
 static void test_hermes(void **state)
@@ -183,48 +201,10 @@ static void test_mistral(void **state)
                 "[TOOL_CALLS]a[ARGS]x ", w3, 1);
 }
 
-/* A harmony reply read in every chunking: reasoning, content and calls. */
 static void check_harmony(const char *reply, bool calls_on, const char *want_r,
                           const char *want_c, const want_call *want, size_t n_want)
 {
-    for (size_t k = 0; k < sizeof CHUNKS / sizeof CHUNKS[0]; k++) {
-        plume_harmony *h = plume_harmony_new(calls_on, 42);
-        assert_non_null(h);
-        char *acc_r = NULL, *acc_c = NULL, *r, *c;
-        plume_tool_call *all = NULL, *calls;
-        size_t n_all = 0, nc;
-        size_t n = strlen(reply), step = CHUNKS[k] ? CHUNKS[k] : n;
-        for (size_t i = 0; i <= n; i += step) {
-            size_t len = n - i < step ? n - i : step;
-            bool final = i + len >= n;
-            assert_int_equal(plume_harmony_feed(h, reply + i, len, final, &r, &c, &calls, &nc,
-                                                NULL), 0);
-            cat(&acc_r, r);
-            cat(&acc_c, c);
-            all = realloc(all, (n_all + nc + 1) * sizeof *all);
-            if (nc)
-                memcpy(all + n_all, calls, nc * sizeof *calls);
-            n_all += nc;
-            free(calls);
-            if (final)
-                break;
-        }
-        if (strcmp(acc_r ? acc_r : "", want_r) || strcmp(acc_c ? acc_c : "", want_c))
-            fail_msg("%s in pieces of %zu: reasoning [%s] content [%s], want [%s] [%s]", reply,
-                     CHUNKS[k], acc_r ? acc_r : "", acc_c ? acc_c : "", want_r, want_c);
-        if (n_all != n_want)
-            fail_msg("%s in pieces of %zu: %zu calls, want %zu", reply, CHUNKS[k], n_all,
-                     n_want);
-        for (size_t i = 0; i < n_want; i++) {
-            assert_string_equal(all[i].name, want[i].name);
-            assert_string_equal(all[i].arguments, want[i].args);
-            assert_memory_equal(all[i].id, "call_", 5);
-        }
-        free(acc_r);
-        free(acc_c);
-        plume_tool_calls_free(all, n_all);
-        plume_harmony_free(h);
-    }
+    check_reply(PLUME_TOOLS_HARMONY, calls_on, reply, want_r, want_c, want, n_want);
 }
 
 static void test_harmony(void **state)

@@ -29,8 +29,7 @@ struct plume_harmony {
     uint64_t seed, n_ids;
     int state, kind;
     char *name;           /* K_CALL: the function's name */
-    char *buf;            /* undecided text */
-    size_t n, cap;
+    reply_buf b;          /* undecided text */
 };
 
 typedef struct hout {
@@ -58,7 +57,7 @@ void plume_harmony_free(plume_harmony *h)
     if (!h)
         return;
     free(h->name);
-    free(h->buf);
+    free(h->b.p);
     free(h);
 }
 
@@ -178,25 +177,15 @@ static void emit_call(plume_harmony *p, hout *o, const char *b, size_t n)
                          .arguments = json_dumps(j, 0)};
     p->name = NULL;
     json_decref(j);
-    plume_tool_call *nc = realloc(o->calls, (o->n_calls + 1) * sizeof *nc);
-    if (!nc || !c.id || !c.name || !c.arguments) {
-        free(c.id);
-        free(c.name);
-        free(c.arguments);
-        if (nc)
-            o->calls = nc;
+    if (reply_push_call(&o->calls, &o->n_calls, c))
         o->oom = true;
-        return;
-    }
-    nc[o->n_calls++] = c;
-    o->calls = nc;
 }
 
-/* Consumes what it can of p->buf[0..p->n); returns the bytes consumed. */
+/* Consumes what it can of p->b; returns the bytes consumed. */
 static size_t step(plume_harmony *p, hout *o, bool final)
 {
-    const char *b = p->buf;
-    size_t n = p->n;
+    const char *b = p->b.p;
+    size_t n = p->b.n;
     if (p->state == H_RAW) {
         put(o, &o->content, b, n);
         return n;
@@ -257,31 +246,16 @@ int plume_harmony_feed(plume_harmony *p, const char *text, size_t len, bool fina
     *reasoning = *content = NULL;
     *calls = NULL;
     *n_calls = 0;
-    if (p->n + len + 1 > p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 256;
-        while (cap < p->n + len + 1)
-            cap *= 2;
-        char *nb = realloc(p->buf, cap);
-        if (!nb)
-            return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading a harmony reply");
-        p->buf = nb;
-        p->cap = cap;
-    }
-    if (len)
-        memcpy(p->buf + p->n, text, len);
-    p->n += len;
-    p->buf[p->n] = 0;
+    if (reply_buf_add(&p->b, text, len))
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory reading a harmony reply");
     hout o = {0};
     while (!o.oom) {
         int before = p->state;
-        size_t used = p->n ? step(p, &o, final) : 0;
-        if (used) {
-            memmove(p->buf, p->buf + used, p->n - used);
-            p->n -= used;
-            p->buf[p->n] = 0;
-        } else if (p->state == before || !p->n) {
+        size_t used = p->b.n ? step(p, &o, final) : 0;
+        if (used)
+            reply_buf_drop(&p->b, used);
+        else if (p->state == before || !p->b.n)
             break;
-        }
     }
     if (o.oom) {
         free(o.reasoning);

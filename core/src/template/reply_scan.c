@@ -65,3 +65,45 @@ char *reply_call_id(uint64_t seed, uint64_t *n_ids)
     }
     return reply_dup(id, 14);
 }
+
+int reply_buf_add(reply_buf *b, const char *text, size_t len)
+{
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->n + len + 1)
+            cap *= 2;
+        char *nb = realloc(b->p, cap);
+        if (!nb)
+            return -1;
+        b->p = nb;
+        b->cap = cap;
+    }
+    if (len)
+        memcpy(b->p + b->n, text, len);
+    b->n += len;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+void reply_buf_drop(reply_buf *b, size_t used)
+{
+    memmove(b->p, b->p + used, b->n - used);
+    b->n -= used;
+    b->p[b->n] = 0;
+}
+
+int reply_push_call(plume_tool_call **calls, size_t *n, plume_tool_call c)
+{
+    plume_tool_call *nc = c.id && c.name && c.arguments
+                              ? realloc(*calls, (*n + 1) * sizeof *nc)
+                              : NULL;
+    if (!nc) {
+        free(c.id);
+        free(c.name);
+        free(c.arguments);
+        return -1;
+    }
+    nc[(*n)++] = c;
+    *calls = nc;
+    return 0;
+}

@@ -11,8 +11,7 @@
 struct plume_tool_parser {
     plume_tool_format f;
     uint64_t seed, n_ids;
-    char *buf; /* undecided text */
-    size_t n, cap;
+    reply_buf b; /* undecided text */
     bool started;    /* content or a call has been emitted (Llama's whole-reply JSON is only at the start) */
     bool whole_json; /* Llama: the reply began with '{': held until final */
 };
@@ -70,7 +69,7 @@ void plume_tool_parser_free(plume_tool_parser *p)
 {
     if (!p)
         return;
-    free(p->buf);
+    free(p->b.p);
     free(p);
 }
 
@@ -148,18 +147,8 @@ static bool add_call(plume_tool_parser *p, out *o, json_t *obj, const char *name
     plume_tool_call c = {.id = mid ? reply_dup(mid, strlen(mid)) : reply_call_id(p->seed, &p->n_ids),
                          .name = reply_dup(name, strlen(name)),
                          .arguments = a};
-    plume_tool_call *nc = realloc(o->calls, (o->n_calls + 1) * sizeof *nc);
-    if (!nc || !c.id || !c.name || !c.arguments) {
-        free(c.id);
-        free(c.name);
-        free(c.arguments);
-        if (nc)
-            o->calls = nc;
+    if (reply_push_call(&o->calls, &o->n_calls, c))
         o->oom = true;
-        return true;
-    }
-    nc[o->n_calls++] = c;
-    o->calls = nc;
     return true;
 }
 
@@ -202,11 +191,11 @@ static bool parse_calls(plume_tool_parser *p, out *o, const char *s, size_t n)
     return any;
 }
 
-/* Consumes what it can of p->buf[0..p->n); returns the bytes consumed. */
+/* Consumes what it can of p->b; returns the bytes consumed. */
 static size_t step(plume_tool_parser *p, out *o, bool final)
 {
-    const char *b = p->buf;
-    size_t n = p->n;
+    const char *b = p->b.p;
+    size_t n = p->b.n;
     if (p->f == PLUME_TOOLS_LLAMA3 && !p->started) {
         size_t j = 0;
         while (j < n && reply_is_ws(b[j]))
@@ -326,28 +315,14 @@ int plume_tool_parser_feed(plume_tool_parser *p, const char *text, size_t len, b
     *content = NULL;
     *calls = NULL;
     *n_calls = 0;
-    if (p->n + len + 1 > p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 256;
-        while (cap < p->n + len + 1)
-            cap *= 2;
-        char *nb = realloc(p->buf, cap);
-        if (!nb)
-            return plume_err(err, PLUME_ERR_NOMEM, "out of memory parsing tool calls");
-        p->buf = nb;
-        p->cap = cap;
-    }
-    if (len)
-        memcpy(p->buf + p->n, text, len);
-    p->n += len;
-    p->buf[p->n] = 0;
+    if (reply_buf_add(&p->b, text, len))
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory parsing tool calls");
     out o = {0};
     for (;;) {
-        size_t used = p->n ? step(p, &o, final) : 0;
+        size_t used = p->b.n ? step(p, &o, final) : 0;
         if (!used)
             break;
-        memmove(p->buf, p->buf + used, p->n - used);
-        p->n -= used;
-        p->buf[p->n] = 0;
+        reply_buf_drop(&p->b, used);
     }
     if (o.oom) {
         free(o.content);
