@@ -167,22 +167,15 @@ def load_hf(d):
 
 # GGUF tensor name (after blk.N.) -> HF name (after model.layers.N.), as
 # llama.cpp's gguf-py tensor_mapping.py maps them for these families
-GGUF_NAMES = {"attn_norm.weight": "input_layernorm.weight",
-              "attn_q.weight": "self_attn.q_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
-              "attn_k.weight": "self_attn.k_proj.weight", "attn_k.bias": "self_attn.k_proj.bias",
-              "attn_v.weight": "self_attn.v_proj.weight", "attn_v.bias": "self_attn.v_proj.bias",
-              "attn_output.weight": "self_attn.o_proj.weight",
-              "attn_q_norm.weight": "self_attn.q_norm.weight",
-              "attn_k_norm.weight": "self_attn.k_norm.weight",
-              "ffn_norm.weight": "post_attention_layernorm.weight",
-              "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-              "ffn_down.weight": "mlp.down_proj.weight",
-              "ffn_gate_inp.weight": "mlp.gate.weight",
-              "ffn_down_exps.weight": "mlp.experts.down_proj",
-              "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
-              "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
-              "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
-              "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"}
+GGUF_NAMES = dict(family_oracle.GGUF_LAYER_NAMES, **{
+    "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight", "ffn_down_exps.weight": "mlp.experts.down_proj",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"})
 
 
 def gguf_weights(path, c):
