@@ -242,19 +242,24 @@ def load_hf(d):
 
 # ---- GGUF (llama.cpp's converter undone) ------------------------------------
 
-# llama.cpp's per-layer tensor names -> transformers' (Gemma 3 layout).
-_GEMMA3_GGUF_NAMES = {
+# llama.cpp's per-layer tensor names (after blk.N.) -> transformers' (after
+# model.layers.N.): attention and a dense MLP, as every family here has them
+# (moe_oracle.py adds its own).
+GGUF_LAYER_NAMES = {
     "attn_norm.weight": "input_layernorm.weight",
     "attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
     "attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
     "attn_q_norm.weight": "self_attn.q_norm.weight",
     "attn_k_norm.weight": "self_attn.k_norm.weight",
-    "post_attention_norm.weight": "post_attention_layernorm.weight",
-    "ffn_norm.weight": "pre_feedforward_layernorm.weight",
-    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
     "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
     "ffn_down.weight": "mlp.down_proj.weight",
 }
+# Gemma 3's four norms per layer
+_GEMMA3_GGUF_NAMES = dict(GGUF_LAYER_NAMES, **{
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+    "post_ffw_norm.weight": "post_feedforward_layernorm.weight",
+})
 
 
 def load_gemma3_gguf(path):

@@ -232,10 +232,9 @@ def write_gguf(path, arch, tensors, tok, wtype):
 
 def write_hf(d, arch, w, tok, tied, shards=1):
     from safetensors.numpy import save_file
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
     h = HPARAMS
-    tokens, _types, merges = tok
+    tokens = tok[0]
     os.makedirs(d, exist_ok=True)
     bos, eos = tokens.index("<|endoftext|>"), tokens.index("<|im_end|>")
     cfg = {
@@ -285,7 +284,14 @@ def write_hf(d, arch, w, tok, tied, shards=1):
             wmap.update({k: fn for k in g})
         with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": total}, "weight_map": wmap}, f, indent=2)
+    write_hf_tokenizer(d, tok, h["n_ctx"])
 
+
+def write_hf_tokenizer(d, tok, n_ctx):
+    """tokenizer.json and tokenizer_config.json of tok (build_tokenizer) in d."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    tokens, _types, merges = tok
     vocab = {t: i for i, t in enumerate(tokens[: len(tokens) - len(SPECIALS)])}
     tk = Tokenizer(models.BPE(vocab=vocab, merges=list(merges)))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -308,7 +314,7 @@ def write_hf(d, arch, w, tok, tied, shards=1):
         "unk_token": None,
         "chat_template": CHATML_TEMPLATE,
         "clean_up_tokenization_spaces": False,
-        "model_max_length": h["n_ctx"],
+        "model_max_length": n_ctx,
         "tokenizer_class": "PreTrainedTokenizerFast",
     }
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:

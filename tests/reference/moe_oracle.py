@@ -18,7 +18,8 @@ modeling_*.py and their configuration classes), not from plume's C code:
 The whole sequence runs at once with the causal (Mixtral: and
 sliding-window) mask.  RoPE frequencies come from family_oracle.rope_params.
 
-API:  m = load_hf(dir);  m.logits(ids) -> [len(ids), n_vocab] (float64).
+API:  m = load_hf(dir) or load_gguf(path, config);
+      m.logits(ids) -> [len(ids), n_vocab] (float64).
 """
 
 import json
@@ -30,19 +31,19 @@ import family_oracle
 
 
 class MoeModel:
-    def __init__(self, d):
-        with open(os.path.join(d, "config.json")) as f:
-            self.cfg = c = json.load(f)
-        from safetensors.numpy import load_file
-        self.w = {k: v.astype(np.float64)
-                  for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    def __init__(self, c, w):
+        """c: config.json as a dict; w: HF-named weights."""
+        self.cfg = c
+        self.w = {k: v.astype(np.float64) for k, v in w.items()}
         self.mt = c["model_type"]
         self.E = c["hidden_size"]
         self.H = c["num_attention_heads"]
         self.Hkv = c.get("num_key_value_heads") or self.H
         self.D = c.get("head_dim") or self.E // self.H
         self.eps = c.get("rms_norm_eps", 1e-6)
-        self.X = c["num_local_experts"] if self.mt == "mixtral" else c["num_experts"]
+        # Qwen3-MoE's and OLMoE's config classes alias the two names
+        self.X = c["num_local_experts"] if self.mt == "mixtral" else (
+            c.get("num_experts") or c["num_local_experts"])
         self.k = c["num_experts_per_tok"]
         self.renorm = True if self.mt == "mixtral" else bool(c.get("norm_topk_prob", False))
         self.window = c.get("sliding_window") if self.mt == "mixtral" else (
@@ -157,4 +158,60 @@ class MoeModel:
 
 
 def load_hf(d):
-    return MoeModel(d)
+    """The model in HF directory d (config.json, model.safetensors)."""
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    from safetensors.numpy import load_file
+    return MoeModel(c, load_file(os.path.join(d, "model.safetensors")))
+
+
+# GGUF tensor name (after blk.N.) -> HF name (after model.layers.N.), as
+# llama.cpp's gguf-py tensor_mapping.py maps them for these families
+GGUF_NAMES = dict(family_oracle.GGUF_LAYER_NAMES, **{
+    "attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "ffn_gate_inp.weight": "mlp.gate.weight", "ffn_down_exps.weight": "mlp.experts.down_proj",
+    "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+    "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+    "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+    "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight"})
+
+
+def gguf_weights(path, c):
+    """The weights of the GGUF at path, dequantized by gguf-py, under HF
+    names: experts in transformers 5's fused layout (gate_up_proj [X, 2F, E]
+    from ffn_gate_exps and ffn_up_exps, down_proj [X, E, F]), and for arch
+    llama (Mixtral) the q/k rows that convert_hf_to_gguf.py permuted put
+    back.  c: config.json as a dict, for the head counts."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    arch = str(r.fields["general.architecture"].contents())
+    g = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).reshape(
+        [int(x) for x in reversed(t.shape)]) for t in r.tensors}
+    w = {"model.embed_tokens.weight": g.pop("token_embd.weight"),
+         "model.norm.weight": g.pop("output_norm.weight"),
+         "lm_head.weight": g.pop("output.weight")}
+    for l in range(c["num_hidden_layers"]):
+        p = "blk.%d." % l
+        for gn, hn in GGUF_NAMES.items():
+            if p + gn in g:
+                w["model.layers.%d.%s" % (l, hn)] = g.pop(p + gn)
+        if p + "ffn_gate_exps.weight" in g:
+            w["model.layers.%d.mlp.experts.gate_up_proj" % l] = np.concatenate(
+                [g.pop(p + "ffn_gate_exps.weight"), g.pop(p + "ffn_up_exps.weight")], axis=1)
+        if arch == "llama":  # undo LlamaModel.permute: row 2i <- i, 2i+1 <- i + D/2 in each head
+            for n, heads in (("q", c["num_attention_heads"]), ("k", c["num_key_value_heads"])):
+                k = "model.layers.%d.self_attn.%s_proj.weight" % (l, n)
+                a = w[k]
+                w[k] = a.reshape(heads, a.shape[0] // heads // 2, 2, -1).swapaxes(1, 2).reshape(
+                    a.shape)
+    if g:
+        raise ValueError("%s: tensors the oracle does not know: %s" % (path, sorted(g)))
+    return w
+
+
+def load_gguf(path, c):
+    """The model in the GGUF at path (weights dequantized by gguf-py), with
+    the hyperparameters of config.json c."""
+    return MoeModel(c, gguf_weights(path, c))

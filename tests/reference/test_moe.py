@@ -1,39 +1,56 @@
 #!/usr/bin/env python3
 """plume vs an independent float64 numpy forward (moe_oracle.py) on tiny
-random mixture-of-experts models (make_moe_model.py): Mixtral (8 experts,
-top-2), Qwen3-MoE (8 experts, top-4, renormalized; and a variant with a
-dense layer and raw top-k probabilities), Qwen2-MoE (q/k/v bias, a shared
-expert gated by sigmoid), OLMoE (8 experts, top-3, q/k norms over the
-whole projections) and OLMoE in transformers 5's fused expert layout.
+random mixture-of-experts models made by transformers itself, with GGUFs
+written by llama.cpp's own convert_hf_to_gguf.py (make_moe_model.py):
+Mixtral (8 experts, top-2), Qwen3-MoE (8 experts, top-4, renormalized; and
+a variant with a dense layer and raw top-k probabilities), Qwen2-MoE (q/k/v
+bias, a shared expert gated by sigmoid), OLMoE (8 experts, top-3, q/k norms
+over the whole projections) and OLMoE saved in transformers 5's fused
+expert layout (save_original_format=False).
 
-For every variant, in HF form and (where llama.cpp has one) GGUF form:
-  * prefill: the logits of all N = 80 positions in one chunk within TOL =
-    1e-4 of the oracle (max |diff| printed);
+For every variant:
+  * transformers' own logits (float64 weights, eager attention and
+    experts) of the N = 80 positions within TOL of the oracle on the saved
+    checkpoint, and the same argmax at every position: a second reference;
+  * GGUF form (where llama.cpp's converter has one): the architecture,
+    expert keys and F32 tensors it wrote, and the oracle run on the GGUF's
+    own weights (gguf-py) bit-identical to the oracle on the checkpoint;
+and in HF and GGUF form, against the oracle on that form's weights:
+  * prefill: the logits of all N positions in one chunk within TOL = 1e-4
+    (max |diff| printed);
   * decode: one token per forward, bit-identical to the prefill;
   * chunks of 5 batched with another sequence (placed first), bit-identical
     to the run alone: a row's experts run over however many rows share
     them, and its bits do not change;
   * `plume generate`: the prefill's last logits bit for bit, and an
     8-token greedy continuation equal to the oracle's.
-f32 weights, f32 activations (PLUME_CPU_ACTIVATIONS=f32).
+f32 weights, f32 activations (PLUME_CPU_ACTIVATIONS=f32).  A Qwen3-MoE
+config.json with num_experts (published checkpoints) and with
+num_local_experts (what transformers 5 saves) give the same bits.
 
-Quantized experts: `plume quantize --to gguf` of the Mixtral and OLMoE
-GGUFs to Q8_0 and Q4_0 keeps the router (ffn_gate_inp) in F32, quantizes
-the 3-D expert tensors (8 experts: attn_k/attn_v in Q8_0, as llama-quantize
-does); with f32 activations plume's logits are within TOL of the oracle run
-on gguf-py's dequantization of the same file; with plume's default int8
-activations decode and batched chunks are bit-identical to the prefill.  An HF MoE directory is refused by `--to gguf` and by the
-GPTQ/AWQ quantizer, with the way out in the message.
+Quantized experts: `plume quantize --to gguf` of the converter's Mixtral and
+OLMoE GGUFs to Q8_0 and Q4_0 keeps the router (ffn_gate_inp) in F32,
+quantizes the 3-D expert tensors (8 experts: attn_k/attn_v in Q8_0, as
+llama-quantize does); with f32 activations plume's logits are within TOL of
+the oracle run on gguf-py's dequantization of the same file; with plume's
+default int8 activations decode and batched chunks are bit-identical to the
+prefill.  An HF MoE directory is refused by `--to gguf` and by the GPTQ/AWQ
+quantizer, with the way out in the message.
 
 Refusals by name: MoE families plume does not run (gpt_oss, dbrx,
-deepseek_v3 in HF; gpt-oss, deepseek2 in GGUF), and a GPTQ-quantized MoE
-checkpoint.
+deepseek_v3 in HF; gpt-oss, deepseek2 in GGUF: copies of the converter's
+OLMoE GGUF under those architectures), and a GPTQ-quantized MoE checkpoint.
+Hostile GGUFs (copies of the converter's OLMoE GGUF with one key or tensor
+changed): one error line naming what is wrong.
 
-Exit 0 pass, 1 fail, 77 skip (binaries or packages missing).
+Each variant's checkpoint and GGUF are made once per run and shared by the
+checks.  Exit 0 pass, 1 fail, 77 skip (binaries, packages or llama.cpp's
+converter missing).
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,39 +67,107 @@ try:
     import gguf  # noqa: F401
     import safetensors  # noqa: F401
     import tokenizers  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
 except ImportError as e:
     print("SKIP: missing Python package: %s" % e)
     sys.exit(77)
 
+import llamacpp_convert  # noqa: E402
 import make_moe_model  # noqa: E402
 import moe_oracle  # noqa: E402
 from test_families import check, plume_logits, engine_run, oracle_greedy, FAILS  # noqa: E402
 import test_families  # noqa: E402
 
 TOOL, PLUME = test_families.TOOL, test_families.PLUME
+# plume's f32 forward vs the float64 oracle: measured max |diff| ~1e-5 at a
+# logit spread of ~45.  transformers in float64 is within ~2e-5 too, not
+# 1e-12: it runs RMSNorm, RoPE's cos/sin, the attention softmax and the
+# router softmax in float32 whatever the weights' dtype.
 TOL = 1e-4
 N = 80
 GEN = 8
+ARCH = {"mixtral": "llama", "qwen3_moe": "qwen3moe", "olmoe": "olmoe", "qwen2_moe": "qwen2moe"}
+
+FIXTURES = {}
+
+
+def fixture(tmp, variant):
+    """make_moe_model.make of variant, once per run (never modify its files:
+    copy them)."""
+    if variant not in FIXTURES:
+        FIXTURES[variant] = make_moe_model.make(os.path.join(tmp, variant), variant)
+    return FIXTURES[variant]
+
+
+def check_gguf_layout(tag, path, c):
+    """What llama.cpp's converter wrote: architecture, expert keys, F32
+    tensors, 3-D experts [X, F, E] (numpy order) and the router."""
+    r = gguf.GGUFReader(path)
+    kv = {k: f.contents() for k, f in r.fields.items() if not k.startswith("tokenizer.ggml.t")}
+    arch = ARCH[c["model_type"]]
+    X = make_moe_model.n_experts(c)
+    F = c.get("moe_intermediate_size") or c["intermediate_size"]
+    want = {"general.architecture": arch, "%s.expert_count" % arch: X,
+            "%s.expert_used_count" % arch: c["num_experts_per_tok"],
+            "tokenizer.ggml.pre": llamacpp_convert.PRE_TOKENIZER}
+    if arch in ("qwen3moe", "qwen2moe"):
+        want["%s.expert_feed_forward_length" % arch] = F
+    if arch == "qwen2moe":
+        want["qwen2moe.expert_shared_feed_forward_length"] = \
+            c["shared_expert_intermediate_size"]
+    bad = {k: (kv.get(k), v) for k, v in want.items() if kv.get(k) != v}
+    check(not bad, "%s: converter wrote %s (got, want where not: %s)" % (
+        tag, ", ".join("%s=%s" % kv_ for kv_ in sorted(want.items())), bad))
+    t = {x.name: x for x in r.tensors}
+    E, L = c["hidden_size"], c["num_hidden_layers"]
+    shapes = {}
+    for l in range(L):
+        shapes["blk.%d.ffn_gate_inp.weight" % l] = [X, E]
+        shapes["blk.%d.ffn_gate_exps.weight" % l] = [X, F, E]
+        shapes["blk.%d.ffn_up_exps.weight" % l] = [X, F, E]
+        shapes["blk.%d.ffn_down_exps.weight" % l] = [X, E, F]
+    got = {n: [int(d) for d in reversed(t[n].shape)] if n in t else None for n in shapes}
+    check(got == shapes and all(x.tensor_type == gguf.GGMLQuantizationType.F32
+                                for x in r.tensors),
+          "%s: %d tensors, all F32; router and 3-D experts of every layer %s" % (
+              tag, len(t), "as expected" if got == shapes else
+              {n: g for n, g in got.items() if g != shapes[n]}))
 
 
 def run_variant(variant, tmp):
-    fx = make_moe_model.make(os.path.join(tmp, variant), variant)
-    orc = moe_oracle.load_hf(fx["hf"])
-    nv = fx["config"]["vocab_size"]
+    fx = fixture(tmp, variant)
+    c = fx["config"]
+    nv = c["vocab_size"]
     rng = np.random.default_rng(7)
     ids = [int(t) for t in rng.integers(0, nv - 3, N)]
+    orc = moe_oracle.load_hf(fx["hf"])
     ref = orc.logits(ids)
-    want_gen = oracle_greedy(orc, ids, GEN)
-    forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
-    for form, path in forms:
+    tf = make_moe_model.transformers_logits(fx["hf"], ids)
+    diff = float(np.abs(tf - ref).max())
+    check(diff < TOL, "%s: transformers' own logits (float64) of all %d positions vs the "
+          "oracle on its checkpoint: max |diff| %.2e (tol %g)" % (variant, N, diff, TOL))
+    check(np.array_equal(tf.argmax(-1), ref.argmax(-1)),
+          "%s: transformers' argmax equals the oracle's at every position" % variant)
+    forms = [("hf", fx["hf"], orc, ref)]
+    if fx["gguf"]:
+        check_gguf_layout(variant + " gguf", fx["gguf"], c)
+        og = moe_oracle.load_gguf(fx["gguf"], c)
+        rg = og.logits(ids)
+        check(np.array_equal(rg, ref), "%s gguf: the oracle on the converter's GGUF (gguf-py) "
+              "bit-identical to the oracle on the checkpoint (max |diff| %.2e): the f32 "
+              "weights are carried over exactly" % (variant, float(np.abs(rg - ref).max())))
+        forms.append(("gguf", fx["gguf"], og, rg))
+    for form, path, o, want in forms:
         tag = "%s %s" % (variant, form)
+        want_gen = oracle_greedy(o, ids, GEN)
         pre, msg = plume_logits(path, ids, N, 0, tmp, nv)
         if not check(pre is not None, "%s: prefill of %d runs (%s)" % (tag, N, msg)):
             continue
-        diff = float(np.abs(pre - ref).max())
+        diff = float(np.abs(pre - want).max())
         check(diff < TOL, "%s: prefill logits of all %d positions vs the oracle: max |diff| "
               "%.2e (tol %g, logit spread %.1f)" % (tag, N, diff, TOL,
-                                                     float(ref.max() - ref.min())))
+                                                     float(want.max() - want.min())))
         dec, msg = plume_logits(path, ids, 1, 0, tmp, nv)
         check(dec is not None and np.array_equal(dec, pre),
               "%s: decode (one token per forward) bit-identical to the prefill %s" % (tag, msg))
@@ -97,11 +182,56 @@ def run_variant(variant, tmp):
               % (tag, GEN, gen))
 
 
+def expert_count_names(tmp):
+    """transformers 5 saves Qwen3-MoE's expert count as num_local_experts;
+    published checkpoints say num_experts (the config class aliases them)."""
+    fx = fixture(tmp, "qwen3moe")
+    d = os.path.join(tmp, "qwen3moe-num-experts")
+    shutil.copytree(fx["hf"], d)
+    c = dict(fx["config"])
+    c["num_experts"] = c.pop("num_local_experts")
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    nv = c["vocab_size"]
+    ids = [int(t) for t in np.random.default_rng(3).integers(0, nv - 3, 12)]
+    a, msg_a = plume_logits(fx["hf"], ids, len(ids), 0, tmp, nv)
+    b, msg_b = plume_logits(d, ids, len(ids), 0, tmp, nv)
+    check(a is not None and b is not None and np.array_equal(a, b),
+          "qwen3moe: config.json with num_experts and with num_local_experts give the same "
+          "logits %s%s" % (msg_a, msg_b))
+
+
+def rewrite_gguf(src, dst, arch=None, kv=None, tensors=None):
+    """A copy of the F32 GGUF at src, under architecture arch (its
+    <arch>.* keys renamed with it), with the keys in kv set to new values
+    and the tensors in tensors replaced."""
+    r = gguf.GGUFReader(src)
+    old = str(r.fields["general.architecture"].contents())
+    new = arch or old
+    w = gguf.GGUFWriter(dst, new)
+    for key, f in r.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        name = new + key[len(old):] if key.startswith(old + ".") else key
+        sub = f.types[1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, (kv or {}).get(name, f.contents()), f.types[0], sub_type=sub)
+    for t in r.tensors:
+        if t.tensor_type != gguf.GGMLQuantizationType.F32:
+            raise ValueError("rewrite_gguf copies F32 tensors only; %s is %s"
+                             % (t.name, t.tensor_type.name))
+        w.add_tensor(t.name, np.ascontiguousarray((tensors or {}).get(t.name, t.data)))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
 def refusals(tmp):
-    fx = make_moe_model.make(os.path.join(tmp, "refuse"), "olmoe")
-    hf = fx["hf"]
-    with open(os.path.join(hf, "config.json")) as f:
-        base = json.load(f)
+    fx = fixture(tmp, "olmoe")
+    hf = os.path.join(tmp, "refuse", "hf")
+    shutil.copytree(fx["hf"], hf)
+    base = fx["config"]
     for mt, arch in (("gpt_oss", "GptOssForCausalLM"), ("dbrx", "DbrxForCausalLM"),
                      ("deepseek_v3", "DeepseekV3ForCausalLM")):
         with open(os.path.join(hf, "config.json"), "w") as f:
@@ -130,25 +260,13 @@ def refusals(tmp):
               "in one line: %s" % err[:220])
     else:
         print("note: %s not built; the backend refusal is not checked" % plugins)
-    mx = make_moe_model.make(os.path.join(tmp, "refuse-mixtral"), "mixtral")
+    mx = fixture(tmp, "mixtral")
     p = subprocess.run([PLUME, "convert", mx["gguf"], "--to", "hf", os.path.join(tmp, "conv")],
                        capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "mixture-of-experts" in p.stderr,
           "plume convert of a MoE GGUF refused: %s" % p.stderr.strip()[:160])
-    import make_tiny_model as mtm
-    tok = mtm.build_tokenizer()
-    c = fx["config"]
     for arch in ("gpt-oss", "deepseek2"):
-        path = os.path.join(tmp, "refuse", "%s.gguf" % arch)
-        orig = gguf.GGUFWriter.__init__
-
-        def init(self, p, a, *args, _arch=arch, **kw):
-            orig(self, p, _arch, *args, **kw)
-        gguf.GGUFWriter.__init__ = init
-        try:
-            make_moe_model.write_gguf(path, c, make_moe_model.gguf_tensors(c, fx["weights"]), tok)
-        finally:
-            gguf.GGUFWriter.__init__ = orig
+        path = rewrite_gguf(fx["gguf"], os.path.join(tmp, "refuse", "%s.gguf" % arch), arch)
         p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
         err = p.stderr.strip()
         check(p.returncode != 0 and arch in err and "mixture-of-experts" in err and
@@ -169,53 +287,14 @@ def logits_env(model, ids, chunk, batch, tmp, nv, f32):
     return np.fromfile(out, dtype="<f4").astype(np.float64).reshape(len(ids), nv), ""
 
 
-def dequantized_hf(fx, path, outdir):
-    """An HF directory holding the GGUF at path's weights dequantized by
-    gguf-py (gguf.quants.dequantize), under fx's HF names (Mixtral's q/k
-    rows unpermuted): the float model the quantized file computes."""
-    import make_tiny_model as mtm
-    c = fx["config"]
-    g = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).reshape(
-        [int(x) for x in reversed(t.shape)]) for t in gguf.GGUFReader(path).tensors}
-    w = dict(fx["weights"])
-    inv = {}
-    for l in range(c["num_hidden_layers"]):
-        inv["blk.%d.attn_q.weight" % l] = ("model.layers.%d.self_attn.q_proj.weight" % l,
-                                           c["num_attention_heads"])
-        inv["blk.%d.attn_k.weight" % l] = ("model.layers.%d.self_attn.k_proj.weight" % l,
-                                           c["num_key_value_heads"])
-        inv["blk.%d.attn_v.weight" % l] = ("model.layers.%d.self_attn.v_proj.weight" % l, 0)
-        inv["blk.%d.attn_output.weight" % l] = ("model.layers.%d.self_attn.o_proj.weight" % l, 0)
-        for i, gg in enumerate(("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")):
-            for e in range(make_moe_model.n_experts(c)):
-                inv[("blk.%d.%s.weight" % (l, gg), e)] = (
-                    make_moe_model.expert_names(c, l, e)[i], 0)
-    inv["token_embd.weight"] = ("model.embed_tokens.weight", 0)
-    inv["output.weight"] = ("lm_head.weight", 0)
-    for key, (hf, heads) in inv.items():
-        a = g[key[0]][key[1]] if isinstance(key, tuple) else g[key]
-        if heads and c["model_type"] == "mixtral":  # undo convert_hf_to_gguf's permutation
-            n = a.shape[0]
-            idx = mtm.permute(np.arange(n, dtype=np.float64).reshape(n, 1), heads).ravel()
-            un = np.empty_like(a)
-            un[idx.astype(int)] = a
-            a = un
-        w[hf] = np.ascontiguousarray(a, dtype=np.float32)
-    tok = mtm.build_tokenizer()
-    mtm.write_hf(outdir, "llama", w, tok, False)
-    with open(os.path.join(outdir, "config.json"), "w") as f:
-        json.dump(c, f, indent=2)
-    return outdir
-
-
 def quantized(tmp):
     for variant in ("mixtral", "olmoe"):
-        fx = make_moe_model.make(os.path.join(tmp, "q-" + variant), variant)
+        fx = fixture(tmp, variant)
         nv = fx["config"]["vocab_size"]
         ids = [int(t) for t in np.random.default_rng(5).integers(0, nv - 3, 40)]
         for preset in ("Q8_0", "Q4_0"):
             tag = "%s %s" % (variant, preset)
-            out = os.path.join(tmp, "q-" + variant, preset + ".gguf")
+            out = os.path.join(tmp, "q-%s-%s.gguf" % (variant, preset))
             p = subprocess.run([PLUME, "quantize", fx["gguf"], out, "--to", "gguf", "--type",
                                 preset], capture_output=True, text=True, timeout=120)
             if not check(p.returncode == 0, "%s: plume quantize --to gguf %s" %
@@ -230,7 +309,7 @@ def quantized(tmp):
             check(ok, "%s: router F32, 3-D experts %s, attn_k/v %s (8 experts)" % (
                 tag, preset, want_kv))
             # the quantized file's own float model, from gguf-py's dequantization
-            orc = moe_oracle.load_hf(dequantized_hf(fx, out, os.path.join(tmp, "dq")))
+            orc = moe_oracle.load_gguf(out, fx["config"])
             ref = orc.logits(ids)
             pre, msg = plume_logits(out, ids, len(ids), 0, tmp, nv)
             if check(pre is not None, "%s: prefill runs %s" % (tag, msg)):
@@ -253,7 +332,7 @@ def quantized(tmp):
             check(bat is not None and np.array_equal(bat, pre),
                   "%s: batched chunks of 5 bit-identical to alone (int8 activations) %s"
                   % (tag, msg))
-    hf = os.path.join(tmp, "q-olmoe", "hf")
+    hf = fixture(tmp, "olmoe")["hf"]
     p = subprocess.run([PLUME, "quantize", hf, os.path.join(tmp, "x.gguf"), "--to", "gguf",
                         "--type", "Q4_0"], capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "mixture-of-experts" in p.stderr and "convert_hf_to_gguf" in
@@ -269,21 +348,17 @@ def quantized(tmp):
 
 
 def hostile(tmp):
-    """Malformed MoE metadata or tensors: one error line naming what is wrong."""
-    import make_tiny_model as mtm
-    tok = mtm.build_tokenizer()
-    fx = make_moe_model.make(os.path.join(tmp, "hostile"), "olmoe")
-    c, w = fx["config"], fx["weights"]
-    t = make_moe_model.gguf_tensors(c, w)
-    short = dict(t)
-    short["blk.1.ffn_up_exps.weight"] = t["blk.1.ffn_up_exps.weight"][:7]
-    cases = [("experts per token above the expert count", dict(c, num_experts_per_tok=9), t,
+    """Malformed MoE metadata or tensors in a copy of the converter's OLMoE
+    GGUF: one error line naming what is wrong."""
+    src = fixture(tmp, "olmoe")["gguf"]
+    up = {t.name: t for t in gguf.GGUFReader(src).tensors}["blk.1.ffn_up_exps.weight"]
+    cases = [("experts per token above the expert count", {"olmoe.expert_used_count": 9}, None,
               "olmoe.expert_used_count' (experts per token) is 9"),
-             ("5000 experts", dict(c, num_experts=5000), t, "olmoe.expert_count' is 5000"),
-             ("a 3-D expert tensor with 7 of 8 experts", c, short, "ffn_up_exps")]
-    for what, cc, tensors, needle in cases:
-        path = os.path.join(tmp, "hostile", "h.gguf")
-        make_moe_model.write_gguf(path, cc, tensors, tok)
+             ("5000 experts", {"olmoe.expert_count": 5000}, None, "olmoe.expert_count' is 5000"),
+             ("a 3-D expert tensor with 7 of 8 experts", None,
+              {"blk.1.ffn_up_exps.weight": up.data[:7]}, "ffn_up_exps")]
+    for what, kv, tensors, needle in cases:
+        path = rewrite_gguf(src, os.path.join(tmp, "hostile.gguf"), kv=kv, tensors=tensors)
         p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
         err = p.stderr.strip()
         check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
@@ -295,11 +370,18 @@ def main():
         if not os.access(b, os.X_OK):
             print("SKIP: %s not built" % b)
             return 77
+    if not os.path.isfile(os.path.join(llamacpp_convert.CONVERTER, ".complete")):
+        root = os.path.normpath(os.path.join(llamacpp_convert.CONVERTER, "..", ".."))
+        if subprocess.run([os.path.join(root, "scripts", "fetch-templates")]).returncode != 0:
+            print("SKIP: llama.cpp's converter could not be fetched (offline?); run "
+                  "scripts/fetch-templates")
+            return 77
     only = sys.argv[1:] or list(make_moe_model.VARIANTS)
     with tempfile.TemporaryDirectory(prefix="plume-moe-") as tmp:
         for v in only:
             run_variant(v, tmp)
         if not sys.argv[1:]:
+            expert_count_names(tmp)
             quantized(tmp)
             refusals(tmp)
             hostile(tmp)

@@ -387,7 +387,7 @@ static int hf_gemma(const char *path, json_t *root, plume_model_config *cfg, plu
 }
 
 /* The mixture-of-experts fields of Mixtral (num_local_experts, always
- * renormalized), Qwen3-MoE (num_experts, moe_intermediate_size,
+ * renormalized), Qwen3-MoE (num_experts or num_local_experts, moe_intermediate_size,
  * norm_topk_prob, mlp_only_layers, decoder_sparse_step) and OLMoE
  * (num_experts, norm_topk_prob, no clip_qkv), with the config classes'
  * defaults. */
@@ -397,7 +397,14 @@ static int hf_moe(const char *path, json_t *root, const char *model_type, plume_
     const bool mixtral = strcmp(model_type, "mixtral") == 0;
     const bool qwen2 = cfg->arch == PLUME_ARCH_QWEN2MOE;
     const bool qwen = cfg->arch == PLUME_ARCH_QWEN3MOE || qwen2;
-    if (hf_int(path, root, mixtral ? "num_local_experts" : "num_experts",
+    /* Qwen3-MoE's and OLMoE's config classes alias num_experts and
+     * num_local_experts (attribute_map); transformers 5 saves Qwen3-MoE's as
+     * num_local_experts, published checkpoints have num_experts. */
+    const char *xkey = mixtral ? "num_local_experts" : "num_experts";
+    if ((cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE) &&
+        !hf_get(root, xkey))
+        xkey = "num_local_experts";
+    if (hf_int(path, root, xkey,
                mixtral ? 8 : qwen2 ? 60 : qwen ? 128 : 64, &cfg->n_expert, err) ||
         hf_int(path, root, "num_experts_per_tok", mixtral ? 2 : qwen2 ? 4 : 8,
                &cfg->n_expert_used, err) ||

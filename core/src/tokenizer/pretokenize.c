@@ -28,6 +28,7 @@ struct pre_def {
 static const struct pre_def PRE_DEFS[] = {
     {"default", {RX_GPT2}, 1, false},
     {"gpt2", {RX_GPT2}, 1, false},
+    {"gpt-2", {RX_GPT2}, 1, false}, /* convert_hf_to_gguf.py's name for GPT-2's own */
     {"mpt", {RX_GPT2}, 1, false},
     {"olmo", {RX_GPT2}, 1, false},
     {"jais", {RX_GPT2}, 1, false},
@@ -63,8 +64,8 @@ const char *const *tok_pretok_patterns(const char *name, size_t *n, bool *ignore
 
 const char *tok_pretok_supported(void)
 {
-    return "default, gpt2, mpt, olmo, jais, smollm, starcoder, refact, command-r, codeshell, "
-           "exaone, llama3, llama-v3, llama-bpe, falcon3, pixtral, dbrx, smaug-bpe, qwen2, "
+    return "default, gpt2, gpt-2, mpt, olmo, jais, smollm, starcoder, refact, command-r, "
+           "codeshell, exaone, llama3, llama-v3, llama-bpe, falcon3, pixtral, dbrx, smaug-bpe, qwen2, "
            "deepseek-r1-qwen, stablelm2, megrez";
 }
 
