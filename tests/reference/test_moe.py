@@ -25,8 +25,9 @@ on gguf-py's dequantization of the same file; with plume's default int8
 activations decode and batched chunks are bit-identical to the prefill.  An HF MoE directory is refused by `--to gguf` and by the
 GPTQ/AWQ quantizer, with the way out in the message.
 
-Refusals by name: MoE families plume does not run (gpt_oss, dbrx,
-deepseek_v3 in HF; gpt-oss, deepseek2 in GGUF), and a GPTQ-quantized MoE
+Refusals by name: MoE families plume does not run (phimoe, dbrx,
+deepseek_v3 in HF; grok, deepseek2 in GGUF; gpt-oss has its own test,
+test_gpt_oss.py), and a GPTQ-quantized MoE
 checkpoint.
 
 Exit 0 pass, 1 fail, 77 skip (binaries or packages missing).
@@ -102,7 +103,7 @@ def refusals(tmp):
     hf = fx["hf"]
     with open(os.path.join(hf, "config.json")) as f:
         base = json.load(f)
-    for mt, arch in (("gpt_oss", "GptOssForCausalLM"), ("dbrx", "DbrxForCausalLM"),
+    for mt, arch in (("phimoe", "PhimoeForCausalLM"), ("dbrx", "DbrxForCausalLM"),
                      ("deepseek_v3", "DeepseekV3ForCausalLM")):
         with open(os.path.join(hf, "config.json"), "w") as f:
             json.dump(dict(base, model_type=mt, architectures=[arch]), f)
@@ -138,7 +139,7 @@ def refusals(tmp):
     import make_tiny_model as mtm
     tok = mtm.build_tokenizer()
     c = fx["config"]
-    for arch in ("gpt-oss", "deepseek2"):
+    for arch in ("grok", "deepseek2"):
         path = os.path.join(tmp, "refuse", "%s.gguf" % arch)
         orig = gguf.GGUFWriter.__init__
 
