@@ -17,6 +17,9 @@ convert_hf_to_gguf.py writes from each (F32 experts; MXFP4 experts).
     sequence, each bit-identical to the one-chunk prefill; `plume generate`
     gives the prefill's last logits bit for bit and the oracle's 8 greedy
     tokens;
+  * `plume quantize --to gguf` Q8_0 of the F32 GGUF: within TOL of the
+    oracle on gguf-py's dequantization (f32 activations), decode and
+    batched chunks bit-identical with int8 activations;
   * the o200k pre-tokenizer (GGUF tokenizer.ggml.pre "gpt-4o", the Split
     regex of gpt-oss's tokenizer.json) splits a varied text exactly as
     `tokenizers` does, from the HF directory and from the GGUF;
@@ -157,6 +160,39 @@ def pretokenizer(fx, tmp):
                   % (form, text[:24], len(want), "" if got == want else "(got %s)" % got))
 
 
+def quantized(fx, ids, tmp, nv):
+    """`plume quantize --to gguf` of the F32 GGUF to Q8_0: 2-D weights and
+    3-D experts quantized, sinks/biases/norms kept F32; with f32
+    activations within TOL of the oracle on gguf-py's dequantization of the
+    file; with plume's default int8 activations decode and batched chunks
+    bit-identical to the prefill."""
+    out = os.path.join(tmp, "q8_0.gguf")
+    p = subprocess.run([PLUME, "quantize", fx["gguf"], out, "--to", "gguf", "--type", "Q8_0"],
+                       capture_output=True, text=True, timeout=120)
+    if not check(p.returncode == 0, "gguf Q8_0: plume quantize --to gguf %s"
+                 % p.stderr.strip()[-200:]):
+        return
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+    check(all(types[n] == "Q8_0" for n in types if "_exps.weight" in n) and
+          all(types[n] == "F32" for n in types if "sinks" in n or n.endswith(".bias")),
+          "gguf Q8_0: experts Q8_0, sinks and biases F32")
+    ref = gpt_oss_oracle.load_gguf(out).logits(ids)
+    pre, msg = plume_logits(out, ids, N, 0, tmp, nv)
+    if check(pre is not None, "gguf Q8_0: prefill runs %s" % msg):
+        check(rel(pre, ref) < TOL, "gguf Q8_0 (f32 activations) vs the oracle of gguf-py's "
+              "dequantization: max |diff| / max |logit| %.2e (tol %g)" % (rel(pre, ref), TOL))
+    env = {k: v for k, v in os.environ.items() if k != "PLUME_CPU_ACTIVATIONS"}
+    runs = []
+    for chunk, batch in ((N, 0), (1, 0), (5, 1)):
+        lg = os.path.join(tmp, "q.f32")
+        p = subprocess.run([TOOL, out, lg, str(chunk), str(batch), ",".join(map(str, ids))],
+                           capture_output=True, text=True, env=env, timeout=300)
+        runs.append(np.fromfile(lg, dtype="<f4") if p.returncode == 0 else p.stderr.strip())
+    check(all(isinstance(r, np.ndarray) for r in runs) and np.array_equal(runs[0], runs[1]) and
+          np.array_equal(runs[0], runs[2]), "gguf Q8_0 (int8 activations): decode and batched "
+          "chunks of 5 bit-identical to the prefill")
+
+
 def refuse_backend(fx, tmp):
     plugins = os.path.join(test_families.BUILD_ROOT, "tests", "plugins")
     if not os.path.exists(os.path.join(plugins, "plume-picky-backend.so")):
@@ -249,6 +285,8 @@ def main():
         else:
             print("note: the llama-cpp-python sdist could not be fetched: the GGUF forms "
                   "were not run")
+        if fx["gguf"]:
+            quantized(fx, ids, tmp, nv)
         pretokenizer(fx, tmp)
         refuse_backend(fx, tmp)
         hostile(fx, tmp)
