@@ -169,13 +169,7 @@ def load_gguf(path, **kw):
     from the gpt-oss.* keys (yarn truncated as ggml's rope)."""
     import gguf
     r = gguf.GGUFReader(path)
-
-    def kv(key, default=None):
-        f = r.fields.get(key)
-        if f is None:
-            return default
-        v = f.parts[f.data[0]]
-        return v.tobytes().decode() if f.types[0] == gguf.GGUFValueType.STRING else v.item()
+    kv = family_oracle.gguf_kv(r)
     if kv("general.architecture") != "gpt-oss":
         raise ValueError("%s: not a gpt-oss GGUF" % path)
     a = "gpt-oss."

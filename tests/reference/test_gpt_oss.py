@@ -217,24 +217,23 @@ def one_line_error(path, needle, what):
           "hostile gpt-oss, %s: one error line naming %s: %s" % (what, needle, err[:220]))
 
 
-def hostile(fx, tmp):
+def hostile_hf(src, tmp, name, key, what, cut):
+    """A copy of the HF directory src with tensor key cut short by cut(a)."""
     from safetensors.numpy import load_file, save_file
-    d = os.path.join(tmp, "h-mxfp4")
-    shutil.copytree(fx["hf_mxfp4"], d)
+    d = os.path.join(tmp, name)
+    shutil.copytree(src, d)
     st = os.path.join(d, "model.safetensors")
     w = load_file(st)
-    k = "model.layers.1.mlp.experts.down_proj_scales"
-    w[k] = np.ascontiguousarray(w[k][:, :-1])
+    w[key] = np.ascontiguousarray(cut(w[key]))
     save_file(w, st, metadata={"format": "pt"})
-    one_line_error(d, "down_proj_scales", "HF MXFP4 scales one row short")
-    d = os.path.join(tmp, "h-bias")
-    shutil.copytree(fx["hf"], d)
-    st = os.path.join(d, "model.safetensors")
-    w = load_file(st)
-    k = "model.layers.2.mlp.experts.gate_up_proj_bias"
-    w[k] = np.ascontiguousarray(w[k][:, :-2])
-    save_file(w, st, metadata={"format": "pt"})
-    one_line_error(d, "gate_up_proj_bias", "HF expert bias two values short")
+    one_line_error(d, key.rsplit(".", 1)[-1], what)
+
+
+def hostile(fx, tmp):
+    hostile_hf(fx["hf_mxfp4"], tmp, "h-mxfp4", "model.layers.1.mlp.experts.down_proj_scales",
+               "HF MXFP4 scales one row short", lambda a: a[:, :-1])
+    hostile_hf(fx["hf"], tmp, "h-bias", "model.layers.2.mlp.experts.gate_up_proj_bias",
+               "HF expert bias two values short", lambda a: a[:, :-2])
     if not fx["gguf_mxfp4"]:
         return
     for what, name, dim, val, needle in (
