@@ -163,6 +163,9 @@ static int cuda_supports(plume_backend *be, plume_backend_feature f, int64_t arg
         return arg == 0 || arg == 1;
     case PLUME_FEAT_MOE: /* no gather/scatter kernels yet: the loader refuses MoE models */
         return 0;
+    case PLUME_FEAT_ATTN_SINKS: /* the attention kernel has no sink term: the loader refuses
+                                   gpt-oss, and cuda_attention refuses p->sinks */
+        return 0;
     }
     return 0;
 }
@@ -502,6 +505,10 @@ static int cuda_attention(plume_backend *be, const plume_step *st, const plume_k
     const ck_step *S = step_of(st, err);
     if (!S)
         return -1;
+    if (p->sinks)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "cuda backend: attention sinks (gpt-oss) are not implemented; it answers "
+                         "0 to PLUME_FEAT_ATTN_SINKS, so the loader should have refused the model");
     if (p->n_head <= 0 || p->n_head % kv->n_head_kv != 0 || p->window < 0 || !(p->scale >= 0) ||
         kv->head_dim > CK_HD_MAX)
         return plume_err(err, PLUME_ERR_INVALID,

@@ -234,7 +234,8 @@ static void test_ops(int f16)
         CHECK(bad == 0, "kv_store (%s): %d slots differ from the cpu's", f16 ? "f16" : "f32", bad);
         free(hk);
     }
-    const plume_attn_params ps[] = {{NH, 0, 0}, {NH, 0.2f, 0}, {NH, 0, 9}, {NKV, 0, 1}};
+    const plume_attn_params ps[] = {{NH, 0, 0, NULL}, {NH, 0.2f, 0, NULL}, {NH, 0, 9, NULL},
+                                    {NKV, 0, 1, NULL}};
     for (size_t pi = 0; pi < 4; pi++) {
         MUST(CPU->attention(cb, &sc, &pc, 1, (const plume_buf *)x, &ps[pi], (plume_buf *)c, &err));
         MUST(GPU->attention(gb, &sg, &pg, 1, dx, &ps[pi], dz, &err));

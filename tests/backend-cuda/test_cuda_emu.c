@@ -255,7 +255,8 @@ static void test_kv_and_attention(void)
             float *q = malloc(sizeof(float) * NROW * MAXH * HD);
             float *oe = malloc(sizeof(float) * NROW * MAXH * HD), *oc = malloc(sizeof(float) * NROW * MAXH * HD);
             tu_fill(q, (size_t)NROW * MAXH * HD, -2, 2);
-            const plume_attn_params ps[] = {{6, 0, 0}, {6, 0.3f, 0}, {6, 0, 7}, {2, 0, 1}, {4, 0.05f, 20}};
+            const plume_attn_params ps[] = {{6, 0, 0, NULL}, {6, 0.3f, 0, NULL}, {6, 0, 7, NULL},
+                                            {2, 0, 1, NULL}, {4, 0.05f, 20, NULL}};
             for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
                 const plume_attn_params *p = &ps[pi];
                 const ck_attn A = {q, ek, ev, f16, BS, p->n_head, NKV, HD, p->window, kv_dim,

@@ -307,7 +307,7 @@ static void test_split_threads(void **state)
                 assert_int_equal(plume_paged_attention(pool, &scratch, q + (size_t)r0 * qs,
                                                        kptr(c, t, 0), vptr(c, t, 0), t,
                                                        stride_of(t), head_stride_of(t), rows + r0,
-                                                       n_rows[b], BS, nh, NKV, HD, 0.125f, 0,
+                                                       n_rows[b], BS, nh, NKV, HD, 0.125f, 0, NULL,
                                                        o + (size_t)r0 * qs),
                                  0);
                 /* every row of the small batches, a sample of the big one */

@@ -128,8 +128,9 @@ static void test_params(void **state)
     tu_fill(v, (size_t)NROW * NKV * HD, -1, 1);
     tu_fill(q, (size_t)NROW * MAXH * HD, -2, 2);
     /* (n_head, scale, window) */
-    const plume_attn_params ps[] = {{6, 0, 0},      {6, 0.3f, 0}, {6, 0, 64}, {6, 0.05f, 1},
-                                    {6, 0.2f, 100}, {2, 0, 17},   {8, 0, 70}, {2, 0.5f, 300}};
+    const plume_attn_params ps[] = {{6, 0, 0, NULL},   {6, 0.3f, 0, NULL},   {6, 0, 64, NULL},
+                                    {6, 0.05f, 1, NULL}, {6, 0.2f, 100, NULL}, {2, 0, 17, NULL},
+                                    {8, 0, 70, NULL},  {2, 0.5f, 300, NULL}};
     static const char *const names[] = {"f32", "f16", "int8"};
     for (int dt = 0; dt < 3; dt++) {
         const char *f16 = names[dt];
@@ -184,7 +185,8 @@ static void test_params(void **state)
                 }
             }
             /* parameters no caller should pass are refused, naming them */
-            const plume_attn_params bad[] = {{5, 0, 0}, {0, 0, 0}, {6, -1, 0}, {6, 0, -2}};
+            const plume_attn_params bad[] = {{5, 0, 0, NULL}, {0, 0, 0, NULL}, {6, -1, 0, NULL},
+                                             {6, 0, -2, NULL}};
             for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
                 err = (plume_error){0};
                 assert_int_equal(B->attention(b, &all, &kv, 1, qb, &bad[i], ob, &err), -1);

@@ -247,7 +247,7 @@ static void test_paged_attention_batch(void **state)
                 assert_int_equal(plume_paged_attention(pool, &scratch, q + (size_t)r0 * qs, kx, vx,
                                                        f16, kv_dim, HD, rows + r0, nr, BS, NH, NKV,
                                                        HD, scale,
-                                                       0, o + (size_t)r0 * qs),
+                                                       0, NULL, o + (size_t)r0 * qs),
                                  0);
                 for (int r = r0; r < r0 + nr; r++)
                     for (int g = 0; g < NKV; g++) {

@@ -242,6 +242,20 @@ def load_hf(d):
 
 # ---- GGUF (llama.cpp's converter undone) ------------------------------------
 
+def gguf_kv(r):
+    """kv(key, default=None): the scalar or string metadata value of the
+    GGUFReader r at key, or default when it is absent."""
+    import gguf
+
+    def kv(key, default=None):
+        f = r.fields.get(key)
+        if f is None:
+            return default
+        v = f.parts[f.data[0]]
+        return v.tobytes().decode() if f.types[0] == gguf.GGUFValueType.STRING else v.item()
+    return kv
+
+
 # llama.cpp's per-layer tensor names (after blk.N.) -> transformers' (after
 # model.layers.N.): attention and a dense MLP, as every family here has them
 # (moe_oracle.py adds its own).
@@ -272,14 +286,7 @@ def load_gemma3_gguf(path):
     every 6th layer full (LLM_ARCH_GEMMA3)."""
     import gguf
     r = gguf.GGUFReader(path)
-
-    def kv(key, default=None):
-        f = r.fields.get(key)
-        if f is None:
-            return default
-        v = f.parts[f.data[0]]
-        return v.tobytes().decode() if f.types[0] == gguf.GGUFValueType.STRING else v.item()
-
+    kv = gguf_kv(r)
     arch = kv("general.architecture")
     if arch != "gemma3":
         raise ValueError("%s: architecture %s, expected gemma3" % (path, arch))

@@ -45,6 +45,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import llamacpp_convert  # noqa: E402
 import make_tiny_model as mtm  # noqa: E402
 
 BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -128,9 +129,8 @@ def redraw(model, seed):
 
 def convert(hf, out):
     """llama.cpp's convert_hf_to_gguf.py on hf, --outtype f32, into out."""
-    p = subprocess.run([sys.executable, os.path.join(HERE, "llamacpp_convert.py"), hf,
-                        "--outtype", "f32", "--outfile", out],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(llamacpp_convert.command(hf, out), capture_output=True, text=True,
+                       timeout=600)
     if p.returncode != 0 or not os.path.isfile(out):
         raise RuntimeError("llama.cpp's convert_hf_to_gguf.py failed on %s (exit %d): %s"
                            % (hf, p.returncode, p.stderr.strip()[-1500:]))

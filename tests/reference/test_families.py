@@ -24,7 +24,8 @@ Sliding windows are 16 tokens, so 80 positions run well past them (with
 full attention instead, the oracle's logits move by 33 (Mistral), 15 (Qwen2)
 and 6 (Gemma 3)).
 
-Refusals by name: gpt-oss (the MoE families plume runs: test_moe.py), multimodal Gemma 3, longrope, su, attention
+Refusals by name: dbrx (the MoE families plume runs: test_moe.py and
+test_gpt_oss.py), multimodal Gemma 3, longrope, su, attention
 soft-capping; malformed GGUF family metadata (rope_freqs.weight of the wrong
 length or not positive, a yarn factor below 1, longrope) gives one error line.
 
@@ -164,7 +165,7 @@ def refusals(tmp):
     with open(os.path.join(hf, "config.json")) as f:
         base = json.load(f)
     cases = [
-        ("gpt-oss", dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"]),
+        ("dbrx", dict(model_type="dbrx", architectures=["DbrxForCausalLM"]),
          "mixture-of-experts"),
         ("multimodal Gemma 3", dict(model_type="gemma3",
                                     architectures=["Gemma3ForConditionalGeneration"]),

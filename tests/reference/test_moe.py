@@ -37,9 +37,10 @@ default int8 activations decode and batched chunks are bit-identical to the
 prefill.  An HF MoE directory is refused by `--to gguf` and by the GPTQ/AWQ
 quantizer, with the way out in the message.
 
-Refusals by name: MoE families plume does not run (gpt_oss, dbrx,
-deepseek_v3 in HF; gpt-oss, deepseek2 in GGUF: copies of the converter's
-OLMoE GGUF under those architectures), and a GPTQ-quantized MoE checkpoint.
+Refusals by name: MoE families plume does not run (phimoe, dbrx,
+deepseek_v3 in HF; grok, deepseek2 in GGUF: copies of the converter's
+OLMoE GGUF under those architectures; gpt-oss has its own test,
+test_gpt_oss.py), and a GPTQ-quantized MoE checkpoint.
 Hostile GGUFs (copies of the converter's OLMoE GGUF with one key or tensor
 changed): one error line naming what is wrong.
 
@@ -232,7 +233,7 @@ def refusals(tmp):
     hf = os.path.join(tmp, "refuse", "hf")
     shutil.copytree(fx["hf"], hf)
     base = fx["config"]
-    for mt, arch in (("gpt_oss", "GptOssForCausalLM"), ("dbrx", "DbrxForCausalLM"),
+    for mt, arch in (("phimoe", "PhimoeForCausalLM"), ("dbrx", "DbrxForCausalLM"),
                      ("deepseek_v3", "DeepseekV3ForCausalLM")):
         with open(os.path.join(hf, "config.json"), "w") as f:
             json.dump(dict(base, model_type=mt, architectures=[arch]), f)
@@ -265,7 +266,7 @@ def refusals(tmp):
                        capture_output=True, text=True, timeout=60)
     check(p.returncode != 0 and "mixture-of-experts" in p.stderr,
           "plume convert of a MoE GGUF refused: %s" % p.stderr.strip()[:160])
-    for arch in ("gpt-oss", "deepseek2"):
+    for arch in ("grok", "deepseek2"):
         path = rewrite_gguf(fx["gguf"], os.path.join(tmp, "refuse", "%s.gguf" % arch), arch)
         p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
         err = p.stderr.strip()
@@ -370,12 +371,10 @@ def main():
         if not os.access(b, os.X_OK):
             print("SKIP: %s not built" % b)
             return 77
-    if not os.path.isfile(os.path.join(llamacpp_convert.CONVERTER, ".complete")):
-        root = os.path.normpath(os.path.join(llamacpp_convert.CONVERTER, "..", ".."))
-        if subprocess.run([os.path.join(root, "scripts", "fetch-templates")]).returncode != 0:
-            print("SKIP: llama.cpp's converter could not be fetched (offline?); run "
-                  "scripts/fetch-templates")
-            return 77
+    if not llamacpp_convert.converter_dir():
+        print("SKIP: llama.cpp's converter could not be fetched (offline?); run "
+              "scripts/fetch-llama-cpp")
+        return 77
     only = sys.argv[1:] or list(make_moe_model.VARIANTS)
     with tempfile.TemporaryDirectory(prefix="plume-moe-") as tmp:
         for v in only:

@@ -100,6 +100,15 @@ typedef struct plume_attn_params {
     float scale;     /* softmax scale applied to q·k; 0 means 1/sqrt(head_dim) */
     int32_t window;  /* > 0: sliding window, a row at position p attends to
                         positions max(0, p - window + 1) .. p only; 0: all of 0 .. p */
+    /* Optional attention sinks (gpt-oss): a prepared f32 vector of n_head
+     * logits, one per query head, that join each row's softmax denominator
+     * and no value (head h: out = Σ_i e^{s_i} v_i / (Σ_i e^{s_i} + e^{sink_h}),
+     * transformers' eager_attention_forward in modeling_gpt_oss.py).  NULL:
+     * none.  The core sets it only on a backend that answers
+     * supports(PLUME_FEAT_ATTN_SINKS) with 1; a backend built before the
+     * field existed never sees it (it says no to a feature it does not
+     * know, and a caller never builds this struct shorter than it is). */
+    const plume_bweight *sinks;
 } plume_attn_params;
 
 /* Bytes of K and V one cached position takes over all layers (from the
@@ -139,6 +148,8 @@ typedef enum plume_backend_feature {
     PLUME_FEAT_ROPE_ADJACENT,   /* arg: 1 = pairs (2i, 2i+1), 0 = (i, i + head_dim/2) */
     PLUME_FEAT_MOE,             /* mixture-of-experts layers (gather_rows, scatter_add_rows
                                    and a matmul per active expert); arg: experts per token */
+    PLUME_FEAT_ATTN_SINKS,      /* attention reads plume_attn_params.sinks (arg: query heads);
+                                   a backend that does not know it answers 0 */
 } plume_backend_feature;
 
 /* What microbench measures (`plume bench roofline`).  A backend answers the
@@ -392,6 +403,16 @@ typedef struct plume_backend_vtable {
      * weight_prepare. */
     int (*weight_fill)(plume_backend *b, const plume_tensor *t, const plume_fill_spec *spec,
                        plume_bweight **out, plume_error *err);
+
+    /* ---- optional (version 5, appended later): gpt-oss's experts ---- */
+
+    /* gate[i] = g * sigmoid(alpha g) * (u + 1) for i < n (in place in gate),
+     * with g = min(gate[i], limit) and u = clamp(up[i], -limit, limit):
+     * the clamped SwiGLU of transformers' GptOssExperts._apply_gate (alpha
+     * 1.702, limit 7.0 there; llama.cpp's ggml_swiglu_oai).  A backend
+     * without it (NULL, or past its struct_size) cannot run gpt-oss. */
+    int (*swiglu_oai)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
+                      float alpha, float limit, plume_error *err);
 } plume_backend_vtable;
 
 /* True when vtable vt has the optional op `field` (set, and inside the

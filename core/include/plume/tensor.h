@@ -32,6 +32,7 @@ typedef enum plume_dtype {
     PLUME_DTYPE_IQ4_NL = 20,
     PLUME_DTYPE_IQ4_XS = 23,
     PLUME_DTYPE_BF16 = 30,
+    PLUME_DTYPE_MXFP4 = 39, /* gpt-oss's experts: 32 e2m1 values and an E8M0 scale (17 B) */
 } plume_dtype;
 
 #define PLUME_MAX_DIMS 4

@@ -101,6 +101,7 @@ bool plume_dtype_supported(uint32_t type)
     case PLUME_DTYPE_Q8_K:
     case PLUME_DTYPE_IQ4_NL:
     case PLUME_DTYPE_IQ4_XS:
+    case PLUME_DTYPE_MXFP4:
         return true;
     default:
         return false;
@@ -157,6 +158,31 @@ static void dequant_bf16(const uint8_t *src, float *dst, int64_t n)
         uint16_t b;
         memcpy(&b, src + 2 * i, 2);
         dst[i] = plume_bf16_to_fp32(b);
+    }
+}
+
+/* MXFP4 (17 B / 32, ggml type 39, gpt-oss's experts): e u8 (an E8M0
+ * exponent), qs u8[16] of e2m1 codes, nibbles ordered as Q4_0 (low nibble
+ * of byte j is element j, high is j+16); y = d * kvalues[code] with the
+ * doubled e2m1 values kvalues = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}
+ * and d = 2^(e-128) built from its bits as ggml_e8m0_to_fp32_half
+ * (ggml-impl.h) and gguf-py 0.19.0's quants.py MXFP4.e8m0_to_fp32_half do:
+ * e < 2 gives the subnormal bits 0x00200000 << e.  Every product is exact
+ * in f32, so the result equals gguf-py's bit for bit. */
+static const int8_t mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static void dequant_mxfp4(const uint8_t *src, float *dst, int64_t nb)
+{
+    for (int64_t b = 0; b < nb; b++, src += 17, dst += 32) {
+        const uint32_t e = src[0];
+        const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+        float d;
+        memcpy(&d, &bits, 4);
+        const uint8_t *qs = src + 1;
+        for (int j = 0; j < 16; j++) {
+            dst[j] = d * (float)mxfp4_kvalues[qs[j] & 0x0F];
+            dst[j + 16] = d * (float)mxfp4_kvalues[qs[j] >> 4];
+        }
     }
 }
 
@@ -456,5 +482,6 @@ void plume_dequantize(plume_dtype type, const void *src, float *dst, int64_t n)
     case PLUME_DTYPE_Q8_K: dequant_q8_k(s, dst, nb); break;
     case PLUME_DTYPE_IQ4_NL: dequant_iq4_nl(s, dst, nb); break;
     case PLUME_DTYPE_IQ4_XS: dequant_iq4_xs(s, dst, nb); break;
+    case PLUME_DTYPE_MXFP4: dequant_mxfp4(s, dst, nb); break;
     }
 }

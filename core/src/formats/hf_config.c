@@ -4,7 +4,8 @@
  * (Qwen3ForCausalLM: q/k norms), gemma3_text (Gemma3ForCausalLM) and the
  * mixtures of experts mixtral (MixtralForCausalLM), qwen3_moe
  * (Qwen3MoeForCausalLM), qwen2_moe (Qwen2MoeForCausalLM: a shared expert)
- * and olmoe (OlmoeForCausalLM); RoPE
+ * olmoe (OlmoeForCausalLM) and gpt_oss (GptOssForCausalLM: attention sinks,
+ * biased router and experts, clamped SwiGLU); RoPE
  * scalings default/linear/dynamic/yarn/llama3; sliding windows. */
 #include "model/config.h"
 
@@ -32,13 +33,14 @@ static const hf_arch hf_archs[] = {
     {"qwen3_moe", "Qwen3MoeForCausalLM", PLUME_ARCH_QWEN3MOE, false},
     {"olmoe", "OlmoeForCausalLM", PLUME_ARCH_OLMOE, false},
     {"qwen2_moe", "Qwen2MoeForCausalLM", PLUME_ARCH_QWEN2MOE, true},
+    {"gpt_oss", "GptOssForCausalLM", PLUME_ARCH_GPT_OSS, true},
 };
 
 /* Mixture-of-experts families plume does not run, by model_type and
  * architecture, for hf_refused's message. */
 #define MOE_NOT_YET                                                                                \
     "this mixture-of-experts family is not supported (supported MoE families: mixtral, "          \
-    "qwen3_moe, qwen2_moe, olmoe)"
+    "qwen3_moe, qwen2_moe, olmoe, gpt_oss)"
 
 
 /* Families refused by name, with the reason. */
@@ -46,7 +48,6 @@ static const struct {
     const char *name;
     const char *why;
 } hf_refused[] = {
-    {"gpt_oss", MOE_NOT_YET},            {"GptOssForCausalLM", MOE_NOT_YET},
     {"deepseek_v2", MOE_NOT_YET},        {"DeepseekV2ForCausalLM", MOE_NOT_YET},
     {"deepseek_v3", MOE_NOT_YET},        {"DeepseekV3ForCausalLM", MOE_NOT_YET},
     {"dbrx", MOE_NOT_YET},               {"DbrxForCausalLM", MOE_NOT_YET},
@@ -98,7 +99,7 @@ static int hf_pick_arch(const char *path, json_t *root, const hf_arch **out, plu
     }
     return plume_err(err, PLUME_ERR_UNSUPPORTED,
                      "%s: unsupported architecture %s (supported: llama, mistral, qwen2, qwen3, "
-                     "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe)",
+                     "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss)",
                      path, name);
 }
 
@@ -236,10 +237,26 @@ static int hf_rope_obj(const char *path, json_t *root, json_t *rs, const char *w
 static int hf_rope(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
 {
     const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
+    const bool gpt_oss = cfg->arch == PLUME_ARCH_GPT_OSS;
     json_t *rp = hf_get(root, "rope_parameters"), *rs = hf_get(root, "rope_scaling");
     if (rp && !json_is_object(rp))
         return plume_err(err, PLUME_ERR_FORMAT, "%s: rope_parameters must be an object", path);
-    double theta = gemma ? 1000000.0 : 10000.0;
+    /* GptOssConfig: default_theta 150000 and, without rope_parameters, yarn
+     * (configuration_gpt_oss.py's __post_init__) */
+    double theta = gemma ? 1000000.0 : gpt_oss ? 150000.0 : 10000.0;
+    if (gpt_oss && !rp && !rs) {
+        json_t *d = json_pack("{s:s, s:f, s:f, s:f, s:b, s:i}", "rope_type", "yarn", "factor", 32.0,
+                              "beta_fast", 32.0, "beta_slow", 1.0, "truncate", 0,
+                              "original_max_position_embeddings", 4096);
+        if (!d)
+            return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory", path);
+        int rc = hf_rope_obj(path, root, d, "rope_parameters (GptOssConfig's default)", theta,
+                             cfg->n_ctx_train, &cfg->rope, err);
+        json_decref(d);
+        cfg->rope_local = cfg->rope;
+        cfg->rope_theta = cfg->rope.theta;
+        return rc;
+    }
     if (gemma && rp && (hf_get(rp, "full_attention") || hf_get(rp, "sliding_attention"))) {
         float local_theta = 0;
         if (hf_float(path, root, "rope_local_base_freq", 10000.0, &local_theta, err) ||
@@ -280,7 +297,9 @@ static int hf_windows(const char *path, json_t *root, const char *model_type,
     const bool qwen = cfg->arch == PLUME_ARCH_QWEN2 || cfg->arch == PLUME_ARCH_QWEN3 ||
                       cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_QWEN2MOE;
     const bool mistral = strcmp(model_type, "mistral") == 0 || strcmp(model_type, "mixtral") == 0;
-    const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
+    const bool gpt_oss = cfg->arch == PLUME_ARCH_GPT_OSS;
+    /* Gemma 3 and gpt-oss alternate windowed and full layers by a period */
+    const bool gemma = cfg->arch == PLUME_ARCH_GEMMA3 || gpt_oss;
     if (!qwen && !mistral && !gemma)
         return 0; /* Llama has no sliding window (its config ignores the field) */
     bool use = true;
@@ -288,7 +307,8 @@ static int hf_windows(const char *path, json_t *root, const char *model_type,
         return -1;
     if (!use)
         return 0;
-    if (hf_int(path, root, "sliding_window", gemma ? 4096 : 0, &cfg->sliding_window, err))
+    if (hf_int(path, root, "sliding_window", gpt_oss ? 128 : gemma ? 4096 : 0,
+               &cfg->sliding_window, err))
         return -1;
     if (cfg->sliding_window == 0)
         return 0;
@@ -319,7 +339,9 @@ static int hf_windows(const char *path, json_t *root, const char *model_type,
     if (qwen && cfg->arch != PLUME_ARCH_QWEN3MOE &&
         hf_int(path, root, "max_window_layers", 28, &from, err))
         return -1;
-    if (gemma && hf_int(path, root, "sliding_window_pattern", 6, &period, err))
+    if (gpt_oss) /* GptOssConfig: "sliding_attention" if (i + 1) % 2 else "full_attention" */
+        period = 2;
+    else if (gemma && hf_int(path, root, "sliding_window_pattern", 6, &period, err))
         return -1;
     for (int l = 0; l < cfg->n_layer; l++)
         cfg->swa_layer[l] = gemma ? (period == 0 || (l + 1) % period != 0) : l >= from;
@@ -386,6 +408,24 @@ static int hf_gemma(const char *path, json_t *root, plume_model_config *cfg, plu
     return 0;
 }
 
+/* gpt-oss's experts (GptOssConfig): num_local_experts (128),
+ * num_experts_per_tok (4), each expert intermediate_size wide; the router's
+ * top-k logits then softmax over them (GptOssTopKRouter: plume's
+ * moe_norm_topk); biases everywhere; the clamped SwiGLU with swiglu_alpha
+ * (1.702) and swiglu_limit (7.0), which older configs do not write. */
+static int hf_gpt_oss(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
+{
+    if (hf_int(path, root, "num_local_experts", 128, &cfg->n_expert, err) ||
+        hf_int(path, root, "num_experts_per_tok", 4, &cfg->n_expert_used, err) ||
+        hf_float(path, root, "swiglu_alpha", 1.702, &cfg->swiglu_alpha, err) ||
+        hf_float(path, root, "swiglu_limit", 7.0, &cfg->swiglu_limit, err))
+        return -1;
+    cfg->n_ff_exp = cfg->n_ff;
+    cfg->moe_norm_topk = true;
+    cfg->attn_sinks = cfg->moe_bias = cfg->swiglu_oai = true;
+    return 0;
+}
+
 /* The mixture-of-experts fields of Mixtral (num_local_experts, always
  * renormalized), Qwen3-MoE (num_experts or num_local_experts, moe_intermediate_size,
  * norm_topk_prob, mlp_only_layers, decoder_sparse_step) and OLMoE
@@ -394,6 +434,8 @@ static int hf_gemma(const char *path, json_t *root, plume_model_config *cfg, plu
 static int hf_moe(const char *path, json_t *root, const char *model_type, plume_model_config *cfg,
                   plume_error *err)
 {
+    if (cfg->arch == PLUME_ARCH_GPT_OSS) /* GptOssConfig's fields and defaults */
+        return hf_gpt_oss(path, root, cfg, err);
     const bool mixtral = strcmp(model_type, "mixtral") == 0;
     const bool qwen2 = cfg->arch == PLUME_ARCH_QWEN2MOE;
     const bool qwen = cfg->arch == PLUME_ARCH_QWEN3MOE || qwen2;
@@ -477,16 +519,18 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
     /* head_dim defaults of transformers' config classes */
     const bool moe = strcmp(arch->model_type, "mixtral") == 0 ||
                      arch->arch == PLUME_ARCH_QWEN3MOE || arch->arch == PLUME_ARCH_OLMOE ||
-                     arch->arch == PLUME_ARCH_QWEN2MOE;
+                     arch->arch == PLUME_ARCH_QWEN2MOE || arch->arch == PLUME_ARCH_GPT_OSS;
     if (moe && cfg->n_layer > PLUME_MAX_LAYERS)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: mixture-of-experts models with more than %d layers are not supported",
                          path, PLUME_MAX_LAYERS);
+    const bool gpt_oss = arch->arch == PLUME_ARCH_GPT_OSS;
     int64_t hd_default = arch->arch == PLUME_ARCH_QWEN3 ? 128
                          : gemma                       ? 256
+                         : gpt_oss                     ? 64 /* GptOssConfig.head_dim */
                                                        : cfg->n_embd / cfg->n_head;
     if (hf_int(path, root, "head_dim", hd_default, &cfg->head_dim, err) ||
-        hf_float(path, root, "rms_norm_eps", 1e-6, &cfg->rms_eps, err) ||
+        hf_float(path, root, "rms_norm_eps", gpt_oss ? 1e-5 : 1e-6, &cfg->rms_eps, err) ||
         hf_bool(path, root, "tie_word_embeddings", gemma, &cfg->tied_embeddings, err) ||
         hf_rope(path, root, cfg, err) || hf_windows(path, root, arch->model_type, cfg, err))
         return -1;
@@ -542,7 +586,7 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
 {
     if (!cfg)
         return plume_err(err, PLUME_ERR_INVALID, "plume_config_validate: NULL config");
-    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_QWEN2MOE)
+    if (cfg->arch < PLUME_ARCH_LLAMA || cfg->arch > PLUME_ARCH_GPT_OSS)
         return plume_err(err, PLUME_ERR_RANGE, "arch %d is not a known architecture", (int)cfg->arch);
     if (hf_positive(cfg->n_vocab, "n_vocab", "vocab_size", err) ||
         hf_positive(cfg->n_embd, "n_embd", "hidden_size", err) ||
@@ -598,6 +642,17 @@ int plume_config_validate(const plume_model_config *cfg, plume_error *err)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "mixture-of-experts models with more than %d layers are not supported",
                          PLUME_MAX_LAYERS);
+    if (cfg->swiglu_oai && (!(cfg->swiglu_limit > 0.0f) || !isfinite(cfg->swiglu_limit) ||
+                            !isfinite(cfg->swiglu_alpha)))
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "swiglu_limit %g must be positive and swiglu_alpha %g finite",
+                         (double)cfg->swiglu_limit, (double)cfg->swiglu_alpha);
+    if ((cfg->attn_sinks || cfg->swiglu_oai || cfg->moe_bias) &&
+        cfg->arch != PLUME_ARCH_GPT_OSS)
+        return plume_err(err, PLUME_ERR_RANGE,
+                         "attention sinks, expert biases and the clamped SwiGLU are gpt-oss's "
+                         "alone; arch %d has them set",
+                         (int)cfg->arch);
     if (cfg->rope_style != PLUME_ROPE_ADJACENT && cfg->rope_style != PLUME_ROPE_HALF)
         return plume_err(err, PLUME_ERR_RANGE, "rope_style %d is not known", (int)cfg->rope_style);
     return 0;

@@ -23,6 +23,8 @@ typedef enum plume_arch {
     PLUME_ARCH_QWEN3MOE = 4, /* Qwen3 attention, mixture-of-experts MLP */
     PLUME_ARCH_OLMOE = 5,    /* q/k RMSNorm over the whole projection, MoE MLP */
     PLUME_ARCH_QWEN2MOE = 6, /* Qwen2 attention (q/k/v bias), MoE MLP with a shared expert */
+    PLUME_ARCH_GPT_OSS = 7,  /* q/k/v/o bias, attention sinks, biased router and experts with
+                                the clamped SwiGLU (see plume_model_config's gpt-oss fields) */
 } plume_arch;
 /* Mixtral is PLUME_ARCH_LLAMA with n_expert > 0. */
 
@@ -113,6 +115,17 @@ typedef struct plume_model_config {
      * one-output linear (shared_expert_gate); 0: none */
     int32_t n_ff_shexp;
     uint8_t dense_layer[PLUME_MAX_LAYERS];
+    /* gpt-oss (transformers' modeling_gpt_oss.py, llama.cpp's openai-moe.cpp):
+     * a per-head learned sink logit in every attention softmax
+     * (self_attn.sinks, GGUF blk.N.attn_sinks.weight); the router and
+     * every expert's gate, up and down have biases; the experts' activation
+     * is the clamped SwiGLU g·sigmoid(alpha·g)·(u + 1) with g = min(gate,
+     * limit), u = clamp(up, ±limit) (backend op swiglu_oai).  The router's
+     * top-k then softmax over the k is moe_norm_topk's computation. */
+    bool attn_sinks;
+    bool moe_bias;
+    bool swiglu_oai;
+    float swiglu_alpha, swiglu_limit;
 } plume_model_config;
 
 /* True when layer l of cfg is a mixture-of-experts layer. */

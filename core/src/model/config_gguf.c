@@ -113,6 +113,11 @@ static int gguf_rope(const gguf_file *f, const char *arch, plume_model_config *c
                 attn * (r->factor > 1.0f ? 1.0f + 0.1f * logf(r->factor) : 1.0f);
     }
     cfg->rope_local = *r;
+    /* gpt-oss (openai-moe.cpp): the windowed layers' base is
+     * rope.freq_base_swa when present, with the same scaling */
+    if (cfg->arch == PLUME_ARCH_GPT_OSS &&
+        opt_f32(f, arch, "rope.freq_base_swa", r->theta, &cfg->rope_local.theta, err))
+        return -1;
     if (cfg->arch == PLUME_ARCH_GEMMA3) {
         memset(&cfg->rope_local, 0, sizeof cfg->rope_local);
         if (opt_f32(f, arch, "rope.freq_base_swa", 10000.0f, &cfg->rope_local.theta, err))
@@ -128,9 +133,14 @@ static int gguf_rope(const gguf_file *f, const char *arch, plume_model_config *c
 static int gguf_windows(const gguf_file *f, const char *arch, plume_model_config *cfg,
                         plume_error *err)
 {
-    bool gemma = cfg->arch == PLUME_ARCH_GEMMA3;
+    bool gemma = cfg->arch == PLUME_ARCH_GEMMA3, gpt_oss = cfg->arch == PLUME_ARCH_GPT_OSS;
     if (opt_u32(f, arch, "attention.sliding_window", gemma ? 4096 : 0, &cfg->sliding_window, err))
         return -1;
+    if (gpt_oss && cfg->sliding_window == 0) /* openai-moe.cpp: a required key */
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: architecture gpt-oss needs '%s.attention.sliding_window' (the "
+                         "window of its alternate layers); fix the metadata",
+                         gguf_path(f), arch);
     if (cfg->sliding_window == 0)
         return 0;
     if (cfg->n_layer > PLUME_MAX_LAYERS)
@@ -152,11 +162,14 @@ static int gguf_windows(const gguf_file *f, const char *arch, plume_model_config
             cfg->swa_layer[l] = items[l].b;
         return 0;
     }
+    /* llama.cpp's set_swa_pattern(n): layer il slides iff il % n < n - 1
+     * (gemma3: n = 6; openai-moe: load_swa_pattern(ml, 2)) */
     int32_t period = 0;
-    if (gemma && opt_u32(f, arch, "attention.sliding_window_pattern", 6, &period, err))
+    if ((gemma || gpt_oss) && opt_u32(f, arch, "attention.sliding_window_pattern",
+                                      gemma ? 6 : 2, &period, err))
         return -1;
     for (int l = 0; l < cfg->n_layer; l++)
-        cfg->swa_layer[l] = !gemma || period == 0 || (l + 1) % period != 0;
+        cfg->swa_layer[l] = !(gemma || gpt_oss) || period == 0 || (l + 1) % period != 0;
     return 0;
 }
 
@@ -196,7 +209,7 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
                     plume_error *err)
 {
     bool moe_arch = cfg->arch == PLUME_ARCH_QWEN3MOE || cfg->arch == PLUME_ARCH_OLMOE ||
-                    cfg->arch == PLUME_ARCH_QWEN2MOE;
+                    cfg->arch == PLUME_ARCH_QWEN2MOE || cfg->arch == PLUME_ARCH_GPT_OSS;
     if (!moe_arch && cfg->arch != PLUME_ARCH_LLAMA)
         return 0; /* llama.cpp's qwen2/qwen3/gemma3 graphs have no experts: keys ignored */
     if (opt_u32(f, arch, "expert_count", 0, &cfg->n_expert, err))
@@ -250,8 +263,23 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
                          : gating != 1 ? "expert_gating_func other than softmax (1) is not "
                                          "supported"
                                        : "expert_weights_scale other than 1 is not supported");
-    /* llama.cpp's graphs: llama and qwen3moe renormalize, olmoe and qwen2moe do not */
+    /* llama.cpp's graphs: llama and qwen3moe renormalize, olmoe and qwen2moe do not;
+     * gpt-oss's SOFTMAX_WEIGHT gating is a softmax over the k chosen logits,
+     * the same numbers */
     cfg->moe_norm_topk = cfg->arch != PLUME_ARCH_OLMOE && cfg->arch != PLUME_ARCH_QWEN2MOE;
+    if (cfg->arch == PLUME_ARCH_GPT_OSS) {
+        /* openai-moe.cpp: biases everywhere; llama-graph.cpp's
+         * LLM_FFN_SWIGLU_OAI_MOE fixes alpha 1.702 and limit 7.0 */
+        cfg->attn_sinks = cfg->moe_bias = cfg->swiglu_oai = true;
+        cfg->swiglu_alpha = 1.702f;
+        cfg->swiglu_limit = 7.0f;
+        return cfg->n_layer > PLUME_MAX_LAYERS
+                   ? plume_err(err, PLUME_ERR_UNSUPPORTED,
+                               "%s: mixture-of-experts models with more than %d layers are not "
+                               "supported",
+                               gguf_path(f), PLUME_MAX_LAYERS)
+                   : 0;
+    }
     char key[128];
     snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
     const gguf_value *v = gguf_get(f, key);
@@ -267,7 +295,7 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
 
 /* GGUF architectures of mixture-of-experts families plume does not run. */
 static const char *const gguf_moe_refused[] = {
-    "gpt-oss", "deepseek2", "deepseek", "dbrx", "grok", "arctic", "phimoe",
+    "deepseek2", "deepseek", "dbrx", "grok", "arctic", "phimoe",
     "granitemoe", "granitehybrid", "llama4", "jamba", "glm4moe", "minimax-m2", "ernie4_5-moe",
     "hunyuan-moe", "bailingmoe", "bailingmoe2", "dots1", "smallthinker", "lfm2moe",
     "qwen3vlmoe", "qwen3next",
@@ -310,6 +338,10 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
         cfg->arch = PLUME_ARCH_QWEN2MOE;
         cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted (as qwen2) */
         cfg->qkv_bias = true;
+    } else if (strcmp(arch, "gpt-oss") == 0) {
+        cfg->arch = PLUME_ARCH_GPT_OSS;
+        cfg->rope_style = PLUME_ROPE_HALF; /* LLAMA_ROPE_TYPE_NEOX, not permuted */
+        cfg->qkv_bias = true;              /* and attn_output.bias: the native linears' */
     } else if (strcmp(arch, "olmoe") == 0) {
         cfg->arch = PLUME_ARCH_OLMOE;
         cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
@@ -320,11 +352,11 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                 return plume_err(err, PLUME_ERR_UNSUPPORTED,
                                  "%s: architecture '%s': this mixture-of-experts family is not "
                                  "supported (supported MoE architectures: llama with experts "
-                                 "(Mixtral), qwen3moe, qwen2moe, olmoe)",
+                                 "(Mixtral), qwen3moe, qwen2moe, olmoe, gpt-oss)",
                                  gguf_path(f), arch);
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
-                         "gemma3, qwen3moe, qwen2moe, olmoe)",
+                         "gemma3, qwen3moe, qwen2moe, olmoe, gpt-oss)",
                          gguf_path(f), arch);
     }
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", arch);

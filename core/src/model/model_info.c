@@ -126,6 +126,8 @@ void plume_model_describe(const plume_model *m, void *stream)
         [PLUME_ARCH_QWEN3MOE] = "qwen3moe (q/k norms, mixture of experts)",
         [PLUME_ARCH_OLMOE] = "olmoe (q/k norms over the whole projections, mixture of experts)",
         [PLUME_ARCH_QWEN2MOE] = "qwen2moe (q/k/v bias, mixture of experts with a shared expert)",
+        [PLUME_ARCH_GPT_OSS] = "gpt-oss (q/k/v/o bias, attention sinks, biased router and experts, "
+                               "clamped SwiGLU)",
     };
     fprintf(f, "architecture:   %s\n", c->arch_name);
     fprintf(f, "family:         %s\n", families[c->arch]);

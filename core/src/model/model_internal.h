@@ -31,6 +31,11 @@ typedef struct plume_moe {
     /* Qwen2-MoE's shared expert and its gate (n_embd -> 1), else unloaded */
     plume_lin sh_gate, sh_up, sh_down, sh_router;
     plume_tensor sh_router_view; /* the gate as a [1][n_embd] matrix */
+    /* gpt-oss: each expert's gate, up and down bias as 1-D views
+     * ([3 * n_expert]), and the host memory an HF checkpoint's experts were
+     * rearranged into (moe_repack.h; the views point there), else NULL */
+    plume_tensor *bias_views;
+    void *repacked[5];
 } plume_moe;
 
 typedef struct plume_layer {
@@ -38,6 +43,7 @@ typedef struct plume_layer {
     plume_bweight *attn_norm, *ffn_norm; /* n_embd */
     plume_bweight *q_norm, *k_norm;      /* head_dim (Qwen3, Gemma 3), else NULL */
     plume_bweight *post_attn_norm, *post_ffn_norm; /* n_embd (Gemma 3), else NULL */
+    plume_bweight *sinks;                /* n_head attention sink logits (gpt-oss), else NULL */
     const plume_bweight *rope_freq;      /* the model's global or local inv_freq */
     float attn_scale;                    /* softmax scale; 0: 1/sqrt(head_dim) */
     int32_t window;                      /* sliding window (0: full attention) */

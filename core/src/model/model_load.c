@@ -34,6 +34,12 @@ static const tensor_name layer_names[T_COUNT] = {
  * post_attention_layernorm is the norm of the attention output). */
 static const char *const gemma_hf_ffn_norm = "model.layers.%d.pre_feedforward_layernorm.weight";
 
+/* gpt-oss GGUFs name the pre-MLP norm LLM_TENSOR_ATTN_POST_NORM
+ * (openai-moe.cpp), and keep one sink logit per query head. */
+static const char *const gpt_oss_gguf_ffn_norm = "blk.%d.post_attention_norm.weight";
+static const tensor_name sinks_name = {"blk.%d.attn_sinks.weight",
+                                       "model.layers.%d.self_attn.sinks"};
+
 /* The linear layers of a decoder layer by name prefix: the matrix is
  * "<prefix>.weight" (or a quant method's tensors), the bias "<prefix>.bias". */
 enum { L_Q, L_K, L_V, L_O, L_GATE, L_UP, L_DOWN, L_COUNT };
@@ -357,6 +363,14 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
             snprintf(n[i], sizeof n[i], m->gguf ? layer_names[i].gguf : layer_names[i].hf, l);
         if (!m->gguf && c->arch == PLUME_ARCH_GEMMA3)
             snprintf(n[T_FFN_NORM], sizeof n[T_FFN_NORM], gemma_hf_ffn_norm, l);
+        if (m->gguf && c->arch == PLUME_ARCH_GPT_OSS)
+            snprintf(n[T_FFN_NORM], sizeof n[T_FFN_NORM], gpt_oss_gguf_ffn_norm, l);
+        if (c->attn_sinks) {
+            char sn[160];
+            snprintf(sn, sizeof sn, m->gguf ? sinks_name.gguf : sinks_name.hf, l);
+            if (get_vector_ex(m, sn, c->n_head, true, false, &L->sinks, err))
+                return -1;
+        }
         if (get_norm(m, n[T_ATTN_NORM], E, true, &L->attn_norm, err) ||
             get_norm(m, n[T_FFN_NORM], E, true, &L->ffn_norm, err))
             return -1;
@@ -552,6 +566,8 @@ static int check_backend(const plume_model *m, plume_error *err)
         op = "geglu";
     if (c->embed_scale != 0.0f && !PLUME_BACKEND_HAS_OP(m->bvt, scale))
         op = "scale";
+    if (c->swiglu_oai && !PLUME_BACKEND_HAS_OP(m->bvt, swiglu_oai))
+        op = "swiglu_oai";
     if (op)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: backend %s lacks the op '%s' that %s models need; choose another "
@@ -567,6 +583,11 @@ static int check_backend(const plume_model *m, plume_error *err)
                          "PLUME_FEAT_MOE; choose another backend (cpu runs them)",
                          source_path(m), m->bvt->name, c->arch_name, c->n_expert_used,
                          c->n_expert);
+    if (c->attn_sinks && !m->bvt->supports(m->b, PLUME_FEAT_ATTN_SINKS, c->n_head))
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: backend %s cannot run attention sinks (PLUME_FEAT_ATTN_SINKS), "
+                         "which %s models need; choose another backend (cpu runs them)",
+                         source_path(m), m->bvt->name, c->arch_name);
     if (!m->bvt->supports(m->b, PLUME_FEAT_ROPE_ADJACENT, adjacent))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: backend %s cannot run the model's rope style (%s pairs); choose "
@@ -693,6 +714,20 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
     }
     if (open_checkpoint(m, reg, p->format, p->format_settings, path, err))
         goto fail;
+    if (strcmp(m->quant_method, "mxfp4") == 0) {
+        /* OpenAI's MXFP4 experts (_blocks/_scales) are read natively
+         * (moe_load.c); every other layer of such a checkpoint is plain */
+        if (m->cfg.arch != PLUME_ARCH_GPT_OSS) {
+            plume_err(err, PLUME_ERR_UNSUPPORTED,
+                      "%s: quant_method \"mxfp4\" is supported for gpt_oss checkpoints only "
+                      "(this one is %s)",
+                      path, m->cfg.arch_name);
+            goto fail;
+        }
+        m->quant_method[0] = 0;
+        plume_settings_free(m->quant);
+        m->quant = NULL;
+    }
     if (m->quant_method[0] && m->cfg.n_expert > 0) { /* before any plugin is looked for */
         plume_err(err, PLUME_ERR_UNSUPPORTED,
                   "%s: a %s-quantized mixture-of-experts checkpoint is not supported (per-expert "
@@ -821,6 +856,7 @@ void plume_model_free(plume_model *m)
             weight_release(m, &L->k_norm);
             weight_release(m, &L->post_attn_norm);
             weight_release(m, &L->post_ffn_norm);
+            weight_release(m, &L->sinks);
             plume_lin *lins[L_COUNT] = {&L->q, &L->k, &L->v, &L->o, &L->gate, &L->up, &L->down};
             for (int i = 0; i < L_COUNT; i++)
                 lin_release(lins[i]);

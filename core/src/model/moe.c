@@ -152,7 +152,9 @@ int plume_moe_forward(const plume_backend_vtable *B, plume_backend *b, const plu
             in = bufs->xg;
         }
         if (gate_up(B, b, &moe->gate[e], &moe->up[e], in, ne, bufs->gate, bufs->up, err) ||
-            B->swiglu(b, bufs->gate, bufs->up, (size_t)ne * F, err) ||
+            (c->swiglu_oai ? B->swiglu_oai(b, bufs->gate, bufs->up, (size_t)ne * F,
+                                           c->swiglu_alpha, c->swiglu_limit, err)
+                           : B->swiglu(b, bufs->gate, bufs->up, (size_t)ne * F, err)) ||
             moe->down[e].vt->forward(moe->down[e].pl, B, b, bufs->gate, ne, bufs->y, err) ||
             B->scatter_add_rows(b, x, bufs->y, idx, p->rw + p->offset[e], ne, E, err))
             return plume_err_prefix(err, "expert %d", e);

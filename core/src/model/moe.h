@@ -45,7 +45,8 @@ void plume_moe_route(const plume_model_config *c, const float *logits, int32_t n
                      float *w);
 
 /* x[r] += Σ over row r's experts e (ascending e) of w_e · down_e(silu(gate_e(xn[r])) ·
- * up_e(xn[r])), then (Qwen2-MoE) + sigmoid(shared_gate · xn[r]) · shared(xn[r]),
+ * up_e(xn[r])) (gpt-oss: the clamped SwiGLU, backend op swiglu_oai, and
+ * each linear's bias), then (Qwen2-MoE) + sigmoid(shared_gate · xn[r]) · shared(xn[r]),
  * for the n rows of the step: the router's logits come back
  * to the host, rows are grouped by expert, and each active expert's
  * linears run once over its rows (a step reads an active expert's weights

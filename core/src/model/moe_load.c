@@ -16,12 +16,29 @@
  *   blk.N.ffn_gate_inp_shexp.weight ([n_embd] or [1][n_embd]); HF
  *   model.layers.N.mlp.shared_expert.{gate,up,down}_proj.weight and
  *   model.layers.N.mlp.shared_expert_gate.weight [1][n_embd]
+ *   gpt-oss (biases everywhere; llama.cpp's openai-moe.cpp, transformers'
+ *   modeling_gpt_oss.py):
+ *   GGUF      the names above plus blk.N.ffn_gate_inp.bias [n_expert],
+ *             blk.N.ffn_{gate,up}_exps.bias [n_expert][n_ff_exp],
+ *             blk.N.ffn_down_exps.bias [n_expert][n_embd]; experts in any
+ *             type, MXFP4 as convert_hf_to_gguf.py writes them
+ *   HF        model.layers.N.mlp.router.{weight,bias},
+ *             ...mlp.experts.gate_up_proj [n_expert][n_embd][2 n_ff_exp]
+ *             (x @ W; gate the even columns, up the odd), gate_up_proj_bias
+ *             [n_expert][2 n_ff_exp] (likewise), down_proj [n_expert]
+ *             [n_ff_exp][n_embd], down_proj_bias [n_expert][n_embd]; or the
+ *             OpenAI MXFP4 form ..._blocks [n_expert][out][in/32][16] and
+ *             ..._scales [n_expert][out][in/32] (U8) of gate_up_proj (rows
+ *             interleaved gate/up) and down_proj.  Both are rearranged at
+ *             load (moe_repack.h).
  * Dimensions above are PyTorch order; ggml order (ne) is reversed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/safetensors.h"
 #include "model/model_internal.h"
+#include "model/moe_repack.h"
 #include "runtime/builtin.h"
 
 static const plume_tensor *find(const plume_model *m, const char *name)
@@ -76,16 +93,23 @@ static plume_tensor slab_view(const plume_tensor *t, int64_t e, int64_t r0, int6
     return v;
 }
 
-/* A native linear over the view v (kept in the model's moe struct). */
-static int make_linear(plume_model *m, const plume_tensor *v, plume_lin *L, plume_error *err)
+/* A native linear over the view v (kept in the model's moe struct), with
+ * the bias view bias (NULL: none). */
+static int make_linear_b(plume_model *m, const plume_tensor *v, const plume_tensor *bias,
+                         plume_lin *L, plume_error *err)
 {
-    if (plume_native_linear_create(m->bvt, m->b, v, NULL, &L->pl, err))
+    if (plume_native_linear_create(m->bvt, m->b, v, bias, &L->pl, err))
         return plume_err_prefix(err, "%s: backend %s preparing '%s'", m->path, m->bvt->name,
                                 v->name);
     L->vt = &plume_builtin_native_linear;
-    m->n_params += v->ne[0] * v->ne[1];
-    m->weight_bytes += (int64_t)v->nbytes;
+    m->n_params += v->ne[0] * v->ne[1] + (bias ? bias->ne[0] : 0);
+    m->weight_bytes += (int64_t)v->nbytes + (bias ? (int64_t)bias->nbytes : 0);
     return 0;
+}
+
+static int make_linear(plume_model *m, const plume_tensor *v, plume_lin *L, plume_error *err)
+{
+    return make_linear_b(m, v, NULL, L, err);
 }
 
 /* The three experts' views of a GGUF or HF-fused layer (3-D tensors). */
@@ -164,6 +188,205 @@ static int load_shared(plume_model *m, int l, plume_moe *moe, plume_error *err)
     return make_linear(m, &moe->sh_router_view, &moe->sh_router, err);
 }
 
+/* Checks that the bias tensor t (named name) holds rows x n float values
+ * and fills views[i * 3 + which] with row i as a 1-D vector, i < rows. */
+static int bias_rows(const plume_model *m, const plume_tensor *t, const char *name, int64_t n,
+                     int64_t rows, plume_tensor *views, int which, plume_error *err)
+{
+    if (!t)
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
+    const size_t es = plume_dtype_supported(t->type) && plume_dtype_block_elems(t->type) == 1
+                          ? plume_dtype_block_bytes(t->type) : 0;
+    if (es == 0 || t->ne[0] != n || plume_tensor_nelements(t) != n * rows ||
+        t->nbytes < (size_t)(n * rows) * es)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: tensor '%s' should be %lld x %lld values of a float type "
+                         "(ggml order [%lld, %lld]), found [%lld, %lld] of type %s",
+                         m->path, name, (long long)rows, (long long)n, (long long)n,
+                         (long long)rows, (long long)t->ne[0],
+                         (long long)(t->n_dims > 1 ? t->ne[1] : 1), plume_dtype_name(t->type));
+    for (int64_t i = 0; i < rows; i++)
+        views[3 * i + which] = (plume_tensor){.name = t->name, .type = t->type, .n_dims = 1,
+                                              .ne = {n, 1, 1, 1},
+                                              .data = (const char *)t->data + (size_t)(i * n) * es,
+                                              .nbytes = (size_t)n * es};
+    return 0;
+}
+
+/* A host 3-D tensor [X][rows][cols] (ggml ne {cols, rows, X}) of type at
+ * data, standing for rearranged checkpoint bytes. */
+static plume_tensor host_3d(const char *name, uint32_t type, int64_t cols, int64_t rows, int64_t X,
+                            const void *data)
+{
+    return (plume_tensor){.name = name, .type = type, .n_dims = 3, .ne = {cols, rows, X, 1},
+                          .data = data,
+                          .nbytes = plume_dtype_row_bytes(type, cols) * (size_t)(rows * X)};
+}
+
+/* malloc'd n bytes kept in moe->repacked[i] (freed with the moe). */
+static void *keep(plume_moe *moe, int i, size_t n)
+{
+    moe->repacked[i] = malloc(n ? n : 1);
+    return moe->repacked[i];
+}
+
+/* An OpenAI MXFP4 pair name_blocks [X][rows][in/32][16] and name_scales
+ * [X][rows][in/32] (U8), checked against the config. */
+static int mxfp4_pair(const plume_model *m, const char *base, int64_t X, int64_t rows, int64_t in,
+                      const plume_tensor **blocks, const plume_tensor **scales, plume_error *err)
+{
+    char bn[192], sn[192];
+    snprintf(bn, sizeof bn, "%s_blocks", base);
+    snprintf(sn, sizeof sn, "%s_scales", base);
+    *blocks = find(m, bn);
+    *scales = find(m, sn);
+    const plume_tensor *b = *blocks, *s = *scales;
+    const int64_t nb = in / 32;
+    if (!b || !s)
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: tensor '%s' is missing", m->path,
+                         b ? sn : bn);
+    bool ok = in % 32 == 0 && b->type == PLUME_ST_RAW_TYPE && s->type == PLUME_ST_RAW_TYPE &&
+              b->n_dims == 4 && b->ne[0] == 16 && b->ne[1] == nb && b->ne[2] == rows &&
+              b->ne[3] == X && s->n_dims == 3 && s->ne[0] == nb && s->ne[1] == rows &&
+              s->ne[2] == X && b->nbytes == (size_t)(X * rows * nb * 16) &&
+              s->nbytes == (size_t)(X * rows * nb);
+    if (!ok)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: '%s' and '%s' should be U8 [%lld][%lld][%lld][16] and [%lld][%lld]"
+                         "[%lld] (OpenAI MXFP4 experts of %lld inputs, a multiple of 32); found "
+                         "%d-D [.., %lld, %lld, %lld] and %d-D [.., %lld, %lld]",
+                         m->path, bn, sn, (long long)X, (long long)rows, (long long)nb,
+                         (long long)X, (long long)rows, (long long)nb, (long long)in, b->n_dims,
+                         (long long)b->ne[2], (long long)b->ne[1], (long long)b->ne[0], s->n_dims,
+                         (long long)s->ne[1], (long long)s->ne[0]);
+    return 0;
+}
+
+/* gpt-oss's HF experts of layer l (prefix "model.layers.L.mlp.experts."),
+ * dense or OpenAI MXFP4, rearranged into plume's [out][in] rows: views
+ * 3e..3e+2 over moe->repacked; the gate/up biases de-interleaved likewise,
+ * the down biases viewed in place. */
+static int gpt_oss_hf_experts(plume_model *m, plume_moe *moe, const char *p, plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    const int64_t E = c->n_embd, F = c->n_ff_exp, X = c->n_expert;
+    char gu_n[192], d_n[192], gb_n[192], db_n[192];
+    snprintf(gu_n, sizeof gu_n, "%sgate_up_proj", p);
+    snprintf(d_n, sizeof d_n, "%sdown_proj", p);
+    snprintf(gb_n, sizeof gb_n, "%sgate_up_proj_bias", p);
+    snprintf(db_n, sizeof db_n, "%sdown_proj_bias", p);
+    const plume_tensor *gu = find(m, gu_n), *dn = find(m, d_n);
+    plume_tensor tg, tu, td;
+    if (gu || dn) { /* dense: [X][E][2F] and [X][F][E], x @ W */
+        const int64_t ne_gu[3] = {2 * F, E, X}, ne_d[3] = {E, F, X};
+        if (check_tensor(m, gu, gu_n, 3, ne_gu, err) || check_tensor(m, dn, d_n, 3, ne_d, err))
+            return -1;
+        if (plume_dtype_block_elems(gu->type) != 1 || dn->type != gu->type)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: '%s' (%s) and '%s' (%s) must share one float type (F32, F16 "
+                             "or BF16)",
+                             m->path, gu_n, plume_dtype_name(gu->type), d_n,
+                             plume_dtype_name(dn->type));
+        const size_t es = plume_dtype_block_bytes(gu->type), n = (size_t)(X * F * E) * es;
+        void *g = keep(moe, 0, n), *u = keep(moe, 1, n), *d = keep(moe, 2, n);
+        if (!g || !u || !d)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory rearranging %s", gu_n);
+        plume_repack_cols(gu->data, es, X, E, 2 * F, 0, 2, F, g);
+        plume_repack_cols(gu->data, es, X, E, 2 * F, 1, 2, F, u);
+        plume_repack_cols(dn->data, es, X, F, E, 0, 1, E, d);
+        tg = host_3d(gu_n, gu->type, E, F, X, g);
+        tu = host_3d(gu_n, gu->type, E, F, X, u);
+        td = host_3d(d_n, dn->type, F, E, X, d);
+    } else { /* OpenAI MXFP4: rows are outputs, interleaved gate/up */
+        const plume_tensor *gb, *gs, *db, *ds;
+        if (mxfp4_pair(m, gu_n, X, 2 * F, E, &gb, &gs, err) ||
+            mxfp4_pair(m, d_n, X, E, F, &db, &ds, err))
+            return -1;
+        const size_t rg = plume_dtype_row_bytes(PLUME_DTYPE_MXFP4, E),
+                     rd = plume_dtype_row_bytes(PLUME_DTYPE_MXFP4, F);
+        uint8_t *g = keep(moe, 0, rg * (size_t)(X * F)), *u = keep(moe, 1, rg * (size_t)(X * F)),
+                *d = keep(moe, 2, rd * (size_t)(X * E));
+        if (!g || !u || !d)
+            return plume_err(err, PLUME_ERR_NOMEM, "out of memory rearranging %s_blocks", gu_n);
+        const int64_t nbg = E / 32, nbd = F / 32;
+        for (int64_t x = 0; x < X; x++) {
+            const uint8_t *b = (const uint8_t *)gb->data + (size_t)(x * 2 * F * nbg) * 16;
+            const uint8_t *s = (const uint8_t *)gs->data + (size_t)(x * 2 * F * nbg);
+            plume_mxfp4_rows_from_openai(b, s, nbg, 0, 2, F, g + (size_t)(x * F) * rg);
+            plume_mxfp4_rows_from_openai(b, s, nbg, 1, 2, F, u + (size_t)(x * F) * rg);
+            plume_mxfp4_rows_from_openai((const uint8_t *)db->data + (size_t)(x * E * nbd) * 16,
+                                         (const uint8_t *)ds->data + (size_t)(x * E * nbd), nbd,
+                                         0, 1, E, d + (size_t)(x * E) * rd);
+        }
+        tg = host_3d(gu_n, PLUME_DTYPE_MXFP4, E, F, X, g);
+        tu = host_3d(gu_n, PLUME_DTYPE_MXFP4, E, F, X, u);
+        td = host_3d(d_n, PLUME_DTYPE_MXFP4, F, E, X, d);
+        if (!m->bvt->supports(m->b, PLUME_FEAT_WEIGHT_TYPE, PLUME_DTYPE_MXFP4))
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: %s_blocks are MXFP4, which backend %s cannot run; choose "
+                             "another backend (cpu runs every type plume reads)",
+                             m->path, gu_n, m->bvt->name);
+    }
+    for (int64_t e = 0; e < X; e++) {
+        moe->views[3 * e] = slab_view(&tg, e, 0, F);
+        moe->views[3 * e + 1] = slab_view(&tu, e, 0, F);
+        moe->views[3 * e + 2] = slab_view(&td, e, 0, E);
+    }
+    /* biases: gate_up's de-interleaved into [X][F] twice, down's in place */
+    const plume_tensor *gub = find(m, gb_n);
+    plume_tensor probe;
+    if (bias_rows(m, gub, gb_n, 2 * F, X, moe->bias_views, 0, err))
+        return -1;
+    const size_t bes = plume_dtype_block_bytes(gub->type), nb = (size_t)(X * F) * bes;
+    void *bg = keep(moe, 3, nb), *bu = keep(moe, 4, nb);
+    if (!bg || !bu)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory rearranging %s", gb_n);
+    plume_repack_cols(gub->data, bes, X, 1, 2 * F, 0, 2, F, bg);
+    plume_repack_cols(gub->data, bes, X, 1, 2 * F, 1, 2, F, bu);
+    probe = (plume_tensor){.name = gb_n, .type = gub->type, .n_dims = 2, .ne = {F, X, 1, 1},
+                           .data = bg, .nbytes = nb};
+    if (bias_rows(m, &probe, gb_n, F, X, moe->bias_views, 0, err))
+        return -1;
+    probe.data = bu;
+    if (bias_rows(m, &probe, gb_n, F, X, moe->bias_views, 1, err))
+        return -1;
+    return bias_rows(m, find(m, db_n), db_n, E, X, moe->bias_views, 2, err);
+}
+
+/* gpt-oss's experts and their biases of layer l, and the router's bias
+ * name into rb. */
+static int gpt_oss_experts(plume_model *m, int l, plume_moe *moe, char *rb, size_t rbs,
+                           plume_error *err)
+{
+    const plume_model_config *c = &m->cfg;
+    const int64_t E = c->n_embd, F = c->n_ff_exp, X = c->n_expert;
+    moe->bias_views = calloc(3 * (size_t)X, sizeof *moe->bias_views);
+    if (!moe->bias_views)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory for %lld experts' biases",
+                         (long long)X);
+    if (!m->gguf) {
+        char p[96];
+        snprintf(p, sizeof p, "model.layers.%d.mlp.experts.", l);
+        snprintf(rb, rbs, "model.layers.%d.mlp.router.bias", l);
+        return gpt_oss_hf_experts(m, moe, p, err);
+    }
+    char a[96], b[96], d[96];
+    snprintf(rb, rbs, "blk.%d.ffn_gate_inp.bias", l);
+    snprintf(a, sizeof a, "blk.%d.ffn_gate_exps.weight", l);
+    snprintf(b, sizeof b, "blk.%d.ffn_up_exps.weight", l);
+    snprintf(d, sizeof d, "blk.%d.ffn_down_exps.weight", l);
+    if (views_3d(m, moe, a, b, d, false, err))
+        return -1;
+    static const char *const bn[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int i = 0; i < 3; i++) {
+        char n[96];
+        snprintf(n, sizeof n, "blk.%d.%s.bias", l, bn[i]);
+        if (bias_rows(m, find(m, n), n, i == 2 ? E : F, X, moe->bias_views, i, err))
+            return -1;
+    }
+    return 0;
+}
+
 int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
 {
     const plume_model_config *c = &m->cfg;
@@ -179,9 +402,13 @@ int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
     if (!moe->gate || !moe->up || !moe->down || !moe->views)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory for %d experts", X);
     moe->n_expert = X;
-    char router[160], a[160], b[160], d[160];
+    char router[160], a[160], b[160], d[160], rbias[160] = "";
     int rc;
-    if (m->gguf) {
+    if (c->moe_bias) { /* gpt-oss */
+        snprintf(router, sizeof router,
+                 m->gguf ? "blk.%d.ffn_gate_inp.weight" : "model.layers.%d.mlp.router.weight", l);
+        rc = gpt_oss_experts(m, l, moe, rbias, sizeof rbias, err);
+    } else if (m->gguf) {
         snprintf(router, sizeof router, "blk.%d.ffn_gate_inp.weight", l);
         snprintf(a, sizeof a, "blk.%d.ffn_gate_exps.weight", l);
         snprintf(b, sizeof b, "blk.%d.ffn_up_exps.weight", l);
@@ -208,13 +435,19 @@ int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
     }
     const int64_t ne_r[3] = {c->n_embd, X, 1};
     const plume_tensor *rt = find(m, router);
-    if (rc || check_tensor(m, rt, router, 2, ne_r, err) || make_linear(m, rt, &moe->router, err) ||
+    plume_tensor rbv[3]; /* the router's bias as a vector (slot 0) */
+    if (rc || check_tensor(m, rt, router, 2, ne_r, err) ||
+        (rbias[0] && bias_rows(m, find(m, rbias), rbias, X, 1, rbv, 0, err)) ||
+        make_linear_b(m, rt, rbias[0] ? &rbv[0] : NULL, &moe->router, err) ||
         (c->n_ff_shexp > 0 && load_shared(m, l, moe, err)))
         return -1;
+    const plume_tensor *bv = moe->bias_views;
     for (int e = 0; e < X; e++)
-        if (make_linear(m, &moe->views[3 * e], &moe->gate[e], err) ||
-            make_linear(m, &moe->views[3 * e + 1], &moe->up[e], err) ||
-            make_linear(m, &moe->views[3 * e + 2], &moe->down[e], err))
+        if (make_linear_b(m, &moe->views[3 * e], bv ? &bv[3 * e] : NULL, &moe->gate[e], err) ||
+            make_linear_b(m, &moe->views[3 * e + 1], bv ? &bv[3 * e + 1] : NULL, &moe->up[e],
+                          err) ||
+            make_linear_b(m, &moe->views[3 * e + 2], bv ? &bv[3 * e + 2] : NULL, &moe->down[e],
+                          err))
             return -1;
     return 0;
 }
@@ -249,6 +482,9 @@ void plume_moe_free(plume_layer *L)
     free(moe->up);
     free(moe->down);
     free(moe->views);
+    free(moe->bias_views);
+    for (int i = 0; i < 5; i++) /* after the linears that viewed them */
+        free(moe->repacked[i]);
     free(moe);
     L->moe = NULL;
 }

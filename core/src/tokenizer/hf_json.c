@@ -135,7 +135,7 @@ static int add_pretok_step(plume_tokenizer *t, const json_t *o, plume_error *err
 /* Names the regex sequence after a known GGUF pre-tokenizer, else "custom". */
 static int name_pretok(plume_tokenizer *t)
 {
-    static const char *const NAMES[] = {"gpt2", "smollm", "llama-bpe", "qwen2"};
+    static const char *const NAMES[] = {"gpt2", "smollm", "llama-bpe", "qwen2", "gpt-4o"};
     const char *name = "custom";
     for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++) {
         size_t n;

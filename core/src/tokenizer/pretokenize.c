@@ -15,6 +15,14 @@
 #define RX_QWEN2                                                                     \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+" \
     "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* o200k (gpt-oss, GPT-4o): the pattern of their tokenizer.json, which
+ * llama.cpp's llama-vocab.cpp quotes for LLAMA_VOCAB_PRE_TYPE_GPT4O (its own
+ * regex engine needs a rewritten form; PCRE2 runs the original). */
+#define RX_GPT4O                                                                                  \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"       \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"       \
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"     \
+    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RX_DIGIT "\\p{N}"
 
 struct pre_def {
@@ -49,6 +57,8 @@ static const struct pre_def PRE_DEFS[] = {
     {"deepseek-r1-qwen", {RX_QWEN2}, 1, false},
     {"stablelm2", {RX_QWEN2}, 1, false},
     {"megrez", {RX_QWEN2}, 1, false},
+    {"gpt-4o", {RX_GPT4O}, 1, false},
+    {"llama4", {RX_GPT4O}, 1, false},
 };
 
 const char *const *tok_pretok_patterns(const char *name, size_t *n, bool *ignore_merges)
@@ -66,7 +76,7 @@ const char *tok_pretok_supported(void)
 {
     return "default, gpt2, gpt-2, mpt, olmo, jais, smollm, starcoder, refact, command-r, "
            "codeshell, exaone, llama3, llama-v3, llama-bpe, falcon3, pixtral, dbrx, smaug-bpe, qwen2, "
-           "deepseek-r1-qwen, stablelm2, megrez";
+           "deepseek-r1-qwen, stablelm2, megrez, gpt-4o, llama4";
 }
 
 int tok_pretok_add(tok_pretok *p, const char *pattern, plume_error *err)

@@ -209,6 +209,7 @@ static int ref_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
     case PLUME_FEAT_HEAD_DIM: return arg > 0 && arg % 2 == 0;
     case PLUME_FEAT_ROPE_ADJACENT: return arg == 0 || arg == 1;
     case PLUME_FEAT_MOE: return 0; /* no gather_rows / scatter_add_rows */
+    case PLUME_FEAT_ATTN_SINKS: return 0; /* its attention has no sink term */
     }
     return 0; /* a feature this build does not know: say no */
 }

@@ -32,13 +32,16 @@ typedef void (*plume_attn_merge_fn)(float *M, float *L, float *O, const float *m
 #define PLUME_ATTN_TILE_Q 128
 
 /* attn_paged_tile with this level's partial and merge; po is scratch for
- * po_floats partial outputs (at least hd). */
+ * po_floats partial outputs (at least hd).  sink: NULL, or one logit per
+ * query of the nq (gpt-oss's attention sinks) that joins the softmax
+ * denominator: O / (L + exp(sink - M)), the same expression as
+ * paged_attention.c's split-K merge so that both give the same bits. */
 static inline void plume_attn_tile_run(plume_attn_partial_fn partial, plume_attn_merge_fn merge,
                                        float *po, int po_floats, const float *q, int64_t q_stride,
                                        int nr, int nq, const void *k, const void *v, int64_t stride,
                                        int kv_type, const int32_t *block_table, int block_size,
-                                       int n_pos0, int hd, float scale, int window, float *o,
-                                       int64_t o_stride)
+                                       int n_pos0, int hd, float scale, int window,
+                                       const float *sink, float *o, int64_t o_stride)
 {
     float M[PLUME_ATTN_TILE_Q], L[PLUME_ATTN_TILE_Q], pm[PLUME_ATTN_TILE_Q], pl[PLUME_ATTN_TILE_Q];
     int qmax = po_floats / hd < PLUME_ATTN_TILE_Q ? po_floats / hd : PLUME_ATTN_TILE_Q;
@@ -66,7 +69,9 @@ static inline void plume_attn_tile_run(plume_attn_partial_fn partial, plume_attn
             }
             for (int r = 0; r < nrs; r++)
                 for (int qi = 0; qi < nqs; qi++) {
-                    const float inv = 1.0f / L[r * nqs + qi];
+                    const int i = r * nqs + qi;
+                    const float inv =
+                        1.0f / (sink ? L[i] + expf(sink[q0 + qi] - M[i]) : L[i]);
                     float *oq = o + (size_t)(r0 + r) * o_stride + (size_t)(q0 + qi) * hd;
                     for (int d = 0; d < hd; d++)
                         oq[d] *= inv;

@@ -765,7 +765,8 @@ static void kx_attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq,
 {
     _Alignas(32) float po[KX_PART_BUF];
     plume_attn_tile_run(kx_attn_partial, kx_attn_merge, po, KX_PART_BUF, q, q_stride, nr, nq, k, v,
-                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, o,
+                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, NULL,
+                        o,
                         o_stride);
 }
 

@@ -73,6 +73,8 @@ static int cpu_supports(plume_backend *b, plume_backend_feature f, int64_t arg)
         return arg == 0 || arg == 1;
     case PLUME_FEAT_MOE:
         return arg > 0;
+    case PLUME_FEAT_ATTN_SINKS: /* paged_attention.c folds them into the denominator */
+        return arg > 0;
     }
     return 0;
 }
@@ -297,6 +299,12 @@ static int cpu_attention(plume_backend *be, const plume_step *st, const plume_kv
                          "and a window >= 0): a bug in the caller",
                          p->n_head, kv->n_head_kv, (double)p->scale, p->window);
     const float scale = p->scale > 0 ? p->scale : 1.0f / sqrtf((float)kv->head_dim);
+    const float *sinks = p->sinks ? p->sinks->f32 : NULL;
+    if (p->sinks && (!sinks || p->sinks->t.n_dims != 1 || p->sinks->t.ne[0] != p->n_head))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "cpu backend: attention sinks must be a prepared vector of the %d query "
+                         "heads' logits: a bug in the caller",
+                         p->n_head);
     if (st->n_rows > b->rows_cap) {
         plume_attn_row *rows = realloc(b->rows, sizeof *rows * (size_t)st->n_rows);
         if (!rows)
@@ -315,7 +323,7 @@ static int cpu_attention(plume_backend *be, const plume_step *st, const plume_kv
                               (int64_t)(kv->slot_stride / kv->elem_bytes),
                               (int64_t)(kv->head_stride / kv->elem_bytes), b->rows,
                               st->n_rows, kv->block_size, p->n_head, kv->n_head_kv, kv->head_dim,
-                              scale, p->window, F(out)))
+                              scale, p->window, sinks, F(out)))
         return plume_err(err, PLUME_ERR_NOMEM, "cpu backend: out of memory for attention scratch");
     return 0;
 }
@@ -326,6 +334,15 @@ static int cpu_swiglu(plume_backend *be, plume_buf *gate, const plume_buf *up, s
     (void)be;
     (void)err;
     plume_cpu_swiglu(F(gate), CF(up), (int)n);
+    return 0;
+}
+
+static int cpu_swiglu_oai(plume_backend *be, plume_buf *gate, const plume_buf *up, size_t n,
+                          float alpha, float limit, plume_error *err)
+{
+    (void)be;
+    (void)err;
+    plume_cpu_swiglu_oai(F(gate), CF(up), n, alpha, limit);
     return 0;
 }
 
@@ -480,4 +497,5 @@ const plume_backend_vtable plume_builtin_cpu = {
     .geglu = cpu_geglu,
     .gather_rows = cpu_gather_rows,
     .scatter_add_rows = cpu_scatter_add_rows,
+    .swiglu_oai = cpu_swiglu_oai,
 };

@@ -438,7 +438,8 @@ static void attn_paged_tile(const float *q, int64_t q_stride, int nr, int nq, co
 {
     float po[ATTN_BUF * 2];
     plume_attn_tile_run(attn_partial, attn_merge, po, ATTN_BUF * 2, q, q_stride, nr, nq, k, v,
-                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, o,
+                        stride, kv_type, block_table, block_size, n_pos0, hd, scale, window, NULL,
+                        o,
                         o_stride);
 }
 

@@ -81,6 +81,12 @@ void plume_cpu_rope_heads(float *v, int n_heads, int head_dim, int pos, const fl
 /* x[i] = silu(x[i]) * y[i]. */
 void plume_cpu_swiglu(float *x, const float *y, int n);
 
+/* x[i] = g sigmoid(alpha g) (u + 1) with g = min(x[i], limit), u =
+ * clamp(y[i], -limit, limit): gpt-oss's clamped SwiGLU (backend.h
+ * swiglu_oai), scalar code with expf, so the same bits at every SIMD level
+ * and whatever n. */
+void plume_cpu_swiglu_oai(float *x, const float *y, size_t n, float alpha, float limit);
+
 /* x[i] = gelu_tanh(x[i]) * y[i] (PyTorch's gelu(approximate="tanh")), scalar
  * code: the same bits at every SIMD level. */
 void plume_cpu_geglu(float *x, const float *y, size_t n);

@@ -11,6 +11,10 @@
 /* Most query rows of one sequence per tile of attn_paged_tile. */
 #define TILE_ROWS 16
 
+/* Floats of partial output the worker keeps for a tile with sinks (at
+ * least the largest head_dim the cpu backend accepts, 512). */
+#define SINK_PART_BUF 8192
+
 /* A run of consecutive query rows of one sequence (same block table,
  * positions pos, pos+1, ...), at most TILE_ROWS of them; with split-K its
  * chunks c_first .. c_first+n_chunks-1 and where its partials start in the
@@ -31,6 +35,7 @@ typedef struct job {
     int n_head, n_head_kv, head_dim;
     float scale;
     int window;
+    const float *sinks; /* n_head logits, or NULL */
     int per_head; /* items are (tile, head) rather than (tile, kv head) */
     /* split-K: items (tile, kv head, chunk), each writing its partial to
      * part (TILE_ROWS * group * (head_dim + 2) floats per item) */
@@ -63,6 +68,7 @@ static void worker(void *ctx, int ith, int nth)
     const int per_unit = j->per_head ? 1 : per_tile; /* items per unit taken */
     const int n_items = j->n_tiles * per_tile;
     const size_t esz = j->kv_type == PLUME_KV_TYPE_F32 ? 4 : j->kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
+    _Alignas(64) float po[SINK_PART_BUF]; /* the sinks' tile driver's partial outputs */
     int u;
     while ((u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed)) * per_unit < n_items)
         for (int item = n_items - (u + 1) * per_unit; item < n_items - u * per_unit; item++) {
@@ -75,8 +81,15 @@ static void worker(void *ctx, int ith, int nth)
             float *o = j->out + (size_t)tl->r0 * q_stride + (size_t)h0 * hd;
             const void *k = (const char *)j->k + esz * (size_t)kvh * j->head_stride;
             const void *v = (const char *)j->v + esz * (size_t)kvh * j->head_stride;
-            kern->attn_paged_tile(q, q_stride, tl->nr, nq, k, v, j->stride, j->kv_type, row->block_table,
-                                  j->block_size, row->pos + 1, hd, j->scale, j->window, o, q_stride);
+            if (j->sinks) /* attn_paged_tile's driver, with the sinks of heads h0.. */
+                plume_attn_tile_run(kern->attn_partial, kern->attn_merge, po, SINK_PART_BUF, q,
+                                    q_stride, tl->nr, nq, k, v, j->stride, j->kv_type,
+                                    row->block_table, j->block_size, row->pos + 1, hd, j->scale,
+                                    j->window, j->sinks + h0, o, q_stride);
+            else
+                kern->attn_paged_tile(q, q_stride, tl->nr, nq, k, v, j->stride, j->kv_type,
+                                      row->block_table, j->block_size, row->pos + 1, hd, j->scale,
+                                      j->window, o, q_stride);
         }
 }
 
@@ -151,7 +164,9 @@ static void merge_worker(void *ctx, int ith, int nth)
             }
             for (int r = 0; r < tl->nr; r++)
                 for (int qi = 0; qi < nq; qi++) {
-                    const float inv = 1.0f / L[r * nq + qi];
+                    const int i = r * nq + qi, h = kvh * group + q0 + qi;
+                    /* as plume_attn_tile_run: the sink joins the denominator */
+                    const float inv = 1.0f / (j->sinks ? L[i] + expf(j->sinks[h] - M[i]) : L[i]);
                     float *oq = j->out + (size_t)(tl->r0 + r) * q_stride +
                                 (size_t)(kvh * group + q0 + qi) * hd;
                     for (int d = 0; d < hd; d++)
@@ -179,7 +194,7 @@ int plume_paged_attention(plume_pool *pool, plume_attn_scratch *s, const float *
                           const void *k_layer, const void *v_layer, int kv_type, int64_t stride,
                           int64_t head_stride, const plume_attn_row *rows, int32_t n_rows, int32_t block_size,
                           int n_head, int n_head_kv, int head_dim, float scale, int window,
-                          float *out)
+                          const float *sinks, float *out)
 {
     if (grow((void **)&s->tiles, &s->tiles_cap, (size_t)n_rows, sizeof(tile)))
         return -1;
@@ -199,7 +214,7 @@ int plume_paged_attention(plume_pool *pool, plume_attn_scratch *s, const float *
     }
     const int nth = plume_pool_threads(pool);
     job j = {q, k_layer, v_layer, kv_type, stride, head_stride, rows, tiles, n, block_size, n_head, n_head_kv, head_dim,
-             scale, window, 0, 0, NULL, out, 0};
+             scale, window, sinks, 0, 0, NULL, out, 0};
     if (n * n_head_kv < 4 * nth && max_chunks > 1) {
         /* few tiles over long contexts: split every tile's keys at the
          * chunk boundaries so that all threads share one sequence */

@@ -33,12 +33,14 @@ void plume_attn_scratch_free(plume_attn_scratch *s);
  * group.  With few tiles over more than one chunk of keys
  * (PLUME_ATTN_CHUNK), the chunks are spread over the threads (split-K) and
  * their partials merged in chunk order: every row's result is the same
- * bits however the rows are batched, tiled, split or threaded.  Returns 0,
- * or -1 when s cannot grow (out of memory). */
+ * bits however the rows are batched, tiled, split or threaded.  sinks:
+ * NULL, or n_head logits (gpt-oss's attention sinks) that join each query
+ * head's softmax denominator: O / (L + exp(sink - M)).  Returns 0, or -1
+ * when s cannot grow (out of memory). */
 int plume_paged_attention(plume_pool *pool, plume_attn_scratch *s, const float *q,
                           const void *k_layer, const void *v_layer, int kv_type, int64_t stride,
                           int64_t head_stride, const plume_attn_row *rows, int32_t n_rows, int32_t block_size,
                           int n_head, int n_head_kv, int head_dim, float scale, int window,
-                          float *out);
+                          const float *sinks, float *out);
 
 #endif

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""plume vs an independent float64 numpy forward (gpt_oss_oracle.py) and vs
+transformers itself, on a tiny random gpt-oss checkpoint that transformers
+makes (make_gpt_oss_model.py: 3 layers, sliding/full/sliding with a window
+of 16, 8 experts, top-3, yarn, non-zero sinks and biases), in four forms:
+HF dense, HF with OpenAI MXFP4 experts, and the GGUFs llama.cpp's own
+convert_hf_to_gguf.py writes from each (F32 experts; MXFP4 experts).
+
+  * transformers' logits (eager, f32) on the HF checkpoint agree with the
+    oracle within TOL = 1e-4 relative to max |logit|;
+  * the oracle with sinks dropped, the clamp lifted, or every layer full
+    attention moves the logits by far more than TOL (each feature is
+    exercised by the N = 80 positions, past the window of 16);
+  * per form: prefill logits of all N positions within TOL (relative) of
+    the oracle (the GGUFs' on gguf-py's dequantization, MXFP4 included);
+    decode, prefill in chunks of 16, and chunks of 5 batched behind another
+    sequence, each bit-identical to the one-chunk prefill; `plume generate`
+    gives the prefill's last logits bit for bit and the oracle's 8 greedy
+    tokens;
+  * `plume quantize --to gguf` Q8_0 of the F32 GGUF: within TOL of the
+    oracle on gguf-py's dequantization (f32 activations), decode and
+    batched chunks bit-identical with int8 activations;
+  * the o200k pre-tokenizer (GGUF tokenizer.ggml.pre "gpt-4o", the Split
+    regex of gpt-oss's tokenizer.json) splits a varied text exactly as
+    `tokenizers` does, from the HF directory and from the GGUF;
+  * a backend that says no to PLUME_FEAT_ATTN_SINKS (as cuda) refuses the
+    model in one line; malformed experts (a wrong expert count, a bias of
+    the wrong length, MXFP4 scales of the wrong shape, a truncated file)
+    are one error line, never a crash.
+f32 activations (PLUME_CPU_ACTIVATIONS=f32).  The GGUF half needs the
+pinned llama-cpp-python sdist (scripts/fetch-llama-cpp); without network it
+is reported as not run.
+
+Exit 0 pass, 1 fail, 77 skip (binaries or packages missing).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import _venv  # noqa: E402
+
+_venv.ensure()
+
+try:
+    import numpy as np
+    import gguf
+    import safetensors  # noqa: F401
+    import tokenizers
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+except ImportError as e:
+    print("SKIP: missing Python package: %s" % e)
+    sys.exit(77)
+
+import gpt_oss_oracle  # noqa: E402
+import make_gpt_oss_model  # noqa: E402
+import test_families  # noqa: E402
+from test_families import check, plume_logits, engine_run, oracle_greedy, FAILS  # noqa: E402
+
+TOOL, PLUME = test_families.TOOL, test_families.PLUME
+TOL = 1e-4
+N = 80
+GEN = 8
+
+
+def rel(a, ref):
+    return float(np.abs(a - ref).max() / np.abs(ref).max())
+
+
+def transformers_logits(hf, ids):
+    from transformers import GptOssForCausalLM
+    m = GptOssForCausalLM.from_pretrained(hf, dtype=torch.float32,
+                                          attn_implementation="eager").eval()
+    with torch.no_grad():
+        return m(torch.tensor([ids])).logits[0].double().numpy()
+
+
+def references(fx, ids):
+    orc = gpt_oss_oracle.load_hf(fx["hf"])
+    ref = orc.logits(ids)
+    tf = transformers_logits(fx["hf"], ids)
+    check(rel(tf, ref) < TOL, "transformers' own logits (eager, f32) vs the float64 oracle: "
+          "max |diff| / max |logit| %.2e (tol %g)" % (rel(tf, ref), TOL))
+    check(int(np.argmax(tf[-1])) == int(np.argmax(ref[-1])),
+          "transformers' and the oracle's next token agree")
+    off = {"sinks dropped": gpt_oss_oracle.Model(orc.cfg, orc.w, sinks=False),
+           "clamp lifted": gpt_oss_oracle.Model(dict(orc.cfg, swiglu_limit=np.inf), orc.w),
+           "every layer full attention": gpt_oss_oracle.Model(
+               dict(orc.cfg, layer_types=["full_attention"] * orc.cfg["num_hidden_layers"]),
+               orc.w)}
+    for what, m in off.items():
+        d = rel(m.logits(ids), ref)
+        check(d > 100 * TOL, "the oracle with %s moves the logits by %.2e of max |logit| "
+              "(the test exercises it)" % (what, d))
+    return orc, ref
+
+
+def run_form(tag, path, orc, ids, tmp, nv):
+    ref = orc.logits(ids)
+    pre, msg = plume_logits(path, ids, N, 0, tmp, nv)
+    if not check(pre is not None, "%s: prefill of %d runs %s" % (tag, N, msg)):
+        return
+    check(rel(pre, ref) < TOL, "%s: prefill logits of all %d positions vs the oracle: max |diff| "
+          "/ max |logit| %.2e (tol %g, max |logit| %.1f)" % (tag, N, rel(pre, ref), TOL,
+                                                              float(np.abs(ref).max())))
+    for chunk, batch, what in ((1, 0, "decode (one token per forward)"),
+                               (16, 0, "prefill in chunks of 16"),
+                               (5, 1, "chunks of 5 batched behind another sequence")):
+        got, msg = plume_logits(path, ids, chunk, batch, tmp, nv)
+        check(got is not None and np.array_equal(got, pre),
+              "%s: %s bit-identical to the one-chunk prefill %s" % (tag, what, msg))
+    eng, gen, msg = engine_run(path, ids, GEN, tmp)
+    check(eng is not None and np.array_equal(eng, pre[-1].astype(np.float32)),
+          "%s: plume generate gives the prefill's last logits bit for bit %s" % (tag, msg))
+    check(gen == oracle_greedy(orc, ids, GEN), "%s: %d-token greedy continuation equals the "
+          "oracle's: %s" % (tag, GEN, gen))
+
+
+O200K = ("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+         "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+         "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}"
+         "\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+TEXTS = ["Hello World's WORLD'S tHe QUICK brown fox, don't stop; it'll be OK!!\n\n  x",
+         "12345 678/9  a/b/c\r\n\tTabs   and  spaces   ",
+         "CamelCaseWords HTTPServer iPhone naïve café Ünïcödé ÀB",
+         "日本語のテキスト 中文 한국어 emoji 🙂🙂 and ...?!"]
+
+
+def pretokenizer(fx, tmp):
+    """The tiny vocabulary behind gpt-oss's o200k Split pre-tokenizer: plume
+    (HF directory and the GGUF's "gpt-4o") against `tokenizers`."""
+    d = os.path.join(tmp, "o200k")
+    shutil.copytree(fx["hf"], d)
+    tj = os.path.join(d, "tokenizer.json")
+    with open(tj) as f:
+        j = json.load(f)
+    # gpt-oss's tokenizer.json: Sequence[Split(o200k, Isolated), ByteLevel(use_regex false)]
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": O200K}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+         "use_regex": False}]}
+    with open(tj, "w") as f:
+        json.dump(j, f)
+    tk = tokenizers.Tokenizer.from_file(tj)
+    models = [("HF", d)] + ([("GGUF", fx["gguf"])] if fx["gguf"] else [])
+    for text in TEXTS:
+        want = tk.encode(text, add_special_tokens=False).ids
+        for form, path in models:
+            p = subprocess.run([PLUME, "tokenize", path, text, "--no-bos"], capture_output=True,
+                               text=True, timeout=60)
+            got = [int(x) for x in p.stdout.split()] if p.returncode == 0 else p.stderr.strip()
+            check(got == want, "o200k pre-tokenizer (%s): %r -> %d tokens as tokenizers %s"
+                  % (form, text[:24], len(want), "" if got == want else "(got %s)" % got))
+
+
+def quantized(fx, ids, tmp, nv):
+    """`plume quantize --to gguf` of the F32 GGUF to Q8_0: 2-D weights and
+    3-D experts quantized, sinks/biases/norms kept F32; with f32
+    activations within TOL of the oracle on gguf-py's dequantization of the
+    file; with plume's default int8 activations decode and batched chunks
+    bit-identical to the prefill."""
+    out = os.path.join(tmp, "q8_0.gguf")
+    p = subprocess.run([PLUME, "quantize", fx["gguf"], out, "--to", "gguf", "--type", "Q8_0"],
+                       capture_output=True, text=True, timeout=120)
+    if not check(p.returncode == 0, "gguf Q8_0: plume quantize --to gguf %s"
+                 % p.stderr.strip()[-200:]):
+        return
+    types = {t.name: t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+    check(all(types[n] == "Q8_0" for n in types if "_exps.weight" in n) and
+          all(types[n] == "F32" for n in types if "sinks" in n or n.endswith(".bias")),
+          "gguf Q8_0: experts Q8_0, sinks and biases F32")
+    ref = gpt_oss_oracle.load_gguf(out).logits(ids)
+    pre, msg = plume_logits(out, ids, N, 0, tmp, nv)
+    if check(pre is not None, "gguf Q8_0: prefill runs %s" % msg):
+        check(rel(pre, ref) < TOL, "gguf Q8_0 (f32 activations) vs the oracle of gguf-py's "
+              "dequantization: max |diff| / max |logit| %.2e (tol %g)" % (rel(pre, ref), TOL))
+    env = {k: v for k, v in os.environ.items() if k != "PLUME_CPU_ACTIVATIONS"}
+    runs = []
+    for chunk, batch in ((N, 0), (1, 0), (5, 1)):
+        lg = os.path.join(tmp, "q.f32")
+        p = subprocess.run([TOOL, out, lg, str(chunk), str(batch), ",".join(map(str, ids))],
+                           capture_output=True, text=True, env=env, timeout=300)
+        runs.append(np.fromfile(lg, dtype="<f4") if p.returncode == 0 else p.stderr.strip())
+    check(all(isinstance(r, np.ndarray) for r in runs) and np.array_equal(runs[0], runs[1]) and
+          np.array_equal(runs[0], runs[2]), "gguf Q8_0 (int8 activations): decode and batched "
+          "chunks of 5 bit-identical to the prefill")
+
+
+def refuse_backend(fx, tmp):
+    plugins = os.path.join(test_families.BUILD_ROOT, "tests", "plugins")
+    if not os.path.exists(os.path.join(plugins, "plume-picky-backend.so")):
+        print("note: %s not built; the backend refusal is not checked" % plugins)
+        return
+    pipe = os.path.join(tmp, "picky-sinks.yaml")
+    with open(pipe, "w") as f:
+        f.write("model: %s\nplugins: [picky-backend]\nbackend: picky-sinks\n" % fx["hf"])
+    p = subprocess.run([PLUME, "generate", "--pipeline", pipe, "--plugin-dir", plugins,
+                        "--prompt", "hi", "--max-tokens", "2"], capture_output=True, text=True,
+                       timeout=60)
+    err = p.stderr.strip()
+    check(p.returncode != 0 and len(err.splitlines()) == 1 and "picky-sinks" in err and
+          "attention sinks" in err, "a backend without attention sinks (as cuda) refuses "
+          "gpt-oss in one line: %s" % err[:220])
+
+
+def one_line_error(path, needle, what):
+    p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
+    err = p.stderr.strip()
+    check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
+          "hostile gpt-oss, %s: one error line naming %s: %s" % (what, needle, err[:220]))
+
+
+def hostile_hf(src, tmp, name, key, what, cut):
+    """A copy of the HF directory src with tensor key cut short by cut(a)."""
+    from safetensors.numpy import load_file, save_file
+    d = os.path.join(tmp, name)
+    shutil.copytree(src, d)
+    st = os.path.join(d, "model.safetensors")
+    w = load_file(st)
+    w[key] = np.ascontiguousarray(cut(w[key]))
+    save_file(w, st, metadata={"format": "pt"})
+    one_line_error(d, key.rsplit(".", 1)[-1], what)
+
+
+def hostile(fx, tmp):
+    hostile_hf(fx["hf_mxfp4"], tmp, "h-mxfp4", "model.layers.1.mlp.experts.down_proj_scales",
+               "HF MXFP4 scales one row short", lambda a: a[:, :-1])
+    hostile_hf(fx["hf"], tmp, "h-bias", "model.layers.2.mlp.experts.gate_up_proj_bias",
+               "HF expert bias two values short", lambda a: a[:, :-2])
+    if not fx["gguf_mxfp4"]:
+        return
+    for what, name, dim, val, needle in (
+            ("an MXFP4 expert tensor of 7 experts", "blk.1.ffn_up_exps.weight", 2, 7,
+             "ffn_up_exps"),
+            ("an MXFP4 row of 48 values (not whole blocks)", "blk.0.ffn_down_exps.weight", 0, 48,
+             "ffn_down_exps"),
+            ("an expert bias of 95 values", "blk.0.ffn_gate_exps.bias", 0, 95,
+             "ffn_gate_exps.bias")):
+        path = os.path.join(tmp, "h.gguf")
+        shutil.copy(fx["gguf_mxfp4"], path)
+        r = gguf.GGUFReader(path, "r+")
+        t = next(t for t in r.tensors if t.name == name)
+        t.field.parts[3][dim] = val  # the tensor info's ne[], written through the memmap
+        del r
+        one_line_error(path, needle, what)
+    path = os.path.join(tmp, "h-cut.gguf")
+    with open(fx["gguf_mxfp4"], "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:len(data) - 3000])
+    p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
+    err = p.stderr.strip()
+    check(p.returncode == 1 and len(err.splitlines()) == 1,
+          "hostile gpt-oss, a GGUF cut 3000 bytes short: one error line: %s" % err[:220])
+
+
+def main():
+    for b in (TOOL, PLUME):
+        if not os.access(b, os.X_OK):
+            print("SKIP: %s not built" % b)
+            return 77
+    with tempfile.TemporaryDirectory(prefix="plume-gpt-oss-") as tmp:
+        fx = make_gpt_oss_model.make(os.path.join(tmp, "fx"))
+        nv = fx["config"]["vocab_size"]
+        ids = [int(t) for t in np.random.default_rng(7).integers(0, nv - 3, N)]
+        orc, _ = references(fx, ids)
+        run_form("hf", fx["hf"], orc, ids, tmp, nv)
+        run_form("hf-mxfp4", fx["hf_mxfp4"], gpt_oss_oracle.load_hf(fx["hf_mxfp4"]), ids, tmp,
+                 nv)
+        if fx["gguf"]:
+            for form in ("gguf", "gguf_mxfp4"):
+                types = {t.tensor_type.name for t in gguf.GGUFReader(fx[form]).tensors
+                         if "_exps.weight" in t.name}
+                check(types == ({"MXFP4"} if form == "gguf_mxfp4" else {"F32"}),
+                      "%s: convert_hf_to_gguf.py wrote the experts as %s" % (form, types))
+                run_form(form, fx[form], gpt_oss_oracle.load_gguf(fx[form]), ids, tmp, nv)
+        else:
+            print("note: the llama-cpp-python sdist could not be fetched: the GGUF forms "
+                  "were not run")
+        if fx["gguf"]:
+            quantized(fx, ids, tmp, nv)
+        pretokenizer(fx, tmp)
+        refuse_backend(fx, tmp)
+        hostile(fx, tmp)
+    if FAILS:
+        print("%d check(s) failed" % len(FAILS))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
