@@ -271,18 +271,18 @@ static void test_unsupported_arch_exact(void **state)
     assert_int_equal(parse(d, text, &cfg, &err, path), -1);
     snprintf(want, sizeof want,
              "%s: unsupported architecture gpt2 (supported: llama, mistral, qwen2, qwen3, "
-             "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe)",
+             "gemma3_text, mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss)",
              path);
     assert_int_equal(err.code, PLUME_ERR_UNSUPPORTED);
     assert_string_equal(err.msg, want);
     free(text);
 
     text = edit(qwen2_json, "\"model_type\": \"qwen2\",", "");
-    char *text2 = edit(text, "Qwen2ForCausalLM", "GptOssForCausalLM");
+    char *text2 = edit(text, "Qwen2ForCausalLM", "DbrxForCausalLM");
     assert_int_equal(parse(d, text2, &cfg, &err, path), -1);
     snprintf(want, sizeof want,
-             "%s: architecture GptOssForCausalLM: this mixture-of-experts family is not "
-             "supported (supported MoE families: mixtral, qwen3_moe, qwen2_moe, olmoe)",
+             "%s: architecture DbrxForCausalLM: this mixture-of-experts family is not "
+             "supported (supported MoE families: mixtral, qwen3_moe, qwen2_moe, olmoe, gpt_oss)",
              path);
     assert_string_equal(err.msg, want);
     free(text);
@@ -516,7 +516,7 @@ static void test_validate(void **state)
     assert_int_equal(plume_config_validate(&c, &err), -1);
     assert_true(tu_err_is(&err, PLUME_ERR_RANGE, "rope_theta must be positive"));
     c = good;
-    c.arch = (plume_arch)7;
+    c.arch = (plume_arch)(PLUME_ARCH_GPT_OSS + 1); /* one past the last */
     assert_int_equal(plume_config_validate(&c, &err), -1);
     assert_int_equal(plume_config_validate(NULL, &err), -1);
     assert_int_equal(err.code, PLUME_ERR_INVALID);
