@@ -239,11 +239,6 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     return rc;
 }
 
-static const char *kv_name(int dt)
-{
-    return dt == PLUME_KV_INT8 ? "int8" : dt == PLUME_KV_F16 ? "f16" : "f32";
-}
-
 static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *rows, int64_t kvb)
 {
     if (o->json) {
@@ -263,7 +258,7 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
             "{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s},s:s,s:s,s:I,s:i,s:i,s:o}", "machine", "cpu", mach->cpu,
             "threads", o->threads, "bandwidth_gbs", mach->bw / 1e9, "f32_gflops", mach->f32 / 1e9,
             "int8_gops", mach->i8 / 1e9, "features", mach->feats, "level", mach->level, "model",
-            o->model, "kv_dtype", kv_name(o->kv_dtype), "kv_bytes_per_token", (json_int_t)kvb,
+            o->model, "kv_dtype", plume_kv_dtype_name((plume_kv_dtype)o->kv_dtype), "kv_bytes_per_token", (json_int_t)kvb,
             "steps", o->steps, "batch", o->batch, "rows", arr);
         char *s = json_dumps(root, JSON_COMPACT);
         puts(s);
@@ -275,7 +270,7 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
            mach->cpu, o->threads, mach->level, mach->bw / 1e9, mach->f32 / 1e9, mach->i8 / 1e9);
     printf("kv cache %s: %lld bytes per token; decode %d steps of %d sequence%s, prefill in "
            "chunks of %d; medians of %d\n",
-           kv_name(o->kv_dtype), (long long)kvb, o->steps, o->batch, o->batch > 1 ? "s" : "",
+           plume_kv_dtype_name((plume_kv_dtype)o->kv_dtype), (long long)kvb, o->steps, o->batch, o->batch > 1 ? "s" : "",
            o->chunk, o->reps);
     printf("%7s  %10s %10s %6s  %10s %10s %6s\n", "depth", "decode", "roofline", "%", "prefill",
            "roofline", "%");
