@@ -2,7 +2,7 @@
 """Times one prompt's KV transfer between a prefill and a decode worker, per
 pd-ipc transport (docs/disaggregation.md, "Measured: the transfer").
 
-    bench/pd_transfer.py [--tokens 2048] [--reps 5] [--dtype f32] [memfd] [ucx]
+    bench/pd_transfer.py [--tokens 2048] [--reps 5] [--dtype f16] [memfd] [ucx]
 
 For each transport it starts a prefill and a decode `plume serve` (the
 default model, --threads 1, kv_connector.log_transfers: true; ucx with
@@ -102,7 +102,7 @@ def run(transport, n_tokens, reps, dtype):
 
 def main():
     args = sys.argv[1:]
-    n_tokens, reps, dtype, transports = 2048, 5, "f32", []
+    n_tokens, reps, dtype, transports = 2048, 5, "f16", []  # the default KV cache
     while args:
         a = args.pop(0)
         if a == "--tokens":

@@ -18,11 +18,6 @@ pd_ident pd_ident_of(const plume_kv_layout *kv)
                       p->n_head_kv, p->head_dim, p->elem_bytes, p->head_stride, p->slot_stride};
 }
 
-static const char *dtype_name(int32_t d)
-{
-    return d == PLUME_KV_F32 ? "f32" : d == PLUME_KV_F16 ? "f16" : "unknown";
-}
-
 int pd_ident_check(const pd_ident *a, const pd_ident *b, char *msg, size_t cap)
 {
     if (a->model_id != b->model_id) {
@@ -37,7 +32,8 @@ int pd_ident_check(const pd_ident *a, const pd_ident *b, char *msg, size_t cap)
         snprintf(msg, cap,
                  "the decode worker's KV cache is %s but the prefill worker's is %s; use the "
                  "same kv_cache.dtype in both pipelines",
-                 dtype_name(a->dtype), dtype_name(b->dtype));
+                 plume_kv_dtype_name((plume_kv_dtype)a->dtype),
+                 plume_kv_dtype_name((plume_kv_dtype)b->dtype));
         return -1;
     }
     if (a->block_size != b->block_size) {

@@ -67,7 +67,7 @@ struct plume_proposer {
 static const char *const keys[] = {"method",        "num_speculative_tokens", "model",
                                    "kv_max_tokens", "kv_dtype",               "block_size",
                                    "max_batch_tokens"};
-static const char *const dtypes[] = {"f32", "f16"};
+static const char *const dtypes[] = {"f32", "f16"}; /* default f16, as the engine's cache */
 
 typedef struct draft_settings {
     int64_t kv_max_tokens, block_size, max_batch_tokens;
@@ -93,7 +93,7 @@ static int read_settings(const plume_settings *s, draft_settings *d, plume_error
         return plume_settings_error(s, "model", err, "must be a path to the draft model, got ''");
     return plume_settings_int(s, "kv_max_tokens", 16384, 64, (int64_t)1 << 32,
                               &d->kv_max_tokens, err) ||
-           plume_settings_choice(s, "kv_dtype", dtypes, 2, 0, &d->kv_dtype, err) ||
+           plume_settings_choice(s, "kv_dtype", dtypes, 2, 1, &d->kv_dtype, err) ||
            plume_settings_int(s, "block_size", 16, 1, 1024, &d->block_size, err) ||
            plume_settings_int(s, "max_batch_tokens", 512, 1, 1 << 20, &d->max_batch_tokens, err);
 }

@@ -101,12 +101,16 @@ with tempfile.TemporaryDirectory() as tmp:
                                   "total_bytes": 0}, off)
     check(0 < dr["draft_time_share"] < 1 and dr["draft_seconds"] > 0, dr)
     mem = dr["draft_memory"]
-    # K and V of every layer for 256 positions (16 blocks of 16), f32
-    kv = 2 * HPARAMS["n_layer"] * 256 * HPARAMS["n_head_kv"] * HPARAMS["head_dim"] * 4
+    # K and V of every layer for 256 positions (16 blocks of 16), f16 (the
+    # draft's default kv_dtype)
+    kv = 2 * HPARAMS["n_layer"] * 256 * HPARAMS["n_head_kv"] * HPARAMS["head_dim"] * 2
     check(mem["kv_bytes"] == kv, (mem, kv))
     check(0 < mem["weight_bytes"] < os.path.getsize(tiny) and mem["scratch_bytes"] > 0, mem)
     check(mem["total_bytes"] == mem["weight_bytes"] + mem["kv_bytes"] + mem["scratch_bytes"], mem)
     check(off["engine_spec_bytes"] == 0 and dr["engine_spec_bytes"] > 0, out)
+    # kv_dtype=f32: the exact draft cache, twice the bytes
+    f32 = json.loads(bench_pipe("--spec", "draft:k=2,kv_max_tokens=256,kv_dtype=f32", *common))
+    check(f32["variants"][0]["draft_memory"]["kv_bytes"] == 2 * kv, f32["variants"][0])
 
     # sampled: every request at the temperature, outputs not compared
     out = json.loads(bench_pipe("--spec", "off", "--spec", "draft:k=2", "--temperature", "0.8",

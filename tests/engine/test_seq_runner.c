@@ -1,6 +1,7 @@
 /* plume_seq_runner (plume/seq_runner.h) on the generated tiny model
  * (argv[1]): a sequence's logits are bit-identical whether it runs alone or
- * batched with others; truncate then re-run equals a fresh run; a full
+ * batched with others, for each KV cache (f32, f16 the default, int8); with
+ * an f32 cache they equal plume_decode's; truncate then re-run equals a fresh run; a full
  * cache, bad ids and bad shapes are refused with messages that say what to
  * do and leave every sequence as it was; release and truncate give back
  * their blocks. */
@@ -51,10 +52,12 @@ static int teardown(void **state)
     return 0;
 }
 
-static plume_seq_runner *runner(int64_t kv_tokens, int32_t block_size, int32_t max_batch,
-                                int32_t max_seqs)
+/* A runner with the KV cache dt and the rest of the defaults. */
+static plume_seq_runner *runner_kv(plume_kv_dtype dt, int64_t kv_tokens, int32_t block_size,
+                                   int32_t max_batch, int32_t max_seqs)
 {
     plume_seq_runner_params p = plume_seq_runner_defaults();
+    p.kv_dtype = dt;
     p.kv_max_tokens = kv_tokens;
     p.block_size = block_size;
     p.max_batch_tokens = max_batch;
@@ -64,6 +67,14 @@ static plume_seq_runner *runner(int64_t kv_tokens, int32_t block_size, int32_t m
     if (plume_seq_runner_create(g_m, &p, &r, &err))
         fail_msg("%s", err.msg);
     return r;
+}
+
+/* The same with the default cache (f16). */
+static plume_seq_runner *runner(int64_t kv_tokens, int32_t block_size, int32_t max_batch,
+                                int32_t max_seqs)
+{
+    return runner_kv(plume_seq_runner_defaults().kv_dtype, kv_tokens, block_size, max_batch,
+                     max_seqs);
 }
 
 static float *rows(size_t n) { return malloc(sizeof(float) * n * (size_t)g_nv); }
@@ -80,9 +91,8 @@ static void run_ok(plume_seq_runner *r, const plume_seq_run *runs, size_t n, flo
  * each decode step one run over all sequences.  Every row is the same bits.
  * The batched runner has another block size and a different history of
  * blocks, so block placement does not matter either. */
-static void test_batched_equals_alone(void **state)
+static void batched_equals_alone(plume_kv_dtype dt)
 {
-    (void)state;
     const int steps = 3;
     float *alone[NS], *batched[NS];
     for (int s = 0; s < NS; s++) {
@@ -90,7 +100,7 @@ static void test_batched_equals_alone(void **state)
         batched[s] = rows((size_t)(g_len[s] + steps));
     }
     for (int s = 0; s < NS; s++) {
-        plume_seq_runner *r = runner(256, 16, 64, 2);
+        plume_seq_runner *r = runner_kv(dt, 256, 16, 64, 2);
         plume_seq_run q = {100 + s, g_tok[s], g_len[s], g_len[s]};
         run_ok(r, &q, 1, alone[s]);
         for (int t = 0; t < steps; t++) {
@@ -101,7 +111,7 @@ static void test_batched_equals_alone(void **state)
         plume_seq_runner_free(r);
     }
 
-    plume_seq_runner *r = runner(512, 8, 128, NS + 1);
+    plume_seq_runner *r = runner_kv(dt, 512, 8, 128, NS + 1);
     /* a sequence run and released first, so the batch gets other blocks */
     plume_seq_run warm = {999, g_tok[0], 20, 0};
     run_ok(r, &warm, 1, NULL);
@@ -140,7 +150,8 @@ static void test_batched_equals_alone(void **state)
         for (int i = 0; i < g_len[s] + steps; i++)
             if (memcmp(alone[s] + (size_t)i * g_nv, batched[s] + (size_t)i * g_nv,
                        sizeof(float) * (size_t)g_nv))
-                fail_msg("sequence %d position %d: batched logits differ from alone", s, i);
+                fail_msg("%s cache, sequence %d position %d: batched logits differ from alone",
+                         plume_kv_dtype_name(dt), s, i);
         free(alone[s]);
         free(batched[s]);
     }
@@ -148,8 +159,15 @@ static void test_batched_equals_alone(void **state)
     plume_seq_runner_free(r);
 }
 
+static void test_batched_equals_alone(void **state)
+{
+    (void)state;
+    for (int dt = PLUME_KV_F32; dt <= PLUME_KV_INT8; dt++)
+        batched_equals_alone((plume_kv_dtype)dt);
+}
+
 /* The logits of the last prompt position match plume_decode's (the single
- * sequence API on the same runner code). */
+ * sequence API on the same runner code, with its f32 cache). */
 static void test_matches_context(void **state)
 {
     (void)state;
@@ -159,7 +177,7 @@ static void test_matches_context(void **state)
     float *a = rows(1), *b = rows(1);
     assert_int_equal(plume_decode(c, g_tok[2], (size_t)g_len[2], a, &err), 0);
     plume_context_free(c);
-    plume_seq_runner *r = runner(64, 16, 64, 1);
+    plume_seq_runner *r = runner_kv(PLUME_KV_F32, 64, 16, 64, 1);
     plume_seq_run q = {0, g_tok[2], g_len[2], 1};
     run_ok(r, &q, 1, b);
     assert_memory_equal(a, b, sizeof(float) * (size_t)g_nv);
@@ -380,10 +398,16 @@ static void test_bad_params(void **state)
     assert_non_null(strstr(err.msg, "kv_max_tokens must be in [1, "));
     assert_int_equal(plume_seq_runner_create(NULL, NULL, &r, &err), -1);
     assert_null(r);
-    /* NULL params: the defaults */
+    /* NULL params: the defaults, an f16 cache at half the bytes of an f32 one */
+    assert_int_equal(plume_seq_runner_defaults().kv_dtype, PLUME_KV_F16);
     assert_int_equal(plume_seq_runner_create(g_m, NULL, &r, &err), 0);
     assert_int_equal(plume_seq_runner_free_tokens(r), plume_seq_runner_defaults().kv_max_tokens);
     assert_ptr_equal(plume_seq_runner_model(r), g_m);
+    int64_t f16_bytes = plume_seq_runner_kv_bytes_per_token(r);
+    plume_seq_runner_free(r);
+    r = runner_kv(PLUME_KV_F32, 64, 16, 64, 1);
+    assert_true(f16_bytes > 0);
+    assert_int_equal(plume_seq_runner_kv_bytes_per_token(r), 2 * f16_bytes);
     plume_seq_runner_free(r);
     plume_seq_runner_free(NULL);
 }

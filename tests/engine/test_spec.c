@@ -407,6 +407,7 @@ static int dm_create(const plume_proposer_host *host, const plume_settings *sett
     rp.kv_max_tokens = (int64_t)host->max_seqs * 64; /* prompts here are short */
     rp.max_batch_tokens = host->max_seqs * 64;
     rp.block_size = 8;
+    rp.kv_dtype = PLUME_KV_F32; /* as g_dm.check's (a plume_context), to compare bits */
     p->logits = malloc(sizeof(float) * (size_t)host->max_seqs * (size_t)host->n_vocab);
     p->runs = malloc(sizeof *p->runs * (size_t)host->max_seqs);
     p->base_id = malloc(sizeof *p->base_id * (size_t)host->max_seqs);

@@ -10,7 +10,10 @@ tiny:    on bench/data/eval-heldout.txt, plume's perplexity of the tiny
          top-1 agreement against a perturbed copy of the tiny model match
          numpy, and so do they between the tiny model in F32 and its Q8_0
          copy (a small KL, to 1e-3 relative); the model against itself
-         gives KL 0 and 100% agreement.
+         gives KL 0 and 100% agreement.  These runs give --kv-dtype f32 (the
+         oracle's exact cache); without it the model runs the default f16
+         cache, which the JSON reports, against its own f32-cache self: a
+         small KL > 0.
 smollm2: perplexity of models/SmolLM2-135M-Instruct.Q4_1.gguf on the
          held-out text (ctx 128, 4 windows): with f32 activations it equals
          the float64 oracle's on the same windows (relative 1e-5); on the
@@ -18,7 +21,8 @@ smollm2: perplexity of models/SmolLM2-135M-Instruct.Q4_1.gguf on the
          int8 path against the model's exact f32 conversion (plume convert,
          a genuinely different run) is within [0.5, 1.5] x the oracle's KL
          against its emulation of the int8 rounding, top-1 agreement >= 90%;
-         the same through --pipeline.
+         the same through --pipeline, whose kv_cache.dtype (f32) is used.
+         All with an f32 KV cache, as the oracle has.
 
 The plume binary is $PLUME_BIN, else $PLUME_BUILD_ROOT/core/src/cli/plume.
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
@@ -56,9 +60,13 @@ REL = 1e-3
 
 
 
-def ppl(model, *args, env=None):
-    r = subprocess.run([PLUME, "perplexity", "--model", model, "--text", TEXT, "--json"] + list(args),
-                       capture_output=True, text=True, env=dict(os.environ, **(env or {})))
+def ppl(model, *args, env=None, kv="f32"):
+    """plume perplexity's JSON; kv: --kv-dtype (f32, the oracles' exact cache;
+    None: none given, the default)."""
+    kv_args = ["--kv-dtype", kv] if kv else []
+    r = subprocess.run([PLUME, "perplexity", "--model", model, "--text", TEXT, "--json"] + kv_args
+                       + list(args), capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
     if r.returncode != 0:
         raise RuntimeError("plume perplexity failed (%d): %s" % (r.returncode, r.stderr))
     return json.loads(r.stdout)
@@ -167,7 +175,18 @@ def test_tiny(tiny, tmp):
     self_ = ppl(tiny, "--ctx", "32", "--chunks", "3", "--kl-base", tiny)["kl"]
     check(self_["mean"] < 1e-9 and self_["max"] < 1e-9 and self_["top1_pct"] == 100.0,
           "tiny against itself: KL %.2e, top-1 %.1f%%" % (self_["mean"], self_["top1_pct"]))
+    # the default cache is f16; the KL base keeps f32, so the KL is the rounding's
+    dflt = ppl(tiny, "--ctx", "32", "--chunks", "3", "--kl-base", tiny, kv=None)
+    k = dflt["kl"]
+    check(dflt["kv_dtype"] == "f16" and k["base_kv_dtype"] == "f32",
+          "tiny, no --kv-dtype: the model's cache is %s (f16), the base's %s (f32)"
+          % (dflt["kv_dtype"], k["base_kv_dtype"]))
+    check(0 < k["mean"] < TINY_F16_KL and k["top1_pct"] >= 95.0,
+          "tiny f16 cache against its f32 self: KL %.2e in (0, %g), top-1 %.1f%% >= 95%%"
+          % (k["mean"], TINY_F16_KL, k["top1_pct"]))
 
+
+TINY_F16_KL = 1e-4  # KL of the tiny model's f16 cache against its f32 one: measured 1.2e-6
 
 # SmolLM2 (ctx 128, 4 windows, 252 scored tokens).  Measured 2026-12-03:
 # f32 activations give the oracle's PPL 16.05908 to 1e-7 relative; the default
@@ -246,7 +265,7 @@ def test_smollm2(tmp):
     check(k["top1_pct"] >= SMOL_TOP1, "smollm2: top-1 agreement %.1f%% >= %g%%" % (k["top1_pct"], SMOL_TOP1))
     pipe, base = os.path.join(tmp, "p.yaml"), os.path.join(tmp, "b.yaml")
     with open(pipe, "w") as f:
-        f.write("model: %s\nthreads: 2\n" % SMOL)
+        f.write("model: %s\nthreads: 2\nkv_cache: { dtype: f32 }\n" % SMOL)
     with open(base, "w") as f:
         f.write("model: %s\nthreads: 2\n" % hf)
     r = subprocess.run([PLUME, "perplexity", "--pipeline", pipe, "--text", TEXT, "--ctx", "128",

@@ -2,14 +2,16 @@
  * in-process test connector, on the tiny model (argv[1]):
  *   - a prompt computed by a producer engine and loaded by a consumer
  *     engine gives the consumer bit-identical first logits and the same
- *     greedy tokens as a colocated engine, for f32 and f16 KV caches and
- *     prompts of 2 to 70 tokens (one block, several, exact multiples),
- *     while local requests decode in the same steps;
+ *     greedy tokens as a colocated engine, for the default KV cache (f16,
+ *     which the engines must report), f32 and int8, and prompts of 2 to 70
+ *     tokens (one block, several, exact multiples), while local requests
+ *     decode in the same steps;
  *   - the consumer's request waits (kv_waiting_remote) until its KV
  *     arrives; the producer keeps the finished request's blocks
  *     (kv_blocks_deferred) until the send is reported, then frees them;
  *   - an abort while waiting, a failed load (fail: an error naming
- *     on_failure; recompute: the colocated tokens) leave no block held.
+ *     on_failure; recompute: the colocated tokens) leave no block held
+ *     (default cache).
  * The test connector copies blocks through host memory with the backend's
  * download/upload, as pd-ipc does through shared memory. */
 #include <setjmp.h>
@@ -262,10 +264,14 @@ static int teardown(void **state)
     return 0;
 }
 
-static plume_engine *engine(fixture *f, plume_kv_dtype dt, int role, bool recompute)
+/* KV_DEFAULT: the engine's default cache (f16), the dtype left as it is. */
+#define KV_DEFAULT (-1)
+
+static plume_engine *engine(fixture *f, int dt, int role, bool recompute)
 {
     plume_engine_params p = plume_engine_defaults();
-    p.kv_dtype = dt;
+    if (dt != KV_DEFAULT)
+        p.kv_dtype = (plume_kv_dtype)dt;
     p.kv_max_tokens = 2048;
     p.max_batched_tokens = 24; /* prompts run in several chunks */
     if (role) {
@@ -277,6 +283,7 @@ static plume_engine *engine(fixture *f, plume_kv_dtype dt, int role, bool recomp
     plume_error err = {0};
     if (plume_engine_create(f->m, &p, &e, &err))
         fail_msg("engine: %s", err.msg);
+    assert_int_equal(plume_engine_kv_dtype(e), dt == KV_DEFAULT ? PLUME_KV_F16 : dt);
     return e;
 }
 
@@ -306,7 +313,7 @@ static void assert_clean(plume_engine *e)
 /* One prompt through producer then consumer (with a local request decoding
  * alongside), against the colocated engine: same first logits, bit for
  * bit, and the same tokens. */
-static void one_prompt(fixture *f, plume_kv_dtype dt, int32_t n)
+static void one_prompt(fixture *f, int dt, int32_t n)
 {
     const int32_t nv = plume_model_n_vocab(f->m);
     store_reset(); /* transfer ids restart with each engine */
@@ -369,7 +376,7 @@ static void one_prompt(fixture *f, plume_kv_dtype dt, int32_t n)
     assert_int_equal(plume_engine_result(d, rd2, &dr2), 0);
     if (memcmp(want, got, sizeof(float) * (size_t)nv) != 0)
         fail_msg("prompt of %d tokens (%s KV): first logits differ from colocated", n,
-                 dt == PLUME_KV_F16 ? "f16" : "f32");
+                 dt == KV_DEFAULT ? "default" : plume_kv_dtype_name((plume_kv_dtype)dt));
     assert_int_equal(dr.n_output, want_r.n_output);
     assert_memory_equal(dr.output_ids, want_r.output_ids, sizeof(int32_t) * dr.n_output);
     assert_int_equal(dr2.n_output, want_o.n_output);
@@ -385,10 +392,10 @@ static void one_prompt(fixture *f, plume_kv_dtype dt, int32_t n)
 static void test_identity(void **state)
 {
     static const int32_t lens[] = {2, 15, 16, 17, 33, 48, 70};
-    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
-        one_prompt(*state, PLUME_KV_F32, lens[i]);
-        one_prompt(*state, PLUME_KV_F16, lens[i]);
-    }
+    static const int dts[] = {KV_DEFAULT, PLUME_KV_F32, PLUME_KV_INT8};
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++)
+        for (size_t j = 0; j < sizeof dts / sizeof *dts; j++)
+            one_prompt(*state, dts[j], lens[i]);
 }
 
 static void test_abort_and_failures(void **state)
@@ -404,7 +411,7 @@ static void test_abort_and_failures(void **state)
     rp.kv_transfer = &x;
     /* abort while waiting for the KV: its blocks come back */
     g_arrive_after = 1000;
-    plume_engine *d = engine(f, PLUME_KV_F32, PLUME_KV_CONSUMER, false);
+    plume_engine *d = engine(f, KV_DEFAULT, PLUME_KV_CONSUMER, false);
     int64_t id = plume_engine_add_tokens(d, ids, 40, &rp, &err);
     assert_true(plume_engine_step(d, &err) >= 0);
     assert_int_equal(plume_engine_get_load(d).kv_waiting_remote, 1);
@@ -423,14 +430,14 @@ static void test_abort_and_failures(void **state)
     assert_clean(d);
     plume_engine_free(d);
     /* on_failure: recompute computes it here: the colocated tokens */
-    plume_engine *c = engine(f, PLUME_KV_F32, 0, false);
+    plume_engine *c = engine(f, KV_DEFAULT, 0, false);
     plume_request_params cp = rp;
     cp.kv_transfer = NULL;
     int64_t cid = plume_engine_add_tokens(c, ids, 40, &cp, &err);
     run(c);
     plume_request_result want;
     assert_int_equal(plume_engine_result(c, cid, &want), 0);
-    d = engine(f, PLUME_KV_F32, PLUME_KV_CONSUMER, true);
+    d = engine(f, KV_DEFAULT, PLUME_KV_CONSUMER, true);
     id = plume_engine_add_tokens(d, ids, 40, &rp, &err);
     run(d);
     assert_int_equal(plume_engine_result(d, id, &r), 0);

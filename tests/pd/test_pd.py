@@ -14,13 +14,15 @@ ucx://127.0.0.1:PORT).
   read_in_place: false, from a copy), memfd from a copy;
 - greedy token ids through the 1P1D set equal a colocated `plume serve`'s,
   for completions and chat, streamed and not, prompts of 1 to 100+ tokens
-  (one block, several, an exact multiple), 8 concurrent clients;
+  (one block, several, an exact multiple), 8 concurrent clients; with the
+  default KV cache (f16, no kv_cache.dtype in the pipelines), and again
+  with f32 and with int8 KV caches given in the pipelines (completions);
 - no shared-memory segment and no KV block outlives its request: both
   workers' /metrics count 0 live segments, 0 deferred blocks, 0 used
   blocks and 0 requests waiting for KV once idle, and the transfer counts
   match the requests;
-- workers that cannot exchange KV (another block_size) make the router's
-  start-up check fail with a message that says so;
+- workers that cannot exchange KV (another block_size, another KV dtype)
+  make the router's start-up check fail with a message that says so;
 - the router's --api-key is required from clients;
 - a failed transfer fails the request loudly by default, and is computed
   locally (same ids) with on_failure: recompute;
@@ -80,15 +82,16 @@ class Router(Server):
                     "--port", "0", "--timeout", str(TIMEOUT), "--startup-timeout", "20", *extra])
 
 
-def pipeline(d, name, role, block_size=16, **kv):
+def pipeline(d, name, role, block_size=16, kv_dtype=None, **kv):
     """A pipeline file for the tiny model with a kv_connector of role, on
-    TRANSPORT."""
+    TRANSPORT; kv_dtype None: no kv_cache.dtype (the default, f16)."""
     kv = dict(transport=TRANSPORT, **kv)
     extra = "".join(f", {k}: {v}" for k, v in kv.items())
+    dtype = f"dtype: {kv_dtype}, " if kv_dtype else ""
     path = os.path.join(d, name)
     with open(path, "w") as f:
         f.write(f"model: {tiny}\nbackend: cpu\nplugins: [pd-ipc]\n"
-                f"kv_cache: {{ block_size: {block_size}, dtype: f32, max_tokens: 4096 }}\n"
+                f"kv_cache: {{ block_size: {block_size}, {dtype}max_tokens: 4096 }}\n"
                 f"sampling: {{ temperature: 0 }}\n"
                 f"kv_connector: {{ method: ipc, role: {role}, timeout_s: {TIMEOUT}{extra} }}\n")
     return path
@@ -214,16 +217,52 @@ def test_ucx_copied(d, colo, dec):
 
 
 def test_mismatch(d, pre):
-    bad = pipeline(d, "bad.yaml", "decode", block_size=32)
-    w = Worker(bad, 0)
-    try:
-        r = subprocess.run([plume, "router", "--prefill", pre.base, "--decode", w.base,
-                            "--port", "0", "--startup-timeout", "10"],
-                           capture_output=True, text=True, timeout=60)
-        check(r.returncode == 1, ("router with mismatched workers must fail", r))
-        check("block_size is 32" in r.stderr and "prefill worker's is 16" in r.stderr, r.stderr)
-    finally:
-        w.kill()
+    """pre runs the default KV cache (f16, block_size 16)."""
+    for name, args, says in (("bad.yaml", {"block_size": 32},
+                              ("block_size is 32", "prefill worker's is 16")),
+                             ("bad-dtype.yaml", {"kv_dtype": "f32"},
+                              ("KV cache is f32 but the prefill worker's is f16",
+                               "same kv_cache.dtype"))):
+        w = Worker(pipeline(d, name, "decode", **args), 0)
+        try:
+            r = subprocess.run([plume, "router", "--prefill", pre.base, "--decode", w.base,
+                                "--port", "0", "--startup-timeout", "10"],
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode == 1, ("router with mismatched workers must fail", name, r))
+            check(all(s in r.stderr for s in says), (name, says, r.stderr))
+        finally:
+            w.kill()
+
+
+def test_identity_dtypes(d):
+    """A 1P1D set whose pipelines give kv_cache.dtype f32, then int8, gives
+    the greedy ids of a colocated server with the same cache
+    (`plume serve --kv-dtype`): each dtype's blocks travel intact."""
+    for dt in ("f32", "int8"):
+        if UCX:
+            port = free_port()
+            pre_yaml = pipeline(d, f"pre-{dt}.yaml", "prefill", kv_dtype=dt,
+                                address=f"127.0.0.1:{port}")
+        else:
+            pre_yaml = pipeline(d, f"pre-{dt}.yaml", "prefill", kv_dtype=dt,
+                                socket=os.path.join(d, f"p-{dt}.sock"))
+        servers = []
+        try:
+            servers.append(Server(plume, tiny, "--kv-dtype", dt))
+            servers.append(Worker(pre_yaml, free_port()))
+            servers.append(Worker(pipeline(d, f"dec-{dt}.yaml", "decode", kv_dtype=dt),
+                                  free_port()))
+            servers.append(Router(servers[1], servers[2]))
+            colo, pre, dec, rt = servers
+            for p in PROMPTS:
+                want, got = completion_ids(colo, p), completion_ids(rt, p)
+                check(got == want, (dt, "completion ids through 1P1D differ from colocated", p,
+                                    got, want))
+            mp, md = wait_clean(pre, f"prefill {dt}"), wait_clean(dec, f"decode {dt}")
+            check(sent(mp) == received(md) >= len(PROMPTS) - 1, (dt, "transfer counts", mp, md))
+        finally:
+            for srv in servers:
+                srv.kill()
 
 
 def test_config_errors(d):
@@ -450,6 +489,7 @@ def main():
             if UCX:
                 test_ucx_copied(d, colo, dec)
             test_mismatch(d, pre)
+            test_identity_dtypes(d)
             test_config_errors(d)
             test_api_key(pre, dec)
             test_failed_transfer(d, colo, pre, dec, pre_addr)

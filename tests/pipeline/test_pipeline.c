@@ -279,6 +279,8 @@ static void test_defaults_and_mapping(void **state)
     plume_pipeline_engine_params(p, &ep);
     assert_int_equal(ep.block_size, d.block_size);
     assert_int_equal(ep.kv_max_tokens, d.kv_max_tokens);
+    assert_int_equal(ep.kv_dtype, PLUME_KV_F16); /* the default cache, as the engine's */
+    assert_int_equal(d.kv_dtype, PLUME_KV_F16);
     assert_int_equal(ep.max_num_seqs, d.max_num_seqs);
     assert_int_equal(ep.max_batched_tokens, d.max_batched_tokens);
     assert_int_equal(ep.prefix_caching, d.prefix_caching);
@@ -310,6 +312,7 @@ static void test_defaults_and_mapping(void **state)
     plume_pipeline_engine_params(p, &ep);
     assert_int_equal(ep.block_size, 32);
     assert_int_equal(ep.kv_max_tokens, 4096);
+    assert_int_equal(ep.kv_dtype, PLUME_KV_F16); /* a kv_cache section without dtype */
     assert_int_equal(ep.max_num_seqs, 8);
     assert_int_equal(ep.max_batched_tokens, 256);
     assert_false(ep.prefix_caching);
@@ -333,6 +336,9 @@ static void test_defaults_and_mapping(void **state)
     fclose(f);
     assert_non_null(strstr(buf, "\nbackend: cpu "));
     assert_non_null(strstr(buf, "  max_tokens: 4096\n"));
+    char dtype_line[64]; /* `plume check` says f16, marked as the default */
+    snprintf(dtype_line, sizeof dtype_line, "\n%-44s # default\n", "  dtype: f16");
+    assert_non_null(strstr(buf, dtype_line));
     assert_non_null(strstr(buf, "  seed: 42\n"));
     assert_non_null(strstr(buf, "  temperature: 0.7\n"));
     assert_non_null(strstr(buf, "\nspeculative: off "));

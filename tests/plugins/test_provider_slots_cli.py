@@ -86,8 +86,15 @@ try:
             "choose another backend")
     bad = refused("picky-kv", "kv_cache: {dtype: f16}\n",
                   "backend picky-kv cannot store the KV cache as f16", "use kv_cache.dtype f32")
-    # the same backend runs an f32 cache
+    # no dtype: the default cache is f16, refused the same way, saying how to get f32
+    dflt = refused("picky-kv", "", "backend picky-kv cannot store the KV cache as f16",
+                   "(--kv-dtype f32)")
+    # the same backend runs an f32 cache, given in the pipeline or on the command line
     run("generate", "--pipeline", bad, "--kv-dtype", "f32", *GEN)
+    run("generate", "--pipeline", dflt, "--kv-dtype", "f32", *GEN)
+    with open(dflt, "a") as f:
+        f.write("kv_cache: {dtype: f32}\n")
+    run("generate", "--pipeline", dflt, *GEN)
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 print("ok")

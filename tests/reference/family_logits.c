@@ -45,6 +45,7 @@ int main(int argc, char **argv)
     const int32_t nv = plume_model_n_vocab(m);
     plume_seq_runner_params p = plume_seq_runner_defaults();
     p.kv_max_tokens = 2 * n + 64;
+    p.kv_dtype = PLUME_KV_F32; /* exact, as the float64 oracle it is compared with */
     p.max_batch_tokens = 2 * chunk;
     plume_seq_runner *r;
     if (plume_seq_runner_create(m, &p, &r, &err))

@@ -37,11 +37,12 @@ def run(*args, env=None, ok=True):
 
 
 def plume_logits(model, ids, tmp, env=None):
-    """plume's logits of the last of ids (one forward, no sampling)."""
+    """plume's logits of the last of ids (one forward, no sampling), with the
+    exact f32 KV cache the oracles are compared with."""
     import numpy as np
     path = os.path.join(tmp, "logits.bin")
     run("generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)), "--max-tokens", "1",
-        "--temperature", "0", "--json", "--logits-out", path, env=env)
+        "--temperature", "0", "--json", "--logits-out", path, "--kv-dtype", "f32", env=env)
     return np.fromfile(path, dtype="<f4")
 
 

@@ -7,7 +7,7 @@ The plume binary is --plume, else $PLUME_BIN, else
 $PLUME_BUILD_ROOT/core/src/cli/plume.  It is run as
 
     plume generate --model PATH --prompt-ids 1,2,3 --max-tokens N --temperature 0
-                   --ignore-eos --json --logits-out FILE --threads 2
+                   --ignore-eos --json --logits-out FILE --threads 2 --kv-dtype f32
 
 (stdout: one JSON object with "token_ids", "prompt_token_ids", ...; FILE: the
 last prompt position's logits as n_vocab little-endian float32).
@@ -157,7 +157,7 @@ def run_plume(plume, model, ids, n, tmp, activations="f32"):
         os.unlink(lf)
     cmd = [plume, "generate", "--model", model, "--prompt-ids", ",".join(map(str, ids)),
            "--max-tokens", str(n), "--temperature", "0", "--ignore-eos", "--json",
-           "--logits-out", lf, "--threads", "2"]
+           "--logits-out", lf, "--threads", "2", "--kv-dtype", "f32"]  # the oracle's exact cache
     t = time.time()
     try:
         env = dict(os.environ, PLUME_CPU_ACTIVATIONS=activations)

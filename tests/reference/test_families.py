@@ -100,7 +100,8 @@ def engine_run(model, ids, n, tmp):
     env = dict(os.environ, PLUME_CPU_ACTIVATIONS="f32")
     p = subprocess.run([PLUME, "generate", "--model", model, "--prompt-ids",
                         ",".join(map(str, ids)), "--max-tokens", str(n), "--temperature", "0",
-                        "--ignore-eos", "--json", "--logits-out", lf, "--threads", "2"],
+                        "--ignore-eos", "--json", "--logits-out", lf, "--threads", "2",
+                        "--kv-dtype", "f32"],  # exact, as family_logits and the oracle
                        capture_output=True, text=True, env=env, timeout=300)
     if p.returncode != 0:
         return None, None, p.stderr.strip()[-300:]

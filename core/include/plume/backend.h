@@ -76,6 +76,14 @@ typedef enum plume_kv_dtype {
                           (d = max |x| / 127); see plume_kv_pool.scale_offset */
 } plume_kv_dtype;
 
+/* "f32", "f16" or "int8" (the kv_cache.dtype / --kv-dtype spelling);
+ * "unknown" for any other value. */
+static inline const char *plume_kv_dtype_name(plume_kv_dtype d)
+{
+    return d == PLUME_KV_F32 ? "f32" : d == PLUME_KV_F16 ? "f16" : d == PLUME_KV_INT8 ? "int8"
+                                                                                     : "unknown";
+}
+
 /* The KV cache of every layer.  The caller fills the shape fields; kv_alloc
  * allocates k and v and fills the layout: the value of (layer l, slot s,
  * kv head h, dimension d) is at byte l*layer_stride + s*slot_stride +

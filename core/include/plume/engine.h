@@ -29,7 +29,9 @@ struct plume_settings;
 typedef struct plume_engine_params {
     int32_t block_size;          /* tokens per KV block (default 16) */
     int64_t kv_max_tokens;       /* KV cache capacity in tokens (default 16384) */
-    plume_kv_dtype kv_dtype;     /* default PLUME_KV_F32 */
+    plume_kv_dtype kv_dtype;     /* default PLUME_KV_F16 (half of f32's memory and
+                                    bandwidth; docs/long-context.md has its quality
+                                    cost); PLUME_KV_F32 for the exact cache */
     int32_t max_num_seqs;        /* sequences per step (default 64) */
     int32_t max_batched_tokens;  /* positions per step (default 512) */
     bool prefix_caching;         /* default true */
@@ -265,6 +267,12 @@ PLUME_API const char *plume_engine_proposer_name(const plume_engine *e);
  * longer prompt is refused by plume_engine_add_tokens; servers report it
  * as max_model_len. */
 PLUME_API int32_t plume_engine_n_ctx(const plume_engine *e);
+
+/* The KV cache the engine allocated: its element type (params.kv_dtype) and
+ * the bytes one cached position takes in it, K and V of every layer
+ * (scales included for PLUME_KV_INT8). */
+PLUME_API plume_kv_dtype plume_engine_kv_dtype(const plume_engine *e);
+PLUME_API int64_t plume_engine_kv_bytes_per_token(const plume_engine *e);
 
 PLUME_API int plume_engine_result(const plume_engine *e, int64_t request_id,
                                   plume_request_result *out);

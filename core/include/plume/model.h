@@ -104,7 +104,9 @@ PLUME_API void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, in
 PLUME_API void plume_model_describe(const plume_model *m, void *f);
 
 /* A context: KV cache for one sequence of up to n_ctx tokens and
- * activation buffers, on the model's backend (its threads). */
+ * activation buffers, on the model's backend (its threads).  Its cache is
+ * f32, the exact one (the engine's and the sequence runner's default is
+ * f16): a reference the batched paths are compared with. */
 PLUME_API int plume_context_create(const plume_model *m, int n_ctx, plume_context **out,
                                    plume_error *err);
 PLUME_API void plume_context_free(plume_context *c);

@@ -35,7 +35,9 @@ typedef struct plume_ppl_params {
     int32_t n_ctx;       /* window length in tokens (>= 4) */
     int32_t stride;      /* 0 = non-overlapping windows, else see above */
     int32_t max_windows; /* evaluate at most this many windows (0 = all) */
-    plume_kv_dtype kv_dtype; /* the model's KV cache (the KL base always uses f32) */
+    plume_kv_dtype kv_dtype; /* the model's KV cache (0: PLUME_KV_F32; `plume perplexity`
+                                passes f16, the engine's default); the KL base
+                                always uses f32 */
 } plume_ppl_params;
 
 /* Running totals, reported after every window and at the end. */

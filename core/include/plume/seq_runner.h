@@ -47,7 +47,7 @@ typedef struct plume_seq_runner_params {
     int32_t block_size;         /* tokens per KV block (default 16) */
     int32_t max_batch_tokens;   /* new positions one run may compute (default 512) */
     int32_t max_seqs;           /* sequences alive at once (default 64) */
-    plume_kv_dtype kv_dtype;    /* default PLUME_KV_F32 */
+    plume_kv_dtype kv_dtype;    /* default PLUME_KV_F16, as the engine's */
 } plume_seq_runner_params;
 
 /* The defaults listed above. */

@@ -53,7 +53,8 @@ static const char help[] =
 typedef struct ctx_opts {
     const char *model;
     int depths[MAX_DEPTHS], n_depths;
-    int kv_dtype, steps, batch, chunk, reps, threads;
+    plume_kv_dtype kv_dtype;
+    int steps, batch, chunk, reps, threads;
     bool json;
 } ctx_opts;
 
@@ -175,7 +176,7 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     rp.kv_max_tokens = o->batch * (max_d + o->steps + 32);
     rp.max_batch_tokens = o->chunk > o->batch ? o->chunk : o->batch;
     rp.max_seqs = o->batch;
-    rp.kv_dtype = (plume_kv_dtype)o->kv_dtype;
+    rp.kv_dtype = o->kv_dtype;
     plume_seq_runner *r;
     if (plume_seq_runner_create(m, &rp, &r, &err)) {
         fprintf(stderr, "plume bench context: %s\n", err.msg);
@@ -239,11 +240,6 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     return rc;
 }
 
-static const char *kv_name(int dt)
-{
-    return dt == PLUME_KV_INT8 ? "int8" : dt == PLUME_KV_F16 ? "f16" : "f32";
-}
-
 static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *rows, int64_t kvb)
 {
     if (o->json) {
@@ -263,8 +259,8 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
             "{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s},s:s,s:s,s:I,s:i,s:i,s:o}", "machine", "cpu", mach->cpu,
             "threads", o->threads, "bandwidth_gbs", mach->bw / 1e9, "f32_gflops", mach->f32 / 1e9,
             "int8_gops", mach->i8 / 1e9, "features", mach->feats, "level", mach->level, "model",
-            o->model, "kv_dtype", kv_name(o->kv_dtype), "kv_bytes_per_token", (json_int_t)kvb,
-            "steps", o->steps, "batch", o->batch, "rows", arr);
+            o->model, "kv_dtype", plume_kv_dtype_name(o->kv_dtype), "kv_bytes_per_token",
+            (json_int_t)kvb, "steps", o->steps, "batch", o->batch, "rows", arr);
         char *s = json_dumps(root, JSON_COMPACT);
         puts(s);
         free(s);
@@ -275,8 +271,8 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
            mach->cpu, o->threads, mach->level, mach->bw / 1e9, mach->f32 / 1e9, mach->i8 / 1e9);
     printf("kv cache %s: %lld bytes per token; decode %d steps of %d sequence%s, prefill in "
            "chunks of %d; medians of %d\n",
-           kv_name(o->kv_dtype), (long long)kvb, o->steps, o->batch, o->batch > 1 ? "s" : "",
-           o->chunk, o->reps);
+           plume_kv_dtype_name(o->kv_dtype), (long long)kvb, o->steps, o->batch,
+           o->batch > 1 ? "s" : "", o->chunk, o->reps);
     printf("%7s  %10s %10s %6s  %10s %10s %6s\n", "depth", "decode", "roofline", "%", "prefill",
            "roofline", "%");
     for (int i = 0; i < o->n_depths; i++) {
@@ -322,8 +318,9 @@ static void parse_depths(ctx_opts *o, const char *v)
 
 int bench_context(int argc, char **argv)
 {
-    ctx_opts o = {.depths = {0, 512, 2048, 6144}, .n_depths = 4, .kv_dtype = PLUME_KV_F16,
-                  .steps = 32, .batch = 1, .chunk = 512, .reps = 3, .threads = plume_cpu_count()};
+    ctx_opts o = {.depths = {0, 512, 2048, 6144}, .n_depths = 4,
+                  .kv_dtype = plume_seq_runner_defaults().kv_dtype, .steps = 32, .batch = 1,
+                  .chunk = 512, .reps = 3, .threads = plume_cpu_count()};
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
@@ -334,7 +331,7 @@ int bench_context(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--depths", &v)) {
             parse_depths(&o, v);
         } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
-            o.kv_dtype = cli_kv_dtype("bench context", v);
+            o.kv_dtype = (plume_kv_dtype)cli_kv_dtype("bench context", v);
         } else if (cli_opt(argc, argv, &i, "--steps", &v)) {
             o.steps = (int)cli_int("--steps", v, 1, 100000);
         } else if (cli_opt(argc, argv, &i, "--batch", &v)) {

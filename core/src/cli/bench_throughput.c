@@ -32,7 +32,7 @@ static const char help[] =
     "  --threads N, --ctx-size N, --block-size N, --kv-dtype f32|f16|int8, --max-num-seqs N,\n"
     "  --max-batched-tokens N, --no-prefix-caching, --separate-batches\n"
     "                          engine settings, as for plume generate (ctx-size is the\n"
-    "                          KV cache capacity; default 16384 here)\n"
+    "                          KV cache capacity; default 16384 here; kv-dtype default f16)\n"
     "  --json                  print {\"throughput_tok_s\", \"sequential_tok_s\", \"speedup\",\n"
     "                          ...} instead of text\n";
 
@@ -224,6 +224,7 @@ int bench_throughput(int argc, char **argv)
             (json_int_t)batched.stats.cached_prompt_tokens, "preemptions",
             (json_int_t)batched.stats.preemptions, "num_seqs", (json_int_t)n, "threads",
             threads, "prefix_caching", ep.prefix_caching, "mixed_batches", ep.mixed_batches);
+        json_object_set_new(o, "kv_dtype", json_string(plume_kv_dtype_name(ep.kv_dtype)));
         if (compare) {
             json_object_set_new(o, "sequential_tok_s", json_real(stput));
             json_object_set_new(o, "speedup", json_real(tput / stput));
@@ -233,8 +234,8 @@ int bench_throughput(int argc, char **argv)
         free(s);
         json_decref(o);
     } else {
-        printf("requests:            %d (prompts %d-%d, outputs %d-%d, shared prefix %d)\n", n,
-               in_lo, in_hi, out_lo, out_hi, shared);
+        printf("requests:            %d (prompts %d-%d, outputs %d-%d, shared prefix %d; %s KV)\n",
+               n, in_lo, in_hi, out_lo, out_hi, shared, plume_kv_dtype_name(ep.kv_dtype));
         printf("continuous batching: %.1f tok/s (%lld tokens in %.2f s, %lld steps)\n", tput,
                (long long)batched.generated, batched.seconds, (long long)batched.stats.steps);
         printf("prefill positions:   %lld of %lld prompt tokens (%lld from the prefix cache)\n",

@@ -73,8 +73,9 @@ static const char help[] =
     "                        kv_cache.max_tokens); also bounds one sequence's context\n"
     "                        (with the model's trained length)\n"
     "  --block-size N        tokens per KV block (default 16)\n"
-    "  --kv-dtype f32|f16|int8  KV cache storage (default f32; f16 halves its memory,\n"
-    "                        int8 with a scale per token and head about quarters it)\n"
+    "  --kv-dtype f32|f16|int8  KV cache storage (default: the pipeline's kv_cache.dtype,\n"
+    "                        else f16, half of f32's memory; f32 is exact, int8 with a\n"
+    "                        scale per token and head about a quarter of f32)\n"
     "  --max-num-seqs N      sequences per step (default 64)\n"
     "  --max-batched-tokens N  positions per step (default 512)\n"
     "  --no-prefix-caching   do not share KV blocks between prompts with a common prefix\n"
@@ -83,7 +84,8 @@ static const char help[] =
     "output:\n"
     "  --json                print one JSON object instead of streaming: text, token_ids,\n"
     "                        prompt_token_ids, prompt_tokens, generated_tokens,\n"
-    "                        finish_reason, prefill_tok_s, decode_tok_s, seed, and with\n"
+    "                        finish_reason, prefill_tok_s, decode_tok_s, seed, kv_dtype,\n"
+    "                        kv_bytes_per_token (of the KV cache), and with\n"
     "                        speculative decoding (pipeline `speculative:`) a \"spec\"\n"
     "                        object: method, drafted, accepted, acceptance_rate,\n"
     "                        tokens_per_forward\n"
@@ -453,6 +455,10 @@ static int generate_one(const gen_opts *o, const plume_model *m, plume_engine *e
         json_object_set_new(obj, "prefill_tok_s", json_real(prefill_tok_s));
         json_object_set_new(obj, "decode_tok_s", json_real(decode_tok_s));
         json_object_set_new(obj, "seed", json_integer((json_int_t)o->sp.seed));
+        json_object_set_new(obj, "kv_dtype",
+                            json_string(plume_kv_dtype_name(plume_engine_kv_dtype(e))));
+        json_object_set_new(obj, "kv_bytes_per_token",
+                            json_integer((json_int_t)plume_engine_kv_bytes_per_token(e)));
         char *s = json_dumps(obj, JSON_ENSURE_ASCII);
         puts(s);
         free(s);

@@ -50,9 +50,11 @@ static const char help[] =
     "  --stride S            strided windows, see above (1 <= S < N)\n"
     "  --chunks K            evaluate only the first K windows\n"
     "  --threads N           the backend's threads (default: the pipeline's `threads`)\n"
-    "  --kv-dtype T          the model's KV cache: f32 (default), f16 or int8; the KL base\n"
-    "                        always runs with f32 (so --kl-base on the same model measures\n"
-    "                        what the cache's rounding costs)\n"
+    "  --kv-dtype T          the model's KV cache: f32, f16 or int8 (default: the\n"
+    "                        pipeline's kv_cache.dtype, else f16, what generate and serve\n"
+    "                        run); the KL base always runs with f32, so --kl-base on the\n"
+    "                        same model measures what the cache's rounding costs, and\n"
+    "                        --kv-dtype f32 compares the weights alone\n"
     "  --kl-base BASE        base model for KL divergence: a .gguf file, an HF directory,\n"
     "                        or a pipeline file (.yaml/.yml: its model is used)\n"
     "  --json                print the result as one JSON object on stdout\n";
@@ -63,7 +65,7 @@ typedef struct ppl_opts {
     const char *model_path, *base_path; /* resolved */
     plume_ppl_params p;
     int threads;
-    bool json;
+    bool json, kv_set; /* kv_set: --kv-dtype given */
 } ppl_opts;
 
 static int parse(int argc, char **argv, ppl_opts *o)
@@ -88,6 +90,7 @@ static int parse(int argc, char **argv, ppl_opts *o)
             o->threads = (int)cli_int("--threads", v, 1, 1024);
         } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
             o->p.kv_dtype = (plume_kv_dtype)cli_kv_dtype("perplexity", v);
+            o->kv_set = true;
         } else if (cli_opt(argc, argv, &i, "--kl-base", &v)) {
             o->base = v;
         } else if (cli_flag(argv, i, "--json")) {
@@ -158,9 +161,11 @@ static void print_text(const ppl_opts *o, const plume_ppl_stats *s)
 {
     printf("%s: %lld tokens, %d window(s) of %d, %lld scored tokens\n", o->text,
            (long long)s->n_tokens, s->n_windows, o->p.n_ctx, (long long)s->n_scored);
-    printf("PPL = %.4f +/- %.5f\n", s->ppl, s->ppl_err);
+    printf("PPL = %.4f +/- %.5f (%s KV cache)\n", s->ppl, s->ppl_err,
+           plume_kv_dtype_name(o->p.kv_dtype));
     if (s->has_base) {
-        printf("base PPL = %.4f +/- %.5f (%s)\n", s->base_ppl, s->base_ppl_err, o->base_path);
+        printf("base PPL = %.4f +/- %.5f (%s, f32 KV cache)\n", s->base_ppl, s->base_ppl_err,
+               o->base_path);
         printf("mean ln(PPL/base PPL) = %.6f\n", s->nll_mean - s->base_nll_mean);
         printf("mean KL(base || model) = %.6g +/- %.2g (median %.6g, p99 %.6g, max %.6g)\n",
                s->kl_mean, s->kl_err, s->kl_median, s->kl_p99, s->kl_max);
@@ -175,14 +180,16 @@ static void print_text(const ppl_opts *o, const plume_ppl_stats *s)
 static void print_json(const ppl_opts *o, const plume_ppl_stats *s)
 {
     json_t *r = json_pack(
-        "{s:s,s:s,s:i,s:i,s:I,s:i,s:I,s:f,s:f,s:f,s:f}", "model", o->model_path, "text", o->text,
-        "ctx", o->p.n_ctx, "stride", o->p.stride, "n_tokens", (json_int_t)s->n_tokens,
-        "n_windows", s->n_windows, "n_scored", (json_int_t)s->n_scored, "nll_mean", s->nll_mean,
-        "ppl", s->ppl, "ppl_err", s->ppl_err, "seconds", s->seconds);
+        "{s:s,s:s,s:i,s:i,s:s,s:I,s:i,s:I,s:f,s:f,s:f,s:f}", "model", o->model_path, "text",
+        o->text, "ctx", o->p.n_ctx, "stride", o->p.stride, "kv_dtype",
+        plume_kv_dtype_name(o->p.kv_dtype), "n_tokens", (json_int_t)s->n_tokens, "n_windows",
+        s->n_windows, "n_scored", (json_int_t)s->n_scored, "nll_mean", s->nll_mean, "ppl", s->ppl,
+        "ppl_err", s->ppl_err, "seconds", s->seconds);
     if (s->has_base)
         json_object_set_new(
             r, "kl",
-            json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "base", o->base_path,
+            json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "base", o->base_path,
+                      "base_kv_dtype", plume_kv_dtype_name(PLUME_KV_F32),
                       "base_ppl", s->base_ppl, "base_ppl_err", s->base_ppl_err, "base_nll_mean",
                       s->base_nll_mean, "mean", s->kl_mean, "err", s->kl_err, "median",
                       s->kl_median, "p99", s->kl_p99, "max", s->kl_max, "top1_pct", s->top1_pct,
@@ -236,6 +243,11 @@ int cmd_perplexity(int argc, char **argv)
     o.model_path = plume_pipeline_model(pipe);
     if (o.threads == 0)
         o.threads = plume_pipeline_threads(pipe);
+    if (!o.kv_set) {
+        plume_engine_params ep;
+        plume_pipeline_engine_params(pipe, &ep);
+        o.p.kv_dtype = ep.kv_dtype;
+    }
     o.base_path = o.base;
     if (o.base && is_pipeline_file(o.base)) {
         if (plume_pipeline_load(reg, o.base, &bpipe, &err)) {
@@ -278,9 +290,11 @@ int cmd_perplexity(int argc, char **argv)
     const plume_tokenizer *tok = plume_model_tokenizer(m);
     int32_t bos = plume_tokenizer_add_bos(tok) ? plume_tokenizer_bos(tok) : -1;
     fprintf(stderr,
-            "%s: %zu tokens; %d windows of %d tokens%s, scoring %d predictions per window%s\n",
+            "%s: %zu tokens; %d windows of %d tokens%s, scoring %d predictions per window; "
+            "%s KV cache%s\n",
             o.text, n, n_windows, o.p.n_ctx, o.p.stride ? " (strided)" : "", per_window,
-            base ? "; KL against the base model" : "");
+            plume_kv_dtype_name(o.p.kv_dtype),
+            base ? "; KL against the base model (f32 KV cache)" : "");
     plume_ppl_stats s;
     if (plume_perplexity(m, base, ids, n, bos, &o.p, on_window, NULL, &s, &err)) {
         fprintf(stderr, "plume perplexity: %s\n", err.msg);

@@ -57,6 +57,9 @@ static const char help[] =
     "                        kv_cache.max_tokens); also bounds one request's context\n"
     "  --max-num-seqs N      requests the engine runs at once (default 64); the rest wait\n"
     "                        in the server's queue\n"
+    "  --kv-dtype f32|f16|int8  KV cache storage (default: the pipeline's kv_cache.dtype,\n"
+    "                        else f16, half of f32's memory; f32 is exact, int8 about a\n"
+    "                        quarter of f32)\n"
     "\n"
     "Request defaults: sampling fields a request leaves out take the pipeline's\n"
     "`sampling` values (the built-in default: temperature 0.8, top_k 40, top_p 0.95,\n"
@@ -82,6 +85,7 @@ typedef struct serve_opts {
     cli_pipeline_opts po;
     const char *host, *api_key, *name, *chat_template;
     int port, max_queue, threads;
+    int kv_dtype; /* -1: the pipeline's */
     long long max_body, ctx_size, max_num_seqs;
 } serve_opts;
 
@@ -92,6 +96,7 @@ static void parse(int argc, char **argv, serve_opts *o)
     o->port = 8000;
     o->max_queue = 256;
     o->max_body = 4 << 20;
+    o->kv_dtype = -1;
     o->api_key = getenv("PLUME_API_KEY");
     if (o->api_key && !o->api_key[0])
         o->api_key = NULL;
@@ -131,6 +136,8 @@ static void parse(int argc, char **argv, serve_opts *o)
             o->ctx_size = cli_int("--ctx-size", v, 1, 1 << 30);
         } else if (cli_opt(argc, argv, &i, "--max-num-seqs", &v)) {
             o->max_num_seqs = cli_int("--max-num-seqs", v, 1, 65536);
+        } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
+            o->kv_dtype = cli_kv_dtype("serve", v);
         } else {
             cli_unknown("serve", argv[i]);
         }
@@ -211,6 +218,8 @@ int cmd_serve(int argc, char **argv)
         ep.kv_max_tokens = o.ctx_size;
     if (o.max_num_seqs)
         ep.max_num_seqs = (int32_t)o.max_num_seqs;
+    if (o.kv_dtype >= 0)
+        ep.kv_dtype = (plume_kv_dtype)o.kv_dtype;
     if (ep.block_size > ep.kv_max_tokens) {
         plume_err(&err, PLUME_ERR_INVALID, "the KV cache (%lld tokens) is smaller than one block "
                   "(%d); raise --ctx-size or kv_cache.max_tokens",
@@ -269,6 +278,10 @@ int cmd_serve(int argc, char **argv)
         loop = NULL;
         goto done;
     }
+    int64_t kvb = plume_engine_kv_bytes_per_token(e);
+    fprintf(stderr, "plume serve: KV cache %s, %lld tokens, %lld bytes per token (%.1f MiB)\n",
+            plume_kv_dtype_name(plume_engine_kv_dtype(e)), (long long)ep.kv_max_tokens,
+            (long long)kvb, (double)kvb * (double)ep.kv_max_tokens / (1 << 20));
     bool v6 = strchr(o.host, ':') != NULL;
     printf("plume serve: listening on http://%s%s%s:%d (model %s)\n", v6 ? "[" : "", o.host,
            v6 ? "]" : "", port, name);

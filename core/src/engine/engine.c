@@ -14,7 +14,7 @@
 plume_engine_params plume_engine_defaults(void)
 {
     plume_engine_params p = {
-        .block_size = 16, .kv_max_tokens = 16384, .kv_dtype = PLUME_KV_F32, .max_num_seqs = 64,
+        .block_size = 16, .kv_max_tokens = 16384, .kv_dtype = PLUME_KV_F16, .max_num_seqs = 64,
         .max_batched_tokens = 512, .prefix_caching = true, .mixed_batches = true,
     };
     return p;
@@ -312,6 +312,13 @@ const char *plume_engine_scheduler_name(const plume_engine *e)
 }
 
 int32_t plume_engine_n_ctx(const plume_engine *e) { return e->n_ctx; }
+
+plume_kv_dtype plume_engine_kv_dtype(const plume_engine *e) { return e->kv->pool.dtype; }
+
+int64_t plume_engine_kv_bytes_per_token(const plume_engine *e)
+{
+    return plume_kv_pool_bytes_per_token(&e->kv->pool);
+}
 
 const char *plume_engine_proposer_name(const plume_engine *e)
 {

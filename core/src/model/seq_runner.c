@@ -38,7 +38,7 @@ plume_seq_runner_params plume_seq_runner_defaults(void)
 {
     return (plume_seq_runner_params){.kv_max_tokens = 4096, .block_size = 16,
                                      .max_batch_tokens = 512, .max_seqs = 64,
-                                     .kv_dtype = PLUME_KV_F32};
+                                     .kv_dtype = PLUME_KV_F16};
 }
 
 static int check_params(const plume_seq_runner_params *p, plume_error *err)

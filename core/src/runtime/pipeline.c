@@ -290,13 +290,14 @@ static int do_backend(plume_pipeline *p, plume_error *err)
 
 static int do_kv_cache(plume_pipeline *p, plume_error *err)
 {
+    /* indexed by plume_kv_dtype; without a dtype key the engine's default */
     static const char *const dtypes[] = {"f32", "f16", "int8"};
     static const plume_kv_dtype kv_of[] = {PLUME_KV_F32, PLUME_KV_F16, PLUME_KV_INT8};
     int64_t bs, mt;
     size_t dt;
     if (section(p, "kv_cache", NULL, 0, &p->kv, NULL, NULL, err) ||
         plume_settings_int(p->kv, "block_size", p->ep.block_size, 1, 1024, &bs, err) ||
-        plume_settings_choice(p->kv, "dtype", dtypes, 3, 0, &dt, err) ||
+        plume_settings_choice(p->kv, "dtype", dtypes, 3, (size_t)p->ep.kv_dtype, &dt, err) ||
         plume_settings_int(p->kv, "max_tokens", p->ep.kv_max_tokens, 1, (int64_t)1 << 31, &mt,
                            err) ||
         plume_settings_check_keys(p->kv, kv_keys, N(kv_keys), err))
