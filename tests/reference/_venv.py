@@ -1,6 +1,7 @@
 """Re-executes the running script under the project's .venv python when the
 interpreter meson found (find_program('python3') at setup time) lacks the
-packages the model tests need.  Import this before numpy/gguf."""
+packages the model tests need.  Import this before numpy/gguf; require()
+does that and skips the test when a package is still missing."""
 
 import os
 import sys
@@ -23,3 +24,15 @@ def ensure():
     if os.path.exists(vpy):
         os.environ["PLUME_VENV_REEXEC"] = "1"
         os.execv(vpy, [vpy] + sys.argv)
+
+
+def require(*modules):
+    """ensure(), then imports modules; prints SKIP and exits 77 (meson's
+    skip) when one is missing.  The caller imports what it uses by name."""
+    ensure()
+    for m in modules:
+        try:
+            __import__(m)
+        except ImportError as e:
+            print("SKIP: missing Python package: %s" % e)
+            sys.exit(77)

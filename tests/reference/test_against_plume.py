@@ -73,16 +73,9 @@ sys.path.insert(0, HERE)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "gguf", "safetensors", "tokenizers")
 
-try:
-    import numpy as np
-    import gguf  # noqa: F401
-    import safetensors  # noqa: F401
-    import tokenizers  # noqa: F401
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
 
 import make_tiny_model  # noqa: E402
 import oracle  # noqa: E402

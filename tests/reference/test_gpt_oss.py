@@ -46,18 +46,12 @@ sys.path.insert(0, HERE)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "gguf", "safetensors", "tokenizers", "torch", "transformers")
 
-try:
-    import numpy as np
-    import gguf
-    import safetensors  # noqa: F401
-    import tokenizers
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402
+import tokenizers  # noqa: E402
+import torch  # noqa: E402
 
 import gpt_oss_oracle  # noqa: E402
 import make_gpt_oss_model  # noqa: E402
