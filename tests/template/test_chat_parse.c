@@ -226,6 +226,21 @@ static void test_harmony(void **state)
     check_harmony("<|channel|>analysis<|message|>x<|end|><|start|>assistant to=functions.f"
                   "<|channel|>commentary json<|message|>{}<|call|>",
                   true, "x", "", w2, 1);
+    /* the first message named in the role part: the prompt ended with
+     * "<|start|>assistant", so the reply opens with " to=" (a review finding) */
+    check_harmony(" to=functions.f<|channel|>commentary json<|message|>{\"a\": [1, 2]}", true,
+                  "", "", (want_call[]){{"f", "{\"a\": [1, 2]}", NULL}}, 1);
+    /* a long call body, fed in pieces, is searched once (and still whole) */
+    {
+        char big[8192] = "<|channel|>commentary to=functions.g<|message|>{\"s\": \"";
+        size_t k = strlen(big);
+        memset(big + k, 'x', 6000);
+        strcpy(big + k + 6000, "\"}<|call|>");
+        char want[8192] = "{\"s\": \"";
+        memset(want + strlen(want), 'x', 6000);
+        strcat(want, "\"}");
+        check_harmony(big, true, "", "", (want_call[]){{"g", want, NULL}}, 1);
+    }
     /* a preamble on commentary is answer text; two calls in a row */
     want_call w3[] = {{"a", "{\"k\": 1}", NULL}, {"b", "{}", NULL}};
     check_harmony("<|channel|>commentary<|message|>Let me look.<|end|>"

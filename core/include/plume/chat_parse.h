@@ -100,7 +100,7 @@ typedef struct plume_harmony plume_harmony;
  * reasoning; final and commentary are the answer; with calls, a recipient
  * "functions.NAME" (in the role or the channel part) makes the body a call
  * of NAME whose arguments are the body's JSON object (other recipients keep
- * their whole name), and without calls such a body is answer text.  seed
+ * their whole name); without calls such a body is read by its channel.  seed
  * makes the calls' ids.  Text that does not follow the format is answer
  * text.  NULL on OOM. */
 PLUME_API plume_harmony *plume_harmony_new(bool calls, uint64_t seed);

@@ -4,7 +4,7 @@
  *     model: models/SmolLM2-135M-Instruct.Q4_1.gguf
  *     backend: cpu
  *     plugins: [typical]
- *     kv_cache: { block_size: 16, dtype: f32, max_tokens: 16384 }
+ *     kv_cache: { block_size: 16, dtype: f16, max_tokens: 16384 }
  *     scheduler: { max_num_seqs: 64, max_batched_tokens: 512 }
  *     sampling: { method: typical, typical_p: 0.9, seed: 7 }
  *

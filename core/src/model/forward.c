@@ -53,7 +53,7 @@ int plume_kv_cache_create_layers(const plume_model *m, int32_t n_layer, int32_t 
     if (!m->bvt->supports(m->b, PLUME_FEAT_KV_DTYPE, dtype))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "backend %s cannot store the KV cache as %s; use kv_cache.dtype f32 "
-                         "(--kv-dtype f32)",
+                         "(--kv-dtype f32), or speculative.kv_dtype f32 for a draft model",
                          m->bvt->name, plume_kv_dtype_name(dtype));
     plume_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv)

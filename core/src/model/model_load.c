@@ -720,7 +720,8 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
         if (m->cfg.arch != PLUME_ARCH_GPT_OSS) {
             plume_err(err, PLUME_ERR_UNSUPPORTED,
                       "%s: quant_method \"mxfp4\" is supported for gpt_oss checkpoints only "
-                      "(this one is %s)",
+                      "(this one is %s); use an unquantized checkpoint of this model, or a "
+                      "GGUF of it",
                       path, m->cfg.arch_name);
             goto fail;
         }

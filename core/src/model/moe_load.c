@@ -294,9 +294,11 @@ static int gpt_oss_hf_experts(plume_model *m, plume_moe *moe, const char *p, plu
         plume_repack_cols(gu->data, es, X, E, 2 * F, 0, 2, F, g);
         plume_repack_cols(gu->data, es, X, E, 2 * F, 1, 2, F, u);
         plume_repack_cols(dn->data, es, X, F, E, 0, 1, E, d);
-        tg = host_3d(gu_n, gu->type, E, F, X, g);
-        tu = host_3d(gu_n, gu->type, E, F, X, u);
-        td = host_3d(d_n, dn->type, F, E, X, d);
+        /* the views keep these names for the model's life: the checkpoint's,
+         * not this function's buffers */
+        tg = host_3d(gu->name, gu->type, E, F, X, g);
+        tu = host_3d(gu->name, gu->type, E, F, X, u);
+        td = host_3d(dn->name, dn->type, F, E, X, d);
     } else { /* OpenAI MXFP4: rows are outputs, interleaved gate/up */
         const plume_tensor *gb, *gs, *db, *ds;
         if (mxfp4_pair(m, gu_n, X, 2 * F, E, &gb, &gs, err) ||
@@ -318,9 +320,9 @@ static int gpt_oss_hf_experts(plume_model *m, plume_moe *moe, const char *p, plu
                                          (const uint8_t *)ds->data + (size_t)(x * E * nbd), nbd,
                                          0, 1, E, d + (size_t)(x * E) * rd);
         }
-        tg = host_3d(gu_n, PLUME_DTYPE_MXFP4, E, F, X, g);
-        tu = host_3d(gu_n, PLUME_DTYPE_MXFP4, E, F, X, u);
-        td = host_3d(d_n, PLUME_DTYPE_MXFP4, F, E, X, d);
+        tg = host_3d(gb->name, PLUME_DTYPE_MXFP4, E, F, X, g);
+        tu = host_3d(gb->name, PLUME_DTYPE_MXFP4, E, F, X, u);
+        td = host_3d(db->name, PLUME_DTYPE_MXFP4, F, E, X, d);
         if (!m->bvt->supports(m->b, PLUME_FEAT_WEIGHT_TYPE, PLUME_DTYPE_MXFP4))
             return plume_err(err, PLUME_ERR_UNSUPPORTED,
                              "%s: %s_blocks are MXFP4, which backend %s cannot run; choose "
@@ -343,7 +345,7 @@ static int gpt_oss_hf_experts(plume_model *m, plume_moe *moe, const char *p, plu
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory rearranging %s", gb_n);
     plume_repack_cols(gub->data, bes, X, 1, 2 * F, 0, 2, F, bg);
     plume_repack_cols(gub->data, bes, X, 1, 2 * F, 1, 2, F, bu);
-    probe = (plume_tensor){.name = gb_n, .type = gub->type, .n_dims = 2, .ne = {F, X, 1, 1},
+    probe = (plume_tensor){.name = gub->name, .type = gub->type, .n_dims = 2, .ne = {F, X, 1, 1},
                            .data = bg, .nbytes = nb};
     if (bias_rows(m, &probe, gb_n, F, X, moe->bias_views, 0, err))
         return -1;

@@ -29,6 +29,7 @@ struct plume_harmony {
     uint64_t seed, n_ids;
     int state, kind;
     char *name;           /* K_CALL: the function's name */
+    size_t scanned;       /* K_CALL: body bytes already searched for an end in vain */
     reply_buf b;          /* undecided text */
 };
 
@@ -75,7 +76,9 @@ static void put(hout *o, char **dst, const char *s, size_t n)
 /* True when s[0..n) may still become the start of a header. */
 static bool header_may_start(const char *s, size_t n)
 {
-    static const char *const OPENERS[] = {START, CHANNEL, " to="};
+    /* (a first message may open with its recipient: the generation prompt
+     * ends "<|start|>assistant", and leading blanks are skipped) */
+    static const char *const OPENERS[] = {START, CHANNEL, "to="};
     for (size_t i = 0; i < sizeof OPENERS / sizeof OPENERS[0]; i++) {
         size_t k = strlen(OPENERS[i]);
         if (!memcmp(s, OPENERS[i], n < k ? n : k))
@@ -132,11 +135,16 @@ static int read_header(plume_harmony *p, const char *h, size_t n)
     return 1;
 }
 
-/* The first message end or new message start in b[0..n): its offset in
- * *at and length in *len (0 for a <|start|>, which the next header reads);
- * false when there is none. */
-static bool find_end(const char *b, size_t n, size_t *at, size_t *len)
+/* The longest tag find_end looks for ("<|return|>"). */
+#define END_TAG_MAX 10
+
+/* The first message end or new message start in b[0..n), searched from
+ * from: its offset in *at and length in *len (0 for a <|start|>, which the
+ * next header reads); false when there is none. */
+static bool find_end(const char *b, size_t n, size_t from, size_t *at, size_t *len)
 {
+    b += from;
+    n -= from;
     bool found = false;
     for (size_t i = 0; i <= sizeof ENDS / sizeof ENDS[0]; i++) {
         const char *tag = i < sizeof ENDS / sizeof ENDS[0] ? ENDS[i] : START;
@@ -147,6 +155,7 @@ static bool find_end(const char *b, size_t n, size_t *at, size_t *len)
             found = true;
         }
     }
+    *at += from;
     return found;
 }
 
@@ -210,6 +219,7 @@ static size_t step(plume_harmony *p, hout *o, bool final)
         }
         if (rc) {
             p->state = H_BODY;
+            p->scanned = 0;
             return (size_t)(m - b) + strlen(MESSAGE);
         }
         if (m || final || !header_may_start(b + ws, n - ws) ||
@@ -219,10 +229,16 @@ static size_t step(plume_harmony *p, hout *o, bool final)
     }
     /* H_BODY */
     size_t at = 0, len = 0;
-    bool ended = find_end(b, n, &at, &len);
+    /* a call's body is held whole until it ends: search only what is new
+     * (less a tag's length that may straddle the old end) */
+    size_t from = p->kind == K_CALL && p->scanned > END_TAG_MAX ? p->scanned - END_TAG_MAX : 0;
+    bool ended = find_end(b, n, from, &at, &len);
     if (p->kind == K_CALL) {
-        if (!ended && !final)
+        if (!ended && !final) {
+            p->scanned = n;
             return 0;
+        }
+        p->scanned = 0;
         size_t body = ended ? at : n;
         emit_call(p, o, b, body);
         p->state = H_HEAD;

@@ -61,7 +61,7 @@ void plume_cpu_swiglu(float *x, const float *y, int n)
 void plume_cpu_swiglu_oai(float *x, const float *y, size_t n, float alpha, float limit)
 {
     for (size_t i = 0; i < n; i++) {
-        const float g = x[i] < limit ? x[i] : limit; /* clamp(max=limit); NaN stays NaN */
+        const float g = x[i] > limit ? limit : x[i]; /* clamp(max=limit); NaN stays NaN */
         const float u = y[i] < -limit ? -limit : y[i] > limit ? limit : y[i];
         x[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
     }
