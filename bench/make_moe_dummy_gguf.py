@@ -69,7 +69,7 @@ def main():
     g.add_expert_count(X)
     g.add_expert_used_count(s["n_expert_used"])
     g.add_tokenizer_model("gpt2")
-    g.add_tokenizer_pre("gpt2")
+    g.add_tokenizer_pre("gpt-2")  # llama.cpp knows GPT-2's regex by this name only
     g.add_token_list(tokens)
     g.add_token_types(types)
     g.add_token_merges(["%s %s" % m for m in merges])
