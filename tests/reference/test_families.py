@@ -77,6 +77,16 @@ def check(ok, what):
     return ok
 
 
+def outcome():
+    """The exit status of a test over check(): 1 when a check failed, else
+    0, after saying so."""
+    if FAILS:
+        print("%d check(s) failed" % len(FAILS))
+        return 1
+    print("all checks passed")
+    return 0
+
+
 def plume_logits(model, ids, chunk, batch, tmp, nv):
     out = os.path.join(tmp, "lg.f32")
     env = dict(os.environ, PLUME_CPU_ACTIVATIONS="f32")
@@ -236,11 +246,7 @@ def main():
         if not sys.argv[1:]:
             refusals(tmp)
             hostile_gguf(tmp)
-    if FAILS:
-        print("%d check(s) failed" % len(FAILS))
-        return 1
-    print("all checks passed")
-    return 0
+    return outcome()
 
 
 if __name__ == "__main__":
