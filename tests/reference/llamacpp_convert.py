@@ -33,13 +33,19 @@ PRE_TOKENIZER = "gpt-2"
 
 def converter_dir():
     """The vendored llama.cpp directory (scripts/fetch-llama-cpp), or None
-    with the reason printed to stderr."""
+    with the reason printed to stderr.  Found once per test: the answer is
+    kept in PLUME_LLAMA_CPP_DIR, which the conversions it starts inherit, so
+    the sdist's sha256 is not checked again for each of them."""
+    known = os.environ.get("PLUME_LLAMA_CPP_DIR")
+    if known and os.path.isfile(os.path.join(known, "convert_hf_to_gguf.py")):
+        return known
     p = subprocess.run([os.path.join(ROOT, "scripts", "fetch-llama-cpp")], capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
         print("scripts/fetch-llama-cpp failed: %s" % p.stderr.strip()[-300:], file=sys.stderr)
         return None
-    return p.stdout.strip().splitlines()[-1]
+    os.environ["PLUME_LLAMA_CPP_DIR"] = p.stdout.strip().splitlines()[-1]
+    return os.environ["PLUME_LLAMA_CPP_DIR"]
 
 
 def command(hf, out, pre_tokenizer=PRE_TOKENIZER):

@@ -28,8 +28,8 @@ convert_hf_to_gguf.py writes from each (F32 experts; MXFP4 experts).
     the wrong length, MXFP4 scales of the wrong shape, a truncated file)
     are one error line, never a crash.
 f32 activations (PLUME_CPU_ACTIVATIONS=f32).  The GGUF half needs the
-pinned llama-cpp-python sdist (scripts/fetch-llama-cpp); without network it
-is reported as not run.
+pinned llama-cpp-python sdist (scripts/fetch-llama-cpp); without it that
+half fails, saying so.
 
 Exit 0 pass, 1 fail, 77 skip (binaries or packages missing).
 """
@@ -276,8 +276,9 @@ def main():
                       "%s: convert_hf_to_gguf.py wrote the experts as %s" % (form, types))
                 run_form(form, fx[form], gpt_oss_oracle.load_gguf(fx[form]), ids, tmp, nv)
         else:
-            print("note: the llama-cpp-python sdist could not be fetched: the GGUF forms "
-                  "were not run")
+            check(False, "the GGUF forms need llama.cpp's converter from the pinned "
+                  "llama-cpp-python sdist, which could not be fetched (offline?); run "
+                  "scripts/fetch-llama-cpp")
         if fx["gguf"]:
             quantized(fx, ids, tmp, nv)
         pretokenizer(fx, tmp)
