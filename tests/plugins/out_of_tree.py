@@ -3,9 +3,20 @@ installed with `meson install --destdir`, the example's source copied out,
 configured with nothing but pkg-config against that SDK, built and installed
 into a plugin directory.  Shared by the out-of-tree example tests."""
 import os
+import re
 import shutil
 import subprocess
 import sys
+
+
+def header_abi():
+    """PLUME_ABI_MAJOR.PLUME_ABI_MINOR as plume/plugin.h in the source tree says."""
+    path = os.path.join(os.environ["PLUME_SOURCE_ROOT"], "core", "include", "plume", "plugin.h")
+    with open(path) as f:
+        text = f.read()
+    major = re.search(r"#define PLUME_ABI_MAJOR (\d+)", text).group(1)
+    minor = re.search(r"#define PLUME_ABI_MINOR (\d+)", text).group(1)
+    return major + "." + minor
 
 
 def run(cmd, env=None):

@@ -22,7 +22,9 @@ import subprocess
 import sys
 import tempfile
 
-from out_of_tree import build_example, find, install_sdk, run
+from out_of_tree import build_example, find, header_abi, install_sdk, run
+
+ABI = header_abi()
 
 plume, tiny, example_src, helper = sys.argv[1:5]
 build_root = os.environ["PLUME_BUILD_ROOT"]
@@ -38,7 +40,7 @@ with tempfile.TemporaryDirectory() as tmp:
     dest, env = install_sdk(build_root, tmp)
     require(os.path.exists(find(dest, "plugin.h")), "plume/plugin.h was not installed")
     pcvars = run(["pkg-config", "--variable=abi_version", "plume-plugin"], env=env).stdout.strip()
-    require(pcvars == "2.1", pcvars)
+    require(pcvars == ABI, pcvars)
     pluginsdir = run(["pkg-config", "--variable=pluginsdir", "plume-plugin"], env=env).stdout.strip()
     require(pluginsdir.endswith("/plume/plugins"), pluginsdir)
 
@@ -48,7 +50,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # plume plugins --check and the listing
     r = run([plume, "plugins", "--check", so])
-    require("plume plugin 'typical' 0.1.0, built for plume ABI 2.1" in r.stdout, r.stdout)
+    require("plume plugin 'typical' 0.1.0, built for plume ABI " + ABI in r.stdout, r.stdout)
     require("sampler        typical (interface version 1)" in r.stdout, r.stdout)
 
     def pipeline(name, sampling):

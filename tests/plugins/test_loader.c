@@ -61,7 +61,7 @@ static void test_no_entry(void **state)
     char path[1024];
     path_of("noentry", path, sizeof path);
     expect_rejection("noentry",
-                     "plugin %s ('noentry', version unknown; this plume " V " has ABI 2.1): not a "
+                     "plugin %s ('noentry', version unknown; this plume " V " has ABI 2.2): not a "
                      "plume plugin (%s: undefined symbol: plume_plugin_entry); a plume plugin "
                      "exports plume_plugin_entry, emitted by PLUME_PLUGIN_DEFINE from "
                      "<plume/plugin.h>: rebuild it with that or remove it from the plugin path",
@@ -74,7 +74,7 @@ static void test_bad_magic(void **state)
     char path[1024];
     path_of("badmagic", path, sizeof path);
     expect_rejection("badmagic",
-                     "plugin %s ('badmagic', version unknown; this plume " V " has ABI 2.1): not a "
+                     "plugin %s ('badmagic', version unknown; this plume " V " has ABI 2.2): not a "
                      "plume plugin: its descriptor's magic is 0x12345678, expected 0x504c554d; "
                      "build it with PLUME_PLUGIN_DEFINE from <plume/plugin.h>",
                      path);
@@ -86,10 +86,10 @@ static void test_abi_major(void **state)
     char path[1024];
     path_of("abimajor", path, sizeof path);
     expect_rejection("abimajor",
-                     "plugin %s ('abimajor', version unknown; this plume " V " has ABI 2.1): built "
-                     "for plume ABI 3.1 but this plume " V " has ABI 2.1 (the major versions "
+                     "plugin %s ('abimajor', version unknown; this plume " V " has ABI 2.2): built "
+                     "for plume ABI 3.2 but this plume " V " has ABI 2.2 (the major versions "
                      "differ); rebuild the plugin against this plume's SDK (pkg-config "
-                     "plume-plugin, abi_version 2.1)",
+                     "plume-plugin, abi_version 2.2)",
                      path);
 }
 
@@ -100,9 +100,9 @@ static void test_abi_minor_newer(void **state)
     path_of("abiminor", path, sizeof path);
     expect_rejection("abiminor",
                      "plugin %s ('abiminor' 0.0.1, built for plume ABI 2.%d; this plume " V " has "
-                     "ABI 2.1): built for plume ABI 2.%d, newer than this plume " V "'s ABI 2.1; "
+                     "ABI 2.2): built for plume ABI 2.%d, newer than this plume " V "'s ABI 2.2; "
                      "upgrade plume, or rebuild the plugin against this plume's SDK (abi_version "
-                     "2.1)",
+                     "2.2)",
                      path, PLUME_ABI_MINOR + 1, PLUME_ABI_MINOR + 1);
 }
 
@@ -112,7 +112,7 @@ static void test_too_small(void **state)
     char path[1024];
     path_of("toosmall", path, sizeof path);
     expect_rejection("toosmall",
-                     "plugin %s ('toosmall', version unknown; this plume " V " has ABI 2.1): "
+                     "plugin %s ('toosmall', version unknown; this plume " V " has ABI 2.2): "
                      "descriptor of 16 bytes is smaller than the %zu bytes of plume ABI 2.0 it "
                      "claims; rebuild it with PLUME_PLUGIN_DEFINE from this plume's "
                      "<plume/plugin.h>",
@@ -125,8 +125,8 @@ static void test_init_fails_registry_unchanged(void **state)
     char path[1024];
     path_of("initfail", path, sizeof path);
     expect_rejection("initfail",
-                     "plugin %s ('initfail' 0.3.0, built for plume ABI 2.1; this plume " V " has "
-                     "ABI 2.1): init failed: cannot open /dev/fixture0: no such device; connect "
+                     "plugin %s ('initfail' 0.3.0, built for plume ABI 2.2; this plume " V " has "
+                     "ABI 2.2): init failed: cannot open /dev/fixture0: no such device; connect "
                      "the device or set PLUME_FIXTURE_DEVICE; fix what the plugin reports, or "
                      "leave 'initfail' out of the plugins to load",
                      path);
@@ -144,8 +144,8 @@ static void test_duplicate_provider(void **state)
     char path[1024];
     path_of("dup", path, sizeof path);
     expect_rejection("dup",
-                     "plugin %s ('dup' 0.2.0, built for plume ABI 2.1; this plume " V " has ABI "
-                     "2.1): sampler provider 'standard' is already registered by plugin 'core' "
+                     "plugin %s ('dup' 0.2.0, built for plume ABI 2.2; this plume " V " has ABI "
+                     "2.2): sampler provider 'standard' is already registered by plugin 'core' "
                      "(built-in); rename the provider or load only one of the two plugins",
                      path);
 }
@@ -156,8 +156,8 @@ static void test_bad_vtable(void **state)
     char path[1024];
     path_of("badvtable", path, sizeof path);
     expect_rejection("badvtable",
-                     "plugin %s ('badvtable' 0.2.0, built for plume ABI 2.1; this plume " V " has "
-                     "ABI 2.1): sampler provider 'tiny-vtable': vtable struct_size 16 is smaller "
+                     "plugin %s ('badvtable' 0.2.0, built for plume ABI 2.2; this plume " V " has "
+                     "ABI 2.2): sampler provider 'tiny-vtable': vtable struct_size 16 is smaller "
                      "than the %zu bytes of sampler interface version 1; set struct_size = "
                      "sizeof(the vtable) and rebuild against plume's headers",
                      /* version 1 ends at probs; later slots (rng) were appended */
@@ -170,8 +170,8 @@ static void test_misnamed(void **state)
     char path[1024];
     path_of("misnamed", path, sizeof path);
     expect_rejection("misnamed",
-                     "plugin %s ('good' 1.2.3, built for plume ABI 2.1; this plume " V " has ABI "
-                     "2.1): its descriptor names it 'good' but its file name says 'misnamed'; "
+                     "plugin %s ('good' 1.2.3, built for plume ABI 2.2; this plume " V " has ABI "
+                     "2.2): its descriptor names it 'good' but its file name says 'misnamed'; "
                      "rename the file to plume-good.so or fix the name in PLUME_PLUGIN_DEFINE",
                      path);
 }
@@ -190,7 +190,7 @@ static void test_not_a_shared_object(void **state)
     assert_int_equal(plume_registry_load_file(r, path, &err), -1);
     char prefix[1200];
     snprintf(prefix, sizeof prefix, "plugin %s ('text', version unknown; this plume " V " has ABI "
-             "2.1): dlopen failed: ", path);
+             "2.2): dlopen failed: ", path);
     assert_memory_equal(err.msg, prefix, strlen(prefix));
     assert_non_null(strstr(err.msg, "; check that it is a shared object built for this machine"));
     plume_registry_free(r);
@@ -253,8 +253,8 @@ static void test_static_plugin(void **state)
     size_t n = plume_registry_n_providers(r);
     assert_int_equal(plume_registry_add_static(r, plume_plugin_entry_good_init, "static:again", &err),
                      -1);
-    assert_string_equal(err.msg, "plugin static:again ('good' 1.2.3, built for plume ABI 2.1; this "
-                                 "plume " V " has ABI 2.1): a plugin named 'good' is already "
+    assert_string_equal(err.msg, "plugin static:again ('good' 1.2.3, built for plume ABI 2.2; this "
+                                 "plume " V " has ABI 2.2): a plugin named 'good' is already "
                                  "loaded from static:good; load only one of the two");
     assert_int_equal(plume_registry_n_providers(r), n);
     plume_registry_free(r);
@@ -300,8 +300,8 @@ static void test_proposer_v1_refused(void **state)
     assert_int_equal(plume_registry_add_static(r, plume_plugin_entry_v1_proposer_init,
                                                "static:oldprop", &err), -1);
     assert_string_equal(err.msg,
-                        "plugin static:oldprop ('oldprop' 0.3.0, built for plume ABI 2.1; this "
-                        "plume " V " has ABI 2.1): proposer provider 'old-proposer': "
+                        "plugin static:oldprop ('oldprop' 0.3.0, built for plume ABI 2.2; this "
+                        "plume " V " has ABI 2.2): proposer provider 'old-proposer': "
                         "interface_version 1 is older than this plume accepts (2..2: version 2's "
                         "create takes the host (plume_proposer_host) and each plume_propose_seq "
                         "carries the request's sampling parameters); port the plugin to the "

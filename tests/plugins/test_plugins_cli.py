@@ -6,8 +6,11 @@ import subprocess
 import sys
 import tempfile
 
+from out_of_tree import header_abi
+
 plume, fixtures = sys.argv[1:3]
 build_plugins = os.path.join(os.environ["PLUME_BUILD_ROOT"], "plugins")
+ABI = header_abi()
 
 
 class CheckFailed(Exception):
@@ -65,7 +68,7 @@ for d in in_tree:
     f = os.path.join(build_plugins, d, f"plume-{d}.so")
     check(f in rows, (f, rows))
     name, version, abi, status, provs = rows[f]
-    check(name == d and abi == "2.1" and status == "available" and version != "?", rows[f])
+    check(name == d and abi == ABI and status == "available" and version != "?", rows[f])
 check(rows[os.path.join(build_plugins, "spec-ngram", "plume-spec-ngram.so")][4] == "proposer:ngram",
       rows)
 check(rows[os.path.join(build_plugins, "quant-gptq", "plume-quant-gptq.so")][4] == "linear:gptq", rows)
@@ -83,17 +86,17 @@ with tempfile.TemporaryDirectory() as later:
     r = run("plugins", "--plugin-dir", fixtures, "--plugin-dir", later)
     rows = plugin_rows(r.stdout)
     good = rows[os.path.join(fixtures, "plume-good.so")]
-    check(good == ("good", "1.2.3", "2.1", "available", "sampler:fixture-argmax, proposer:fixture-repeat"),
+    check(good == ("good", "1.2.3", ABI, "available", "sampler:fixture-argmax, proposer:fixture-repeat"),
           good)
-    check(rows[os.path.join(later, "plume-good.so")][:4] == ("good", "1.2.3", "2.1", "shadowed"), rows)
+    check(rows[os.path.join(later, "plume-good.so")][:4] == ("good", "1.2.3", ABI, "shadowed"), rows)
     for name, needle in [("noentry", "not a plume plugin"), ("badmagic", "magic is 0x12345678"),
-                         ("abimajor", "built for plume ABI 3.1"), ("misnamed", "file name says"),
+                         ("abimajor", "built for plume ABI %d.%s" % (int(ABI.split(".")[0]) + 1, ABI.split(".")[1])), ("misnamed", "file name says"),
                          ("initfail", "init failed: cannot open")]:
         row = rows[os.path.join(fixtures, f"plume-{name}.so")]
         check(row[3] == "rejected" and needle in row[4], (name, row))
 
 r = run("plugins", "--plugin-dir", fixtures, "--plugin", "good")
-check(any(l.split() == ["sampler", "fixture-argmax", "1.2.3", "good", "2.1",
+check(any(l.split() == ["sampler", "fixture-argmax", "1.2.3", "good", ABI,
                         os.path.join(os.path.realpath(fixtures), "plume-good.so")]
           for l in provider_lines(r.stdout)), r.stdout)
 check(plugin_rows(r.stdout)[os.path.join(fixtures, "plume-good.so")][3] == "loaded", r.stdout)
@@ -101,13 +104,13 @@ check(any(l.strip() == fixtures for l in r.stdout.splitlines()), "search path no
 
 good = os.path.join(fixtures, "plume-good.so")
 r = run("plugins", "--check", good)
-check("plume plugin 'good' 1.2.3, built for plume ABI 2.1" in r.stdout, r.stdout)
+check("plume plugin 'good' 1.2.3, built for plume ABI " + ABI in r.stdout, r.stdout)
 check("would register 2 providers:" in r.stdout, r.stdout)
 check("  sampler        fixture-argmax (interface version 1)" in r.stdout, r.stdout)
 check("  proposer       fixture-repeat (interface version 2)" in r.stdout, r.stdout)
 
 for name, needle in [("noentry", "not a plume plugin"), ("badmagic", "magic is 0x12345678"),
-                     ("abimajor", "built for plume ABI 3.1"), ("abiminor", "newer than"),
+                     ("abimajor", "built for plume ABI %d.%s" % (int(ABI.split(".")[0]) + 1, ABI.split(".")[1])), ("abiminor", "newer than"),
                      ("toosmall", "descriptor of 16 bytes"), ("initfail", "init failed: cannot open"),
                      ("dup", "already registered by plugin 'core'")]:
     r = run("plugins", "--check", os.path.join(fixtures, f"plume-{name}.so"), rc=1)

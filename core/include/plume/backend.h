@@ -421,6 +421,21 @@ typedef struct plume_backend_vtable {
      * without it (NULL, or past its struct_size) cannot run gpt-oss. */
     int (*swiglu_oai)(plume_backend *b, plume_buf *gate, const plume_buf *up, size_t n,
                       float alpha, float limit, plume_error *err);
+
+    /* ---- optional (version 5, appended in ABI 2.2): a layer's experts as
+     * one job (llama.cpp's mul_mat_id) ---- */
+
+    /* For each segment s < n_seg and j < n_w: rows off[s] .. off[s+1]-1 of
+     * y[j] = the same rows of x times w[s * n_w + j]ᵀ.  Every w has the
+     * same in-features; w[s * n_w + j] has y[j]'s width for every s; a
+     * segment may be empty (its weights are not read).  Each value must be
+     * exactly what matmul(&w[s * n_w + j], 1, ...) gives for that x row
+     * alone: it depends only on its weight row and its x row.  off (n_seg +
+     * 1 entries, off[0] = 0, ascending) is host memory read during the call.
+     * NULL (or past struct_size): the model runs one matmul per expert. */
+    int (*matmul_segments)(plume_backend *b, const plume_bweight *const *w, int n_w,
+                           int32_t n_seg, const int32_t *off, const plume_buf *x,
+                           plume_buf *const *y, plume_error *err);
 } plume_backend_vtable;
 
 /* True when vtable vt has the optional op `field` (set, and inside the

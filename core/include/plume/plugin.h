@@ -56,7 +56,7 @@ extern "C" {
 /* The plugin ABI this header describes.  Major: the descriptor layout or the
  * meaning of an existing function changed.  Minor: something was appended. */
 #define PLUME_ABI_MAJOR 2
-#define PLUME_ABI_MINOR 1
+#define PLUME_ABI_MINOR 2
 
 /* The registry: see plume/registry.h for the host side. */
 typedef struct plume_registry plume_registry;

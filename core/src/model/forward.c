@@ -80,7 +80,8 @@ void plume_kv_cache_free(plume_kv_cache *kv)
 }
 
 /* Floats per position of each activation buffer. */
-static void activation_widths(const plume_model_config *c, size_t width[A_COUNT])
+static void activation_widths(const plume_model_config *c, int32_t max_tokens,
+                              size_t width[A_COUNT])
 {
     const size_t E = (size_t)c->n_embd, Q = (size_t)c->n_head * (size_t)c->head_dim,
                  KV = (size_t)c->n_head_kv * (size_t)c->head_dim, F = (size_t)c->n_ff;
@@ -97,6 +98,15 @@ static void activation_widths(const plume_model_config *c, size_t width[A_COUNT]
         width[A_GATE] = width[A_UP] = (size_t)c->n_ff_shexp;
     width[A_ROUTER] = moe ? (size_t)c->n_expert : 0;
     width[A_XG] = width[A_Y] = moe ? E : 0;
+    if (!moe)
+        return;
+    /* the grouped experts' rows (moe.h) in the same buffers */
+    const size_t T = (size_t)max_tokens, G = (size_t)plume_moe_grouped_rows(c, max_tokens);
+    const size_t xg = (G * E + T - 1) / T, ff = (G * (size_t)c->n_ff_exp + T - 1) / T;
+    if (xg > width[A_XG])
+        width[A_XG] = width[A_Y] = xg;
+    if (ff > width[A_GATE])
+        width[A_GATE] = width[A_UP] = ff;
 }
 
 int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_tokens,
@@ -119,7 +129,7 @@ int plume_runner_create(const plume_model *m, plume_kv_cache *kv, int32_t max_to
     r->max_tokens = max_tokens;
     const size_t T = (size_t)max_tokens;
     size_t width[A_COUNT];
-    activation_widths(c, width);
+    activation_widths(c, max_tokens, width);
     for (int i = 0; i < A_COUNT; i++)
         if (!(r->a[i] = r->bvt->buf_alloc(r->b, sizeof(float) * T * width[i], err))) {
             plume_runner_free(r);
@@ -166,7 +176,7 @@ int32_t plume_runner_max_tokens(const plume_runner *r) { return r->max_tokens; }
 int64_t plume_runner_scratch_bytes(const plume_runner *r)
 {
     size_t width[A_COUNT], floats = 0;
-    activation_widths(&r->m->cfg, width);
+    activation_widths(&r->m->cfg, r->max_tokens, width);
     for (int i = 0; i < A_COUNT; i++)
         floats += width[i];
     const int64_t T = r->max_tokens;

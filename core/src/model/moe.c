@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "model/moe.h"
+#include "runtime/builtin.h"
 
 int64_t plume_moe_plan_bytes(const plume_model_config *c, int32_t max_tokens)
 {
     const int64_t T = max_tokens, X = c->n_expert, k = c->n_expert_used;
-    return T * X * 4 + 2 * T * k * 4 + (2 * X + 1) * 4 + 2 * T * k * 4 + T * 4;
+    return T * X * 4 + 2 * T * k * 4 + (2 * X + 1) * 4 + 2 * T * k * 4 + T * 4 +
+           3 * X * (int64_t)sizeof(void *);
 }
 
 int plume_moe_plan_init(plume_moe_plan *p, const plume_model_config *c, int32_t max_tokens,
@@ -29,8 +31,11 @@ int plume_moe_plan_init(plume_moe_plan *p, const plume_model_config *c, int32_t 
     p->rows = malloc(sizeof(int32_t) * T * k);
     p->rw = malloc(sizeof(float) * T * k);
     p->iota = malloc(sizeof(int32_t) * T);
+    p->seg_gu = malloc(sizeof(*p->seg_gu) * 2 * X);
+    p->seg_down = malloc(sizeof(*p->seg_down) * X);
+    p->grouped_tokens = plume_moe_grouped_rows(c, max_tokens) / (int32_t)k;
     if (!p->logits || !p->ids || !p->w || !p->count || !p->offset || !p->rows || !p->rw ||
-        !p->iota) {
+        !p->iota || !p->seg_gu || !p->seg_down) {
         plume_moe_plan_free(p);
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory for the routing of %d tokens over %d experts", max_tokens,
@@ -51,6 +56,8 @@ void plume_moe_plan_free(plume_moe_plan *p)
     free(p->rows);
     free(p->rw);
     free(p->iota);
+    free(p->seg_gu);
+    free(p->seg_down);
     memset(p, 0, sizeof *p);
 }
 
@@ -125,6 +132,50 @@ static int gate_up(const plume_backend_vtable *B, plume_backend *b, const plume_
     return 0;
 }
 
+int32_t plume_moe_grouped_rows(const plume_model_config *c, int32_t max_tokens)
+{
+    const int32_t t = max_tokens < PLUME_MOE_GROUPED_TOKENS ? max_tokens : PLUME_MOE_GROUPED_TOKENS;
+    return t * c->n_expert_used;
+}
+
+/* The experts' prepared matrices for one matmul_segments call each (gate
+ * and up interleaved, then down), or false when an expert is not a
+ * native linear without bias (gpt-oss's biased experts, a quant plugin). */
+static bool segment_weights(const plume_moe *moe, int32_t X, const plume_bweight **gu,
+                            const plume_bweight **dn)
+{
+    for (int32_t e = 0; e < X; e++) {
+        const plume_lin *l[3] = {&moe->gate[e], &moe->up[e], &moe->down[e]};
+        for (int i = 0; i < 3; i++)
+            if (l[i]->vt != &plume_builtin_native_linear || plume_native_linear_bias(l[i]->pl))
+                return false;
+        gu[2 * e] = plume_native_linear_weight(l[0]->pl);
+        gu[2 * e + 1] = plume_native_linear_weight(l[1]->pl);
+        dn[e] = plume_native_linear_weight(l[2]->pl);
+    }
+    return true;
+}
+
+/* Every routed (row, expert) pair at once: one gather of the rows in
+ * grouped order, gate and up of every active expert in one
+ * matmul_segments, one SwiGLU, the downs in another, one scatter-add in
+ * the grouped order (expert ascending, as the per-expert loop adds). */
+static int experts_grouped(const plume_backend_vtable *B, plume_backend *b,
+                           const plume_model_config *c, plume_moe_plan *p,
+                           const plume_moe_bufs *bufs, const plume_buf *xn, plume_buf *x,
+                           int32_t n, plume_error *err)
+{
+    const int32_t E = c->n_embd, F = c->n_ff_exp, X = c->n_expert, m = n * c->n_expert_used;
+    plume_buf *const gu[2] = {bufs->gate, bufs->up};
+    if (B->gather_rows(b, bufs->xg, xn, p->rows, m, E, err) ||
+        B->matmul_segments(b, p->seg_gu, 2, X, p->offset, bufs->xg, gu, err) ||
+        B->swiglu(b, bufs->gate, bufs->up, (size_t)m * F, err) ||
+        B->matmul_segments(b, p->seg_down, 1, X, p->offset, bufs->gate, &bufs->y, err) ||
+        B->scatter_add_rows(b, x, bufs->y, p->rows, p->rw, m, E, err))
+        return plume_err_prefix(err, "backend %s: the experts of %d rows as one job", B->name, n);
+    return 0;
+}
+
 int plume_moe_forward(const plume_backend_vtable *B, plume_backend *b, const plume_model_config *c,
                       const plume_moe *moe, plume_moe_plan *p, const plume_moe_bufs *bufs,
                       const plume_buf *xn, plume_buf *x, int32_t n, plume_error *err)
@@ -140,7 +191,12 @@ int plume_moe_forward(const plume_backend_vtable *B, plume_backend *b, const plu
         return plume_err_prefix(err, "backend %s: the router's logits", B->name);
     plume_moe_route(c, p->logits, n, p->ids, p->w);
     group(p, n);
-    for (int e = 0; e < X; e++) {
+    const bool grouped = n <= p->grouped_tokens && !c->swiglu_oai &&
+                         PLUME_BACKEND_HAS_OP(B, matmul_segments) &&
+                         segment_weights(moe, X, p->seg_gu, p->seg_down);
+    if (grouped && experts_grouped(B, b, c, p, bufs, xn, x, n, err))
+        return -1;
+    for (int e = 0; e < X && !grouped; e++) {
         const int32_t ne = p->offset[e + 1] - p->offset[e];
         if (ne == 0)
             continue;

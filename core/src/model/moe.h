@@ -16,12 +16,28 @@ typedef struct plume_moe_plan {
     int32_t *rows;   /* [max_tokens * k] rows grouped by expert, ascending within one */
     float *rw;       /* [max_tokens * k] the weight of each entry of rows */
     int32_t *iota;   /* [max_tokens] 0, 1, 2, ...: every row (the shared expert) */
+    /* the backend's matmul_segments path (steps of at most grouped_tokens
+     * rows): each expert's gate and up ([2 * n_expert], interleaved) and
+     * down ([n_expert]) prepared matrices, filled per step */
+    int32_t grouped_tokens;
+    const plume_bweight **seg_gu, **seg_down;
 } plume_moe_plan;
+
+/* Steps of at most this many rows run a layer's experts as one job
+ * (matmul_segments) when the backend has it: decode batches.  Longer
+ * steps (prefill) loop over the experts, which needs no extra buffers. */
+#define PLUME_MOE_GROUPED_TOKENS 64
+
+/* Rows of the grouped path's buffers (xg, y, gate, up) for a runner of
+ * max_tokens positions: min(max_tokens, PLUME_MOE_GROUPED_TOKENS) times
+ * the experts per token. */
+int32_t plume_moe_grouped_rows(const plume_model_config *c, int32_t max_tokens);
 
 /* The backend buffers the MoE MLP works in, [max_tokens][...]. */
 typedef struct plume_moe_bufs {
     plume_buf *logits; /* n_expert wide */
-    plume_buf *xg;     /* n_embd: the rows routed to one expert */
+    plume_buf *xg;     /* n_embd: the rows routed to one expert (grouped path: to every
+                          expert, plume_moe_grouped_rows of them) */
     plume_buf *gate, *up; /* n_ff_exp */
     plume_buf *y;      /* n_embd: one expert's output rows */
 } plume_moe_bufs;

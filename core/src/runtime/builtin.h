@@ -18,6 +18,9 @@ extern const plume_scheduler_vtable plume_builtin_continuous;
  * embedding gather shares the tied head's weight). */
 const plume_bweight *plume_native_linear_weight(const plume_linear *l);
 
+/* Its prepared bias, or NULL when the layer has none. */
+const plume_bweight *plume_native_linear_bias(const plume_linear *l);
+
 /* A native layer over the matrix w (and the 1-D bias, when non-NULL) that
  * is not in a checkpoint (the quantizer's dequantized weights); their data
  * must stay valid until the layer is destroyed. */

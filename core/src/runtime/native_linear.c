@@ -112,6 +112,8 @@ static int native_forward(plume_linear *l, const plume_backend_vtable *bvt, plum
 
 const plume_bweight *plume_native_linear_weight(const plume_linear *l) { return l->w; }
 
+const plume_bweight *plume_native_linear_bias(const plume_linear *l) { return l->bias; }
+
 int plume_native_linear_create(const plume_backend_vtable *bvt, plume_backend *b,
                                const plume_tensor *w, const plume_tensor *bias,
                                plume_linear **out, plume_error *err)

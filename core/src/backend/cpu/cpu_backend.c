@@ -429,6 +429,42 @@ static int cpu_matmul(plume_backend *be, const plume_bweight *const *w, int n_w,
     return 0;
 }
 
+static int cpu_matmul_segments(plume_backend *be, const plume_bweight *const *w, int n_w,
+                               int32_t n_seg, const int32_t *off, const plume_buf *x,
+                               plume_buf *const *y, plume_error *err)
+{
+    cpu_backend *b = cpu(be);
+    const size_t n_pair = (size_t)n_seg * (size_t)(n_w > 0 ? n_w : 0);
+    if (n_pair == 0 || off[n_seg] <= 0)
+        return 0;
+    const plume_cpu_weight **cw = malloc(sizeof *cw * n_pair);
+    float **ys = malloc(sizeof *ys * (size_t)n_w);
+    if (!cw || !ys) {
+        free(cw);
+        free(ys);
+        return plume_err(err, PLUME_ERR_NOMEM, "cpu backend: out of memory for %zu expert matmuls",
+                         n_pair);
+    }
+    for (size_t i = 0; i < n_pair; i++) {
+        cw[i] = &w[i]->cw;
+        if (!cw[i]->t || cw[i]->K != cw[0]->K || cw[i]->N != w[i % (size_t)n_w]->cw.N) {
+            const char *name = w[i]->t.name ? w[i]->t.name : "?";
+            free(cw);
+            free(ys);
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "cpu backend: matmul_segments of %s needs prepared matrices of "
+                             "equal in-features and, per output, equal out-features",
+                             name);
+        }
+    }
+    for (int j = 0; j < n_w; j++)
+        ys[j] = F(y[j]);
+    plume_cpu_matmul_segments(b->pool, cw, n_w, n_seg, off, CF(x), ys);
+    free(cw);
+    free(ys);
+    return 0;
+}
+
 static int cpu_gather_rows(plume_backend *be, plume_buf *dst, const plume_buf *src,
                            const int32_t *idx, int32_t n, int32_t dim, plume_error *err)
 {
@@ -498,4 +534,5 @@ const plume_backend_vtable plume_builtin_cpu = {
     .gather_rows = cpu_gather_rows,
     .scatter_add_rows = cpu_scatter_add_rows,
     .swiglu_oai = cpu_swiglu_oai,
+    .matmul_segments = cpu_matmul_segments,
 };

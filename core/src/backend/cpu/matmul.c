@@ -364,11 +364,31 @@ static void mr_worker(void *ctx, int ith, int nth)
     }
 }
 
-/* Bytes of workspace for n tokens of K quantized values with block sums
- * (d, s, isum per 32; isum16, s16 per 16). */
-static size_t mr_act_bytes(int n, int64_t K)
+size_t plume_cpu_act_bytes(int n, int64_t K)
 {
     return ((size_t)n * (size_t)K + 63) / 64 * 64 + 7 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 64;
+}
+
+void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const float *x, int n,
+                             int64_t K, uint8_t *ws, plume_q8_act *act)
+{
+    const int64_t nb = K / 32;
+    mr_job j = {.k = k, .x = x, .n_tok = n};
+    j.aq = (int8_t *)ws;
+    j.ad = (float *)(ws + ((size_t)n * (size_t)K + 63) / 64 * 64);
+    j.as = j.ad + (size_t)n * (size_t)nb;
+    j.ai = (int32_t *)(j.as + (size_t)n * (size_t)nb);
+    j.ai16 = j.ai + (size_t)n * (size_t)nb;
+    j.as16 = (float *)(j.ai16 + 2 * (size_t)n * (size_t)nb);
+    j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16};
+    if (plume_pool_threads(pool) > 1 && (int64_t)n * K >= SERIAL_QUANT_VALUES) {
+        atomic_init(&j.next, 0);
+        plume_pool_run(pool, mr_quant_worker, &j);
+    } else {
+        for (int t = 0; t < n; t++)
+            mr_quantize_token(&j, t);
+    }
+    *act = j.act;
 }
 
 void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
@@ -406,7 +426,7 @@ void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
         j.chunk = 1;
     int step = n_tok;
     uint8_t *ws;
-    while (!(ws = plume_pool_workspace(pool, mr_act_bytes(step, K))) && step > 1)
+    while (!(ws = plume_pool_workspace(pool, plume_cpu_act_bytes(step, K))) && step > 1)
         step = (step + 1) / 2;
     if (!ws) {
         fprintf(stderr, "plume: out of memory for %lld quantized activations; matmul output "
@@ -416,27 +436,12 @@ void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
         return;
     }
     float *const y0[PLUME_CPU_MULTI_MAX] = {j.y[0], j.y[1], j.y[2], j.y[3]};
-    const int64_t nb = K / 32;
     for (int t0 = 0; t0 < n_tok; t0 += step) {
         const int nt = n_tok - t0 < step ? n_tok - t0 : step;
-        j.x = x + (size_t)t0 * K;
         for (int i = 0; i < j.n; i++)
             j.y[i] = y0[i] + (size_t)t0 * (size_t)j.w[i]->N;
         j.n_tok = nt;
-        j.aq = (int8_t *)ws;
-        j.ad = (float *)(ws + ((size_t)nt * (size_t)K + 63) / 64 * 64);
-        j.as = j.ad + (size_t)nt * (size_t)nb;
-        j.ai = (int32_t *)(j.as + (size_t)nt * (size_t)nb);
-        j.ai16 = j.ai + (size_t)nt * (size_t)nb;
-        j.as16 = (float *)(j.ai16 + 2 * (size_t)nt * (size_t)nb);
-        j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16};
-        if (nth > 1 && (int64_t)nt * K >= SERIAL_QUANT_VALUES) {
-            atomic_init(&j.next, 0);
-            plume_pool_run(pool, mr_quant_worker, &j);
-        } else {
-            for (int t = 0; t < nt; t++)
-                mr_quantize_token(&j, t);
-        }
+        plume_cpu_quantize_rows(k, pool, x + (size_t)t0 * K, nt, K, ws, &j.act);
         atomic_init(&j.next, 0);
         plume_pool_run(pool, mr_worker, &j);
     }

@@ -60,6 +60,28 @@ void plume_cpu_matmul_w(plume_pool *pool, const plume_cpu_weight *w, const float
 void plume_cpu_matmul_multi(plume_pool *pool, const plume_cpu_weight *const *w, int n,
                             const float *x, int n_tok, float *const *y);
 
+/* Bytes of pool workspace plume_cpu_quantize_rows needs for n rows of K. */
+size_t plume_cpu_act_bytes(int n, int64_t K);
+
+/* Quantizes n rows of x (K values each, K % 32 == 0) into ws
+ * (plume_cpu_act_bytes(n, K) bytes, 64-byte aligned) with every block sum
+ * the repacked kernels read, on the pool's threads when the job is large,
+ * and points *act at them: exactly what the prepared-weight matmuls do
+ * before their kernels run. */
+void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const float *x, int n,
+                             int64_t K, uint8_t *ws, plume_q8_act *act);
+
+/* Segmented matmuls, the CPU side of the backend's matmul_segments: for
+ * s < n_seg and j < n_w, rows off[s] .. off[s+1]-1 of y[j] (y[j]'s rows are
+ * w[s * n_w + j]->N wide, the same for every s) = those rows of x times
+ * w[s * n_w + j]ᵀ, all with equal K.  x is quantized once and every
+ * (segment, weight) pair runs in one pass of the pool, long streams of
+ * row groups first.  Each value is exactly what plume_cpu_matmul_w gives
+ * for that weight and x row. */
+void plume_cpu_matmul_segments(plume_pool *pool, const plume_cpu_weight *const *w, int n_w,
+                               int32_t n_seg, const int32_t *off, const float *x,
+                               float *const *y);
+
 /* The same with an explicit kernel table (tests, benchmarks). */
 void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
                                  const plume_cpu_weight *const *w, int n, const float *x,
