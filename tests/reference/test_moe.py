@@ -220,6 +220,26 @@ def rewrite_gguf(src, dst, arch=None, kv=None, tensors=None):
     return dst
 
 
+def decode_bytes(tmp):
+    """`plume info` counts what one decode token reads: every tensor but the
+    experts, and k of the X experts' bytes (gguf-py's sizes of the file)."""
+    fx = fixture(tmp, "olmoe")
+    c = fx["config"]
+    X, k = make_moe_model.n_experts(c), c["num_experts_per_tok"]
+    total = experts = 0
+    for t in gguf.GGUFReader(fx["gguf"]).tensors:
+        total += int(t.n_bytes)
+        if "_exps." in t.name:
+            experts += int(t.n_bytes)
+    want = total - experts + experts // X * k
+    p = subprocess.run([PLUME, "info", fx["gguf"]], capture_output=True, text=True, timeout=60)
+    line = [l for l in p.stdout.splitlines() if l.startswith("read per token:")]
+    got = float(line[0].split()[3]) if line else -1.0
+    check(p.returncode == 0 and experts > 0 and abs(got - want / 2**20) < 0.051,
+          "plume info: %.1f MiB read per decode token (the routed %d of %d experts), gguf-py "
+          "says %.2f MiB: %s" % (got, k, X, want / 2**20, line))
+
+
 def refusals(tmp):
     fx = fixture(tmp, "olmoe")
     hf = os.path.join(tmp, "refuse", "hf")
@@ -374,6 +394,7 @@ def main():
         if not sys.argv[1:]:
             expert_count_names(tmp)
             quantized(tmp)
+            decode_bytes(tmp)
             refusals(tmp)
             hostile(tmp)
     return test_families.outcome()

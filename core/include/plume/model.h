@@ -92,9 +92,16 @@ PLUME_API int64_t plume_model_n_params(const plume_model *m);
 PLUME_API int64_t plume_model_weight_bytes(const plume_model *m);
 /* The parameters of the matrix products every token runs: all of them but
  * the token embedding (a gather) and the output head (run for the positions
- * whose logits are wanted, in prefill only the last).  Prefill rooflines
- * count 2 FLOPs per such parameter per token. */
+ * whose logits are wanted, in prefill only the last); of a mixture of
+ * experts, only the experts a token is routed to (n_expert_used of
+ * n_expert).  Prefill rooflines count 2 FLOPs per such parameter per token. */
 PLUME_API int64_t plume_model_n_params_per_token(const plume_model *m);
+/* The weight bytes one decode token reads at batch 1: every weight, but of
+ * a mixture of experts only the experts it is routed to (n_expert_used of
+ * n_expert; the router, attention and any shared expert in full).  Decode
+ * rooflines divide the bandwidth by it; it equals plume_model_weight_bytes
+ * for a dense model. */
+PLUME_API int64_t plume_model_decode_bytes(const plume_model *m);
 /* The attention shape: layers, query heads, kv heads, head size (for
  * rooflines and KV sizing; any pointer may be NULL). */
 PLUME_API void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,

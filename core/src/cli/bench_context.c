@@ -223,7 +223,8 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
         row->pre = bench_median(pre, o->reps);
         /* the steps read the context at depths d+1 .. d+steps: their mean */
         const double mean_depth = (d > 0 ? d : 1) + 0.5 * (o->steps + 1);
-        row->dec_roof = o->batch * mach->bw / (wbytes + (double)o->batch * (double)kvb * mean_depth);
+        row->dec_roof = o->batch * mach->bw /
+                        ((double)plume_model_decode_bytes(m) + (double)o->batch * (double)kvb * mean_depth);
         const double attn_flops = 4.0 * n_layer * n_head * hd * 0.5 * (double)d * (d + 1.0);
         row->pre_roof = d > 0 ? d / (2.0 * tok_params * d / lin_peak + attn_flops / mach->f32) : 0;
     }

@@ -23,12 +23,14 @@ static const char help[] =
     "scalar).  With --model it then runs, through the public API:\n"
     "  decode:  a 32-token prompt, then 128 single-token steps (batch 1, greedy);\n"
     "           tokens/s of those 128 steps, and the roofline\n"
-    "           bandwidth / weight bytes (every weight read once per token)\n"
+    "           bandwidth / weight bytes (every weight read once per token; of a\n"
+    "           mixture of experts, only the experts a token is routed to)\n"
     "  prefill: one 512-token prompt; tokens/s, and the roofline\n"
     "           peak / (2 x P) using the int8 peak when the weights are quantized\n"
     "           (below 2 bytes per parameter), else the f32 peak; P counts the\n"
     "           parameters every token multiplies by: all but the token embedding\n"
-    "           and the output head (which prefill runs for the last position only)\n"
+    "           and the output head (which prefill runs for the last position only),\n"
+    "           and of a mixture of experts only the routed experts\n"
     "Each figure is the median of --reps repetitions.  The kernel level follows\n"
     "PLUME_CPU_FEATURES (scalar|avx2|avx512; default: the best this CPU has).\n"
     "\n"
@@ -50,7 +52,7 @@ static const char help[] =
     "  --pipeline FILE   the pipeline's backend measures its device memory read\n"
     "                    bandwidth and f16 matrix-multiply peak itself; decode and\n"
     "                    prefill run the pipeline's model on it, their rooflines\n"
-    "                    bandwidth / weight bytes (checkpoint bytes) and f16 peak /\n"
+    "                    bandwidth / weight bytes (as above) and f16 peak /\n"
     "                    (2 x P, P as above).  --json prints {\"device\": {backend,\n"
     "                    bandwidth_gbs, f16_tflops}, \"decode\", \"prefill\"}.\n"
     "  --plugin-dir DIR, --plugin NAME   as for the other commands\n";
@@ -239,7 +241,7 @@ static int roofline(const bench_opts *o)
             plume_registry_free(lreg);
             return 1;
         }
-        dec_roof = bw / wbytes;
+        dec_roof = bw / (double)plume_model_decode_bytes(m); /* a MoE: its active experts */
         pre_roof = (int8_roof ? i8 : f32) / (2.0 * (double)plume_model_n_params_per_token(m));
         have_model = true;
         plume_model_free(m);
@@ -319,7 +321,7 @@ static int roofline_device(const bench_opts *o)
     model_result mr = {0};
     if (bench_model(o, m, &mr))
         goto done;
-    const double dec_roof = bw * 1e9 / (double)plume_model_weight_bytes(m);
+    const double dec_roof = bw * 1e9 / (double)plume_model_decode_bytes(m);
     const double pre_roof = f16 * 1e12 / (2.0 * (double)plume_model_n_params_per_token(m));
     if (o->json) {
         json_t *root = json_pack("{s:{s:s,s:f,s:f},s:{s:f,s:f},s:{s:f,s:f}}", "device", "backend",

@@ -28,11 +28,23 @@ const char *plume_model_arch(const plume_model *m) { return m->cfg.arch_name; }
 int64_t plume_model_n_params(const plume_model *m) { return m->n_params; }
 int64_t plume_model_weight_bytes(const plume_model *m) { return m->weight_bytes; }
 
+/* What one token reads of the experts' total: n_expert_used of n_expert. */
+static int64_t active_experts(const plume_model *m, int64_t total)
+{
+    return m->cfg.n_expert > 0 ? total / m->cfg.n_expert * m->cfg.n_expert_used : 0;
+}
+
 int64_t plume_model_n_params_per_token(const plume_model *m)
 {
     /* n_params counts the embedding once, and a separate head once more */
     const int64_t vocab_embd = (int64_t)m->cfg.n_vocab * m->cfg.n_embd;
-    return m->n_params - vocab_embd * (m->cfg.tied_embeddings ? 1 : 2);
+    return m->n_params - vocab_embd * (m->cfg.tied_embeddings ? 1 : 2) - m->expert_params +
+           active_experts(m, m->expert_params);
+}
+
+int64_t plume_model_decode_bytes(const plume_model *m)
+{
+    return m->weight_bytes - m->expert_bytes + active_experts(m, m->expert_bytes);
 }
 
 void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,
@@ -148,6 +160,8 @@ void plume_model_describe(const plume_model *m, void *stream)
                 c->moe_norm_topk ? "renormalized" : "as they are");
         if (c->n_ff_shexp > 0)
             fprintf(f, "shared expert:  mlp size %d, gated by sigmoid\n", c->n_ff_shexp);
+        fprintf(f, "read per token: %.1f MiB of weights at batch 1 (the routed experts)\n",
+                (double)plume_model_decode_bytes(m) / (1 << 20));
     }
     fprintf(f, "vocabulary:     %d\n", c->n_vocab);
     fprintf(f, "context:        %d (trained)", c->n_ctx_train);

@@ -86,6 +86,8 @@ struct plume_model {
     int n_owned, cap_owned;
     int64_t n_params;
     int64_t weight_bytes;
+    /* of those, the mixture-of-experts layers' experts (all of them) */
+    int64_t expert_params, expert_bytes;
     /* a quantized checkpoint: its method ("gptq") and settings, else "" / NULL */
     char quant_method[32];
     plume_settings *quant;

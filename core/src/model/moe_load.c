@@ -444,6 +444,7 @@ int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
         (c->n_ff_shexp > 0 && load_shared(m, l, moe, err)))
         return -1;
     const plume_tensor *bv = moe->bias_views;
+    const int64_t params0 = m->n_params, bytes0 = m->weight_bytes;
     for (int e = 0; e < X; e++)
         if (make_linear_b(m, &moe->views[3 * e], bv ? &bv[3 * e] : NULL, &moe->gate[e], err) ||
             make_linear_b(m, &moe->views[3 * e + 1], bv ? &bv[3 * e + 1] : NULL, &moe->up[e],
@@ -451,6 +452,8 @@ int plume_moe_load(plume_model *m, int l, plume_layer *L, plume_error *err)
             make_linear_b(m, &moe->views[3 * e + 2], bv ? &bv[3 * e + 2] : NULL, &moe->down[e],
                           err))
             return -1;
+    m->expert_params += m->n_params - params0;
+    m->expert_bytes += m->weight_bytes - bytes0;
     return 0;
 }
 
