@@ -17,6 +17,7 @@ static const char help[] =
     "llama.cpp load, streamed tensor by tensor (bounded memory at any size).  The\n"
     "weights are bit for bit those of `--load-format dummy` with the same type, pure\n"
     "and seed (for llama, q/k rows permuted as convert_hf_to_gguf.py does).\n"
+    "Dense models only: for a mixture-of-experts GGUF use bench/make_moe_dummy_gguf.py.\n"
     "\n"
     "  --type T            F16 (default), BF16, F32, or a llama-quantize preset:\n"
     "                      Q4_0, Q4_1, Q8_0, Q4_K_M, Q4_K_S, Q6_K (each tensor the\n"
