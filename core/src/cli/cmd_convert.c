@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/convert.h"
 
 static const char help[] =
@@ -47,29 +48,17 @@ static void log_line(void *user, const char *line)
 
 int cmd_convert(int argc, char **argv)
 {
-    const char *pos[2] = {0}, *to = NULL, *dtype = "f32", *v;
+    const char *pos[2] = {0}, *to = NULL, *dtype = "f32";
     int n_pos = 0;
     bool force = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--to", &v)) {
-            to = v;
-        } else if (cli_opt(argc, argv, &i, "--dtype", &v)) {
-            dtype = v;
-        } else if (cli_flag(argv, i, "--force")) {
-            force = true;
-        } else if (cli_flag(argv, i, "--quiet")) {
-            quiet = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("convert", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("convert", argv[i]);
-        }
-    }
+    const cli_option opts[] = {
+        CLI_OPT_STR("--to", &to),
+        CLI_OPT_STR("--dtype", &dtype),
+        CLI_OPT_FLAG("--force", &force),
+        CLI_OPT_FLAG("--quiet", &quiet),
+    };
+    if (cli_parse_options("convert", argc, argv, help, opts, CLI_N_OPTIONS(opts), pos, 2, &n_pos))
+        return 0;
     if (n_pos != 2 || !to) {
         fprintf(stderr, "plume convert: give MODEL.gguf, --to hf and OUT_DIR\n\n%s", help);
         return 2;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/tensor.h"
 #include "plume/quantize_gguf.h"
 
@@ -48,36 +49,23 @@ static void on_progress(void *user, const plume_gguf_quant_progress *p)
 
 int cmd_quantize_gguf(int argc, char **argv)
 {
-    const char *pos[2] = {0}, *v, *type = NULL;
+    const char *pos[2] = {0}, *type = NULL, *to = "gguf";
     int n_pos = 0;
     long long threads = 0;
     bool force = false, quiet = false, json = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--to", &v)) {
-            if (strcmp(v, "gguf") != 0) {
-                fprintf(stderr, "plume quantize: --to must be gguf here, got '%s'\n", v);
-                return 2;
-            }
-        } else if (cli_opt(argc, argv, &i, "--type", &v)) {
-            type = v;
-        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            threads = cli_int("--threads", v, 0, 1024);
-        } else if (cli_flag(argv, i, "--force")) {
-            force = true;
-        } else if (cli_flag(argv, i, "--quiet")) {
-            quiet = true;
-        } else if (cli_flag(argv, i, "--json")) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("quantize --to gguf", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("quantize --to gguf", argv[i]);
-        }
+    const cli_option opts[] = {
+        CLI_OPT_STR("--to", &to),
+        CLI_OPT_STR("--type", &type),
+        CLI_OPT_INT("--threads", &threads, 0, 1024),
+        CLI_OPT_FLAG("--force", &force),
+        CLI_OPT_FLAG("--quiet", &quiet),
+        CLI_OPT_FLAG("--json", &json),
+    };
+    if (cli_parse_options("quantize --to gguf", argc, argv, help, opts, CLI_N_OPTIONS(opts), pos, 2, &n_pos))
+        return 0;
+    if (strcmp(to, "gguf") != 0) { /* cmd_quantize came here for a --to gguf; this is another */
+        fprintf(stderr, "plume quantize: --to must be gguf here, got '%s'\n", to);
+        return 2;
     }
     if (n_pos != 2) {
         fprintf(stderr, "plume quantize: give MODEL and OUT.gguf\n\n%s", help);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/model.h"
 
 static const char help[] =
@@ -24,26 +25,14 @@ int cmd_tokenize(int argc, char **argv)
     const char *pos[2] = {0};
     int n_pos = 0;
     bool no_bos = false, no_special = false, pieces = false, as_json = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_flag(argv, i, "--no-bos")) {
-            no_bos = true;
-        } else if (cli_flag(argv, i, "--no-special")) {
-            no_special = true;
-        } else if (cli_flag(argv, i, "--pieces")) {
-            pieces = true;
-        } else if (cli_flag(argv, i, "--json")) {
-            as_json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("tokenize", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("tokenize", argv[i]);
-        }
-    }
+    const cli_option opts[] = {
+        CLI_OPT_FLAG("--no-bos", &no_bos),
+        CLI_OPT_FLAG("--no-special", &no_special),
+        CLI_OPT_FLAG("--pieces", &pieces),
+        CLI_OPT_FLAG("--json", &as_json),
+    };
+    if (cli_parse_options("tokenize", argc, argv, help, opts, CLI_N_OPTIONS(opts), pos, 2, &n_pos))
+        return 0;
     if (n_pos != 2) {
         fputs(help, stderr);
         return 2;
