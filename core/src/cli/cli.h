@@ -63,6 +63,13 @@ double cli_float(const char *opt, const char *s, double lo, double hi);
  * range and what turns it off, and exit 2. */
 double cli_sampling(const char *opt, const char *name, const char *v);
 
+/* Matches argv[*i] against the sampling option opt (--top-p) of the
+ * parameter name (top_p); on a match stores its value (checked by
+ * cli_sampling) into that field of *sp and returns true. */
+struct plume_sampling_params;
+bool cli_sampling_opt(int argc, char **argv, int *i, const char *opt, const char *name,
+                      struct plume_sampling_params *sp);
+
 /* A length option: N or MIN-MAX, each in [1, 2^20], MIN <= MAX; else an
  * error naming `plume <cmd>` and the option, and exit 2. */
 void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi);

@@ -75,6 +75,17 @@ double cli_sampling(const char *opt, const char *name, const char *v)
     return x;
 }
 
+bool cli_sampling_opt(int argc, char **argv, int *i, const char *opt, const char *name,
+                      plume_sampling_params *sp)
+{
+    const char *v;
+    if (!cli_opt(argc, argv, i, opt, &v))
+        return false;
+    double x = cli_sampling(opt, name, v);
+    plume_sampling_param_store(sp, plume_sampling_param_find(name), x);
+    return true;
+}
+
 void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi)
 {
     const char *dash = strchr(v, '-');

@@ -103,6 +103,21 @@ enum {
     SET_KVDTYPE = 1 << 12, SET_PRESENCE = 1 << 13, SET_FREQUENCY = 1 << 14,
 };
 
+/* The sampling options: the parameter each sets and its bit in gen_opts.set. */
+static const struct sampling_opt {
+    const char *opt, *param;
+    unsigned bit;
+} SAMPLING_OPTS[] = {
+    {"--temperature", "temperature", SET_TEMP},
+    {"--top-k", "top_k", SET_TOPK},
+    {"--top-p", "top_p", SET_TOPP},
+    {"--min-p", "min_p", SET_MINP},
+    {"--repeat-penalty", "repetition_penalty", SET_PENALTY},
+    {"--presence-penalty", "presence_penalty", SET_PRESENCE},
+    {"--frequency-penalty", "frequency_penalty", SET_FREQUENCY},
+};
+#define N_SAMPLING_OPTS (sizeof SAMPLING_OPTS / sizeof SAMPLING_OPTS[0])
+
 typedef struct gen_opts {
     cli_pipeline_opts po;
     unsigned set;
@@ -115,6 +130,19 @@ typedef struct gen_opts {
     plume_sampling_params sp;
     plume_engine_params ep;
 } gen_opts;
+
+/* Matches argv[*i] against the sampling options; stores the value and
+ * marks it given. */
+static bool sampling_opt(int argc, char **argv, int *i, gen_opts *o)
+{
+    for (size_t k = 0; k < N_SAMPLING_OPTS; k++)
+        if (cli_sampling_opt(argc, argv, i, SAMPLING_OPTS[k].opt, SAMPLING_OPTS[k].param,
+                             &o->sp)) {
+            o->set |= SAMPLING_OPTS[k].bit;
+            return true;
+        }
+    return false;
+}
 
 static void parse(int argc, char **argv, gen_opts *o)
 {
@@ -145,27 +173,8 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->chat = true;
         } else if (cli_opt(argc, argv, &i, "--max-tokens", &v) || cli_opt(argc, argv, &i, "-n", &v)) {
             o->max_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 24);
-        } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
-            o->sp.temperature = (float)cli_sampling("--temperature", "temperature", v);
-            o->set |= SET_TEMP;
-        } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            o->sp.top_k = (int32_t)cli_sampling("--top-k", "top_k", v);
-            o->set |= SET_TOPK;
-        } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            o->sp.top_p = (float)cli_sampling("--top-p", "top_p", v);
-            o->set |= SET_TOPP;
-        } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            o->sp.min_p = (float)cli_sampling("--min-p", "min_p", v);
-            o->set |= SET_MINP;
-        } else if (cli_opt(argc, argv, &i, "--repeat-penalty", &v)) {
-            o->sp.repetition_penalty = (float)cli_sampling("--repeat-penalty", "repetition_penalty", v);
-            o->set |= SET_PENALTY;
-        } else if (cli_opt(argc, argv, &i, "--presence-penalty", &v)) {
-            o->sp.presence_penalty = (float)cli_sampling("--presence-penalty", "presence_penalty", v);
-            o->set |= SET_PRESENCE;
-        } else if (cli_opt(argc, argv, &i, "--frequency-penalty", &v)) {
-            o->sp.frequency_penalty = (float)cli_sampling("--frequency-penalty", "frequency_penalty", v);
-            o->set |= SET_FREQUENCY;
+        } else if (sampling_opt(argc, argv, &i, o)) {
+            continue;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             o->sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
             o->seed_given = true;
@@ -245,13 +254,11 @@ static void merge(gen_opts *o, const plume_pipeline *p)
     if (o->set & SET_NOPREFIX) ep.prefix_caching = false;
     if (o->set & SET_KVDTYPE) ep.kv_dtype = o->ep.kv_dtype;
     if (o->set & SET_SEPARATE) ep.mixed_batches = false;
-    if (o->set & SET_TEMP) sp.temperature = o->sp.temperature;
-    if (o->set & SET_TOPK) sp.top_k = o->sp.top_k;
-    if (o->set & SET_TOPP) sp.top_p = o->sp.top_p;
-    if (o->set & SET_MINP) sp.min_p = o->sp.min_p;
-    if (o->set & SET_PENALTY) sp.repetition_penalty = o->sp.repetition_penalty;
-    if (o->set & SET_PRESENCE) sp.presence_penalty = o->sp.presence_penalty;
-    if (o->set & SET_FREQUENCY) sp.frequency_penalty = o->sp.frequency_penalty;
+    for (size_t k = 0; k < N_SAMPLING_OPTS; k++)
+        if (o->set & SAMPLING_OPTS[k].bit) {
+            const plume_sampling_param *f = plume_sampling_param_find(SAMPLING_OPTS[k].param);
+            plume_sampling_param_store(&sp, f, plume_sampling_param_load(&o->sp, f));
+        }
     if (o->seed_given)
         sp.seed = o->sp.seed;
     else if (!seed_given)
