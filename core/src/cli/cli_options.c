@@ -1,8 +1,9 @@
-/* One parser for the option tables of cli_options.h. */
+/* One parser and one --help printer for the option tables of cli_options.h. */
 #include "cli/cli_options.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -43,23 +44,49 @@ static bool take(const char *cmd, const cli_option *o, int argc, char **argv, in
     return true;
 }
 
-int cli_parse_options(const char *cmd, int argc, char **argv, const char *help,
-                      const cli_option *opts, int n, const char **pos, int max_pos, int *n_pos)
+void cli_help(FILE *f, const cli_command *c)
 {
-    *n_pos = 0;
+    fputs(c->usage, f);
+    for (int k = 0; k < c->n_opts; k++) {
+        const cli_option *o = &c->opts[k];
+        char label[96];
+        snprintf(label, sizeof label, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        fprintf(f, "  %-*s", c->help_col - 2, label);
+        const char *h = o->help, *nl;
+        while ((nl = strchr(h, '\n'))) {
+            fprintf(f, "%.*s\n%*s", (int)(nl - h), h, c->help_col, "");
+            h = nl + 1;
+        }
+        fprintf(f, "%s\n", h);
+    }
+    if (c->after)
+        fputs(c->after, f);
+}
+
+int cli_parse_options(const cli_command *c, int argc, char **argv, const char **pos)
+{
+    int n_pos = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 1;
+            cli_help(stdout, c);
+            exit(0);
         }
         int k = 0;
-        while (k < n && !take(cmd, &opts[k], argc, argv, &i))
+        while (k < c->n_opts && !take(c->name, &c->opts[k], argc, argv, &i))
             k++;
-        if (k < n)
+        if (k < c->n_opts)
             continue;
-        if ((argv[i][0] == '-' && argv[i][1] == '-') || *n_pos == max_pos)
-            cli_unknown(cmd, argv[i]);
-        pos[(*n_pos)++] = argv[i];
+        if ((argv[i][0] == '-' && argv[i][1] == '-') || n_pos == c->max_pos)
+            cli_unknown(c->name, argv[i]);
+        pos[n_pos++] = argv[i];
     }
-    return 0;
+    return n_pos;
+}
+
+int cli_usage_error(const cli_command *c, const char *msg)
+{
+    if (msg)
+        fprintf(stderr, "%s\n\n", msg);
+    cli_help(stderr, c);
+    return 2;
 }

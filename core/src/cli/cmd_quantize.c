@@ -10,7 +10,7 @@
 #include "plume/registry.h"
 #include "plume/quantize.h"
 
-static const char help[] =
+static const char usage[] =
     "usage: plume quantize MODEL_DIR OUT_DIR [options]\n"
     "\n"
     "Quantizes the linear layers of a float Hugging Face checkpoint (F32/F16/BF16;\n"
@@ -34,33 +34,9 @@ static const char help[] =
     "                 then a clipping search, then min-max rounding; --sym,\n"
     "                 --desc-act, --damp and --format do not apply\n"
     "\n"
-    "options (defaults in brackets):\n"
-    "  --method gptq|rtn|awq algorithm [gptq]\n"
-    "  --bits N              2, 3, 4 or 8 [4]\n"
-    "  --group-size N        inputs per scale/zero group, -1 = one group per row [128]\n"
-    "  --sym true|false      symmetric (zero point 2^(bits-1)) or asymmetric [true]\n"
-    "  --desc-act            act-order: quantize inputs by descending Hessian diagonal\n"
-    "                        (writes a non-monotone g_idx) [off]\n"
-    "  --damp F              dampening, a fraction of the mean Hessian diagonal [0.01]\n"
-    "  --format gptq|gptq_v2 zero-point storage: gptq stores zero-1 (AutoGPTQ, vLLM),\n"
-    "                        gptq_v2 the zero itself (GPTQModel) [gptq]\n"
-    "  --calib FILE          calibration text; required for gptq; repeat it to mix\n"
-    "                        texts (bench/data/calib.txt: legal English;\n"
-    "                        bench/data/calib-chat.txt: SmolLM2 chat transcripts).\n"
-    "                        Special-token texts (<|im_start|>) count as those tokens\n"
-    "  --samples N           calibration windows, at most [128]\n"
-    "  --seq-len N           tokens per window [512]; each text's tokens are cut into\n"
-    "                        consecutive windows; with more than --samples of them,\n"
-    "                        --samples evenly spread ones are used\n"
-    "  --dtype f16|f32       storage of the unquantized tensors (embeddings, norms,\n"
-    "                        biases) [f16, as GPTQ checkpoints on the hubs]\n"
-    "  --threads N           threads for the calibration pass [physical cores]\n"
-    "  --plugin-dir DIR      also look for the quant-gptq plugin in DIR\n"
-    "  --force               write into OUT_DIR even if it already holds files\n"
-    "  --quiet               no progress on stderr\n"
-    "  --verbose             a line per linear layer with its loss: the layer's\n"
-    "                        output error on the calibration tokens, 2/n·Σ|x(W-Wq)ᵀ|²\n"
-    "  --json                print a JSON summary on stdout\n"
+    "options (defaults in brackets):\n";
+
+static const char after[] =
     "\n"
     "plume quantize MODEL OUT.gguf --to gguf --type Q4_K_M|...: a GGUF of a\n"
     "llama-quantize preset instead (see `plume quantize --to gguf --help`).\n";
@@ -145,7 +121,6 @@ int cmd_quantize(int argc, char **argv)
     cli_list plugin_dirs = {dirs, 0, 16, "--plugin-dir options"};
     long long bits = 4, group = 128;
     double damp = 0.01;
-    int n_pos = 0;
     long long samples = 128, seq_len = 512, threads = 0;
     bool desc_act = false, force = false, quiet = false, json = false, verbose = false;
     for (int i = 1; i < argc; i++) /* --to gguf: the GGUF quantizer's own options */
@@ -153,26 +128,45 @@ int cmd_quantize(int argc, char **argv)
             strcmp(argv[i], "--to=gguf") == 0)
             return cmd_quantize_gguf(argc, argv);
     const cli_option opts[] = {
-        CLI_OPT_STR("--method", &method),
-        CLI_OPT_INT("--bits", &bits, 2, 8),
-        CLI_OPT_INT("--group-size", &group, -1, 1 << 30),
-        CLI_OPT_STR("--sym", &sym),
-        CLI_OPT_FLAG("--desc-act", &desc_act),
-        CLI_OPT_FLOAT("--damp", &damp, 0.0, 1.0),
-        CLI_OPT_STR("--format", &format),
-        CLI_OPT_LIST("--calib", &calib),
-        CLI_OPT_INT("--samples", &samples, 1, 1 << 20),
-        CLI_OPT_INT("--seq-len", &seq_len, 1, 1 << 20),
-        CLI_OPT_INT("--threads", &threads, 0, 1024),
-        CLI_OPT_STR("--dtype", &dtype),
-        CLI_OPT_LIST("--plugin-dir", &plugin_dirs),
-        CLI_OPT_FLAG("--force", &force),
-        CLI_OPT_FLAG("--quiet", &quiet),
-        CLI_OPT_FLAG("--verbose", &verbose),
-        CLI_OPT_FLAG("--json", &json),
+        CLI_OPT_STR("--method", &method, "gptq|rtn|awq", "algorithm [gptq]"),
+        CLI_OPT_INT("--bits", &bits, 2, 8, "N", "2, 3, 4 or 8 [4]"),
+        CLI_OPT_INT("--group-size", &group, -1, 1 << 30, "N",
+                    "inputs per scale/zero group, -1 = one group per row [128]"),
+        CLI_OPT_STR("--sym", &sym, "true|false",
+                    "symmetric (zero point 2^(bits-1)) or asymmetric [true]"),
+        CLI_OPT_FLAG("--desc-act", &desc_act,
+                     "act-order: quantize inputs by descending Hessian diagonal\n"
+                     "(writes a non-monotone g_idx) [off]"),
+        CLI_OPT_FLOAT("--damp", &damp, 0.0, 1.0, "F",
+                      "dampening, a fraction of the mean Hessian diagonal [0.01]"),
+        CLI_OPT_STR("--format", &format, "gptq|gptq_v2",
+                    "zero-point storage: gptq stores zero-1 (AutoGPTQ, vLLM),\n"
+                    "gptq_v2 the zero itself (GPTQModel) [gptq]"),
+        CLI_OPT_LIST("--calib", &calib, "FILE",
+                     "calibration text; required for gptq; repeat it to mix\n"
+                     "texts (bench/data/calib.txt: legal English;\n"
+                     "bench/data/calib-chat.txt: SmolLM2 chat transcripts).\n"
+                     "Special-token texts (<|im_start|>) count as those tokens"),
+        CLI_OPT_INT("--samples", &samples, 1, 1 << 20, "N", "calibration windows, at most [128]"),
+        CLI_OPT_INT("--seq-len", &seq_len, 1, 1 << 20, "N",
+                    "tokens per window [512]; each text's tokens are cut into\n"
+                    "consecutive windows; with more than --samples of them,\n"
+                    "--samples evenly spread ones are used"),
+        CLI_OPT_STR("--dtype", &dtype, "f16|f32",
+                    "storage of the unquantized tensors (embeddings, norms,\n"
+                    "biases) [f16, as GPTQ checkpoints on the hubs]"),
+        CLI_OPT_INT("--threads", &threads, 0, 1024, "N",
+                    "threads for the calibration pass [physical cores]"),
+        CLI_OPT_LIST("--plugin-dir", &plugin_dirs, "DIR", "also look for the quant-gptq plugin in DIR"),
+        CLI_OPT_FLAG("--force", &force, "write into OUT_DIR even if it already holds files"),
+        CLI_OPT_FLAG("--quiet", &quiet, "no progress on stderr"),
+        CLI_OPT_FLAG("--verbose", &verbose,
+                     "a line per linear layer with its loss: the layer's\n"
+                     "output error on the calibration tokens, 2/n·Σ|x(W-Wq)ᵀ|²"),
+        CLI_OPT_FLAG("--json", &json, "print a JSON summary on stdout"),
     };
-    if (cli_parse_options("quantize", argc, argv, help, opts, CLI_N_OPTIONS(opts), pos, 2, &n_pos))
-        return 0;
+    const cli_command cmd = {"quantize", usage, after, 24, opts, CLI_N_OPTIONS(opts), 2};
+    const int n_pos = cli_parse_options(&cmd, argc, argv, pos);
     if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
         fprintf(stderr, "plume quantize: --bits must be 2, 3, 4 or 8, got %lld\n", bits);
         return 2;
@@ -193,10 +187,8 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "plume quantize: --format must be gptq or gptq_v2, got '%s'\n", format);
         return 2;
     }
-    if (n_pos != 2) {
-        fprintf(stderr, "plume quantize: give MODEL_DIR and OUT_DIR\n\n%s", help);
-        return 2;
-    }
+    if (n_pos != 2)
+        return cli_usage_error(&cmd, "plume quantize: give MODEL_DIR and OUT_DIR");
     const bool awq = strcmp(method, "awq") == 0;
     if (strcmp(method, "gptq") != 0 && strcmp(method, "rtn") != 0 && !awq) {
         fprintf(stderr, "plume quantize: --method must be gptq, rtn or awq, got '%s'\n", method);

@@ -10,7 +10,7 @@
 #include "plume/tensor.h"
 #include "plume/quantize_gguf.h"
 
-static const char help[] =
+static const char usage[] =
     "usage: plume quantize MODEL OUT.gguf --to gguf --type TYPE [options]\n"
     "\n"
     "Writes a GGUF file of one of llama.cpp's llama-quantize presets from a float\n"
@@ -22,13 +22,7 @@ static const char help[] =
     "plume's reference quantizers.  The metadata of a GGUF input is copied; for\n"
     "an HF directory the hyperparameters and tokenizer are written as GGUF keys\n"
     "and llama's q/k rows permuted as convert_hf_to_gguf.py does.\n"
-    "\n"
-    "  --type TYPE     Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0,\n"
-    "                  Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS (required)\n"
-    "  --threads N     threads for the quantizers [all cores]\n"
-    "  --force         replace OUT.gguf if it exists\n"
-    "  --quiet         no progress on stderr (default: a line per tensor)\n"
-    "  --json          print a JSON summary on stdout\n";
+    "\n";
 
 typedef struct prog {
     bool quiet;
@@ -50,27 +44,26 @@ static void on_progress(void *user, const plume_gguf_quant_progress *p)
 int cmd_quantize_gguf(int argc, char **argv)
 {
     const char *pos[2] = {0}, *type = NULL, *to = "gguf";
-    int n_pos = 0;
     long long threads = 0;
     bool force = false, quiet = false, json = false;
     const cli_option opts[] = {
-        CLI_OPT_STR("--to", &to),
-        CLI_OPT_STR("--type", &type),
-        CLI_OPT_INT("--threads", &threads, 0, 1024),
-        CLI_OPT_FLAG("--force", &force),
-        CLI_OPT_FLAG("--quiet", &quiet),
-        CLI_OPT_FLAG("--json", &json),
+        CLI_OPT_STR("--to", &to, "gguf", "write a GGUF file (without it: plume quantize --help)"),
+        CLI_OPT_STR("--type", &type, "TYPE",
+                    "Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0,\n"
+                    "Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS (required)"),
+        CLI_OPT_INT("--threads", &threads, 0, 1024, "N", "threads for the quantizers [all cores]"),
+        CLI_OPT_FLAG("--force", &force, "replace OUT.gguf if it exists"),
+        CLI_OPT_FLAG("--quiet", &quiet, "no progress on stderr (default: a line per tensor)"),
+        CLI_OPT_FLAG("--json", &json, "print a JSON summary on stdout"),
     };
-    if (cli_parse_options("quantize --to gguf", argc, argv, help, opts, CLI_N_OPTIONS(opts), pos, 2, &n_pos))
-        return 0;
+    const cli_command cmd = {"quantize --to gguf", usage, NULL, 18, opts, CLI_N_OPTIONS(opts), 2};
+    const int n_pos = cli_parse_options(&cmd, argc, argv, pos);
     if (strcmp(to, "gguf") != 0) { /* cmd_quantize came here for a --to gguf; this is another */
         fprintf(stderr, "plume quantize: --to must be gguf here, got '%s'\n", to);
         return 2;
     }
-    if (n_pos != 2) {
-        fprintf(stderr, "plume quantize: give MODEL and OUT.gguf\n\n%s", help);
-        return 2;
-    }
+    if (n_pos != 2)
+        return cli_usage_error(&cmd, "plume quantize: give MODEL and OUT.gguf");
     if (!type) {
         fprintf(stderr, "plume quantize: --to gguf needs --type, one of %s\n", plume_gguf_mix_names());
         return 2;
