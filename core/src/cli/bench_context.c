@@ -323,10 +323,8 @@ int bench_context(int argc, char **argv)
                   .chunk = 512, .reps = 3, .threads = plume_cpu_count()};
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
             o.model = v;
         } else if (cli_opt(argc, argv, &i, "--depths", &v)) {
             parse_depths(&o, v);

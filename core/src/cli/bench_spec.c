@@ -362,10 +362,8 @@ int bench_spec(int argc, char **argv)
     plume_sampling_params sp = plume_request_defaults().sampling;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_pipeline_opt("bench spec", argc, argv, &i, &po)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("bench spec", argc, argv, &i, &po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--spec", &v)) {
             if (nv == MAX_VARIANTS) {

@@ -51,6 +51,8 @@ int cmd_router(int argc, char **argv);
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
 /* Matches a flag without a value. */
 bool cli_flag(char **argv, int i, const char *name);
+/* When argv[i] is --help or -h: prints help on stdout and exits 0. */
+void cli_exit_if_help(char **argv, int i, const char *help);
 
 /* Strict number parsing: the whole string must be a number within range,
  * else an error naming the option is printed and the process exits 2. */

@@ -33,6 +33,14 @@ bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
 
 bool cli_flag(char **argv, int i, const char *name) { return strcmp(argv[i], name) == 0; }
 
+void cli_exit_if_help(char **argv, int i, const char *help)
+{
+    if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+        fputs(help, stdout);
+        exit(0);
+    }
+}
+
 long long cli_int(const char *opt, const char *s, long long lo, long long hi)
 {
     char *end;

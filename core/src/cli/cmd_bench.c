@@ -389,10 +389,8 @@ int cmd_bench(int argc, char **argv)
     bench_opts o = {.reps = 5, .threads = plume_cpu_count()};
     for (int i = 2; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
             o.reps = (int)cli_int("--reps", v, 1, 1000);

@@ -37,10 +37,8 @@ int cmd_dummy_gguf(int argc, char **argv)
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--type", &v)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_opt(argc, argv, &i, "--type", &v)) {
             type = v;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             seed = v;
