@@ -336,12 +336,8 @@ int bench_context(int argc, char **argv)
             o.batch = (int)cli_int("--batch", v, 1, MAX_BATCH);
         } else if (cli_opt(argc, argv, &i, "--chunk", &v)) {
             o.chunk = (int)cli_int("--chunk", v, 1, 1 << 16);
-        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
-            o.reps = (int)cli_int("--reps", v, 1, 1000);
-        } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
-            o.threads = (int)cli_int("--threads", v, 1, 256);
-        } else if (cli_flag(argv, i, "--json")) {
-            o.json = true;
+        } else if (bench_machine_opt(argc, argv, &i, &o.reps, &o.threads, &o.json)) {
+            continue;
         } else {
             cli_unknown("bench context", argv[i]);
         }

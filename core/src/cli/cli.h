@@ -28,6 +28,11 @@ typedef struct bench_machine {
 } bench_machine;
 /* 0, or -1 after printing why (out of memory). */
 int bench_machine_measure(int threads, int reps, bench_machine *out);
+/* The options of a benchmark that measures the machine: --reps N (1 to
+ * 1000), --threads/-t N (1 to 256), --json.  Matches argv[*i], stores the
+ * value, advances *i past it and returns true; a bad number is cli_int's
+ * error, exit 2. */
+bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, bool *json);
 /* The median of v[0..n) (sorts v). */
 double bench_median(double *v, int n);
 int cmd_info(int argc, char **argv);

@@ -204,6 +204,24 @@ done:
     return rc;
 }
 
+bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, bool *json)
+{
+    const char *v;
+    if (cli_opt(argc, argv, i, "--reps", &v)) {
+        *reps = (int)cli_int("--reps", v, 1, 1000);
+        return true;
+    }
+    if (cli_opt(argc, argv, i, "--threads", &v) || cli_opt(argc, argv, i, "-t", &v)) {
+        *threads = (int)cli_int("--threads", v, 1, 256);
+        return true;
+    }
+    if (cli_flag(argv, *i, "--json")) {
+        *json = true;
+        return true;
+    }
+    return false;
+}
+
 static int roofline(const bench_opts *o)
 {
     bench_machine mach;
@@ -388,19 +406,10 @@ int cmd_bench(int argc, char **argv)
     }
     bench_opts o = {.reps = 5, .threads = plume_cpu_count()};
     for (int i = 2; i < argc; i++) {
-        const char *v;
         cli_exit_if_help(argv, i, help);
-        if (cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po)) {
-            continue;
-        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
-            o.reps = (int)cli_int("--reps", v, 1, 1000);
-        } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
-            o.threads = (int)cli_int("--threads", v, 1, 256);
-        } else if (cli_flag(argv, i, "--json")) {
-            o.json = true;
-        } else {
+        if (!cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po) &&
+            !bench_machine_opt(argc, argv, &i, &o.reps, &o.threads, &o.json))
             cli_unknown("bench roofline", argv[i]);
-        }
     }
     if (o.po.pipeline)
         return roofline_device(&o);
