@@ -63,15 +63,6 @@ typedef struct ctx_row {
     double dec, dec_roof, pre, pre_roof;
 } ctx_row;
 
-static int32_t argmax(const float *v, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 static int run_tokens(plume_seq_runner *r, int64_t seq, const int32_t *tokens, int n,
                       bool logits_last, float *logits, plume_error *err)
 {
@@ -90,7 +81,7 @@ static double decode_steps(plume_seq_runner *r, const ctx_opts *o, float *logits
     const double t0 = plume_clock_seconds();
     for (int s = 0; s < o->steps; s++) {
         for (int b = 0; b < o->batch; b++) {
-            next[b] = argmax(logits + (size_t)b * (size_t)nv, nv);
+            next[b] = bench_argmax(logits + (size_t)b * (size_t)nv, nv);
             runs[b] = (plume_seq_run){b, &next[b], 1, 1};
         }
         if (plume_seq_runner_run(r, runs, o->batch, logits, err))

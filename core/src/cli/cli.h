@@ -18,6 +18,20 @@ int bench_spec(int argc, char **argv);
 int bench_serve(int argc, char **argv);
 int bench_context(int argc, char **argv);
 
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_plugins(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+/* plume dummy-gguf (cmd_dummy_gguf.c) */
+int cmd_dummy_gguf(int argc, char **argv);
+/* plume quantize ... --to gguf (cmd_quantize_gguf.c) */
+int cmd_quantize_gguf(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_router(int argc, char **argv);
+
 /* This machine as plume bench measures it with the active kernels on
  * `threads` threads (medians of reps runs): streaming read bandwidth
  * (bytes/s), peak f32 FMA and int8 dot-product rates (operations/s). */
@@ -35,19 +49,8 @@ int bench_machine_measure(int threads, int reps, bench_machine *out);
 bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, bool *json);
 /* The median of v[0..n) (sorts v). */
 double bench_median(double *v, int n);
-int cmd_info(int argc, char **argv);
-int cmd_tokenize(int argc, char **argv);
-int cmd_plugins(int argc, char **argv);
-int cmd_check(int argc, char **argv);
-int cmd_convert(int argc, char **argv);
-int cmd_perplexity(int argc, char **argv);
-int cmd_quantize(int argc, char **argv);
-/* plume dummy-gguf (cmd_dummy_gguf.c) */
-int cmd_dummy_gguf(int argc, char **argv);
-/* plume quantize ... --to gguf (cmd_quantize_gguf.c) */
-int cmd_quantize_gguf(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
-int cmd_router(int argc, char **argv);
+/* The index of the largest of v[0..n) (the first, on ties): greedy decoding. */
+int32_t bench_argmax(const float *v, int32_t n);
 
 /* Option parsing: matches argv[*i] against `--name` or `--name=value`; on a
  * match stores the value (the next argument, or after '=') in *val, advances

@@ -73,6 +73,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int32_t bench_argmax(const float *v, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
 double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -100,15 +109,6 @@ static void cpu_name(char *buf, size_t size)
         }
     }
     fclose(f);
-}
-
-static int32_t argmax(const float *v, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
 }
 
 typedef struct model_result {
@@ -140,7 +140,7 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
         }
         double t0 = plume_clock_seconds();
         for (int s = 0; s < DECODE_STEPS; s++) {
-            int32_t next = argmax(logits, nv);
+            int32_t next = bench_argmax(logits, nv);
             if (plume_decode(ctx, &next, 1, logits, &err)) {
                 rc = -1;
                 break;
