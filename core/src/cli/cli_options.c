@@ -51,7 +51,10 @@ void cli_help(FILE *f, const cli_command *c)
         const cli_option *o = &c->opts[k];
         char label[96];
         snprintf(label, sizeof label, "%s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(f, "  %-*s", c->help_col - 2, label);
+        if ((int)strlen(label) >= c->help_col - 2) /* no room: the text goes below */
+            fprintf(f, "  %s\n%*s", label, c->help_col, "");
+        else
+            fprintf(f, "  %-*s", c->help_col - 2, label);
         const char *h = o->help, *nl;
         while ((nl = strchr(h, '\n'))) {
             fprintf(f, "%.*s\n%*s", (int)(nl - h), h, c->help_col, "");
