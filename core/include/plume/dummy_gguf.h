@@ -24,7 +24,9 @@ typedef struct plume_dummy_gguf_report {
  * them; llama GGUFs get its q/k row permutation and, for llama3 rope
  * scaling, rope_freqs.weight.  Each tensor's bytes are exactly what the
  * dummy loader makes for it under the same settings (GGUF rows of a
- * permuted q/k are the HF rows they came from). */
+ * permuted q/k are the HF rows they came from).  A mixture-of-experts
+ * config (n_expert > 0) is refused with an error naming
+ * bench/make_moe_dummy_gguf.py, which writes MoE GGUFs. */
 PLUME_API int plume_dummy_to_gguf(const char *dir, const plume_settings *s, const char *out_path,
                                   plume_dummy_gguf_report *rep, plume_error *err);
 

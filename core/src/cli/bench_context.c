@@ -63,15 +63,6 @@ typedef struct ctx_row {
     double dec, dec_roof, pre, pre_roof;
 } ctx_row;
 
-static int32_t argmax(const float *v, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
-}
-
 static int run_tokens(plume_seq_runner *r, int64_t seq, const int32_t *tokens, int n,
                       bool logits_last, float *logits, plume_error *err)
 {
@@ -90,7 +81,7 @@ static double decode_steps(plume_seq_runner *r, const ctx_opts *o, float *logits
     const double t0 = plume_clock_seconds();
     for (int s = 0; s < o->steps; s++) {
         for (int b = 0; b < o->batch; b++) {
-            next[b] = argmax(logits + (size_t)b * (size_t)nv, nv);
+            next[b] = bench_argmax(logits + (size_t)b * (size_t)nv, nv);
             runs[b] = (plume_seq_run){b, &next[b], 1, 1};
         }
         if (plume_seq_runner_run(r, runs, o->batch, logits, err))
@@ -324,10 +315,8 @@ int bench_context(int argc, char **argv)
                   .chunk = 512, .reps = 3, .threads = plume_cpu_count()};
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_opt(argc, argv, &i, "--model", &v) || cli_opt(argc, argv, &i, "-m", &v)) {
             o.model = v;
         } else if (cli_opt(argc, argv, &i, "--depths", &v)) {
             parse_depths(&o, v);
@@ -339,12 +328,8 @@ int bench_context(int argc, char **argv)
             o.batch = (int)cli_int("--batch", v, 1, MAX_BATCH);
         } else if (cli_opt(argc, argv, &i, "--chunk", &v)) {
             o.chunk = (int)cli_int("--chunk", v, 1, 1 << 16);
-        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
-            o.reps = (int)cli_int("--reps", v, 1, 1000);
-        } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
-            o.threads = (int)cli_int("--threads", v, 1, 256);
-        } else if (cli_flag(argv, i, "--json")) {
-            o.json = true;
+        } else if (bench_machine_opt(argc, argv, &i, &o.reps, &o.threads, &o.json)) {
+            continue;
         } else {
             cli_unknown("bench context", argv[i]);
         }

@@ -740,10 +740,8 @@ int bench_serve(int argc, char **argv)
     bool have_conc = false;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--url", &v)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_opt(argc, argv, &i, "--url", &v)) {
             o.url = v;
         } else if (cli_opt(argc, argv, &i, "--model", &v)) {
             o.model = v;

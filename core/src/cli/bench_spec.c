@@ -362,10 +362,8 @@ int bench_spec(int argc, char **argv)
     plume_sampling_params sp = plume_request_defaults().sampling;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_pipeline_opt("bench spec", argc, argv, &i, &po)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("bench spec", argc, argv, &i, &po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--spec", &v)) {
             if (nv == MAX_VARIANTS) {
@@ -388,14 +386,11 @@ int bench_spec(int argc, char **argv)
             cap_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 20);
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             threads = (int)cli_int("--threads", v, 1, 1024);
-        } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
-            sp.temperature = (float)cli_sampling("--temperature", "temperature", v);
-        } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            sp.top_k = (int32_t)cli_sampling("--top-k", "top_k", v);
-        } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            sp.top_p = (float)cli_sampling("--top-p", "top_p", v);
-        } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            sp.min_p = (float)cli_sampling("--min-p", "min_p", v);
+        } else if (cli_sampling_opt(argc, argv, &i, "--temperature", "temperature", &sp) ||
+                   cli_sampling_opt(argc, argv, &i, "--top-k", "top_k", &sp) ||
+                   cli_sampling_opt(argc, argv, &i, "--top-p", "top_p", &sp) ||
+                   cli_sampling_opt(argc, argv, &i, "--min-p", "min_p", &sp)) {
+            continue;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
         } else if (cli_flag(argv, i, "--json")) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/engine_args.h"
 #include "cli/pipeline_args.h"
 #include "plume/engine.h"
 #include "plume/model.h"
@@ -144,10 +145,8 @@ int bench_throughput(int argc, char **argv)
     plume_engine_params ep = plume_engine_defaults();
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_pipeline_opt("bench throughput", argc, argv, &i, &po)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("bench throughput", argc, argv, &i, &po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--num-seqs", &v)) {
             n = (int)cli_int("--num-seqs", v, 1, 100000);
@@ -165,20 +164,8 @@ int bench_throughput(int argc, char **argv)
             as_json = true;
         } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
             threads = (int)cli_int("--threads", v, 1, 1024);
-        } else if (cli_opt(argc, argv, &i, "--ctx-size", &v)) {
-            ep.kv_max_tokens = cli_int("--ctx-size", v, 1, 1 << 30);
-        } else if (cli_opt(argc, argv, &i, "--block-size", &v)) {
-            ep.block_size = (int32_t)cli_int("--block-size", v, 1, 1024);
-        } else if (cli_opt(argc, argv, &i, "--max-num-seqs", &v)) {
-            ep.max_num_seqs = (int32_t)cli_int("--max-num-seqs", v, 1, 65536);
-        } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
-            ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
-        } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
-            ep.kv_dtype = (plume_kv_dtype)cli_kv_dtype("bench throughput", v);
-        } else if (cli_flag(argv, i, "--no-prefix-caching")) {
-            ep.prefix_caching = false;
-        } else if (cli_flag(argv, i, "--separate-batches")) {
-            ep.mixed_batches = false;
+        } else if (cli_engine_opt("bench throughput", argc, argv, &i, false, &ep)) {
+            continue;
         } else {
             cli_unknown("bench throughput", argv[i]);
         }

@@ -18,18 +18,6 @@ int bench_spec(int argc, char **argv);
 int bench_serve(int argc, char **argv);
 int bench_context(int argc, char **argv);
 
-/* This machine as plume bench measures it with the active kernels on
- * `threads` threads (medians of reps runs): streaming read bandwidth
- * (bytes/s), peak f32 FMA and int8 dot-product rates (operations/s). */
-typedef struct bench_machine {
-    double bw, f32, i8;
-    char cpu[256], feats[256];
-    const char *level;
-} bench_machine;
-/* 0, or -1 after printing why (out of memory). */
-int bench_machine_measure(int threads, int reps, bench_machine *out);
-/* The median of v[0..n) (sorts v). */
-double bench_median(double *v, int n);
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_plugins(int argc, char **argv);
@@ -44,6 +32,26 @@ int cmd_quantize_gguf(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_router(int argc, char **argv);
 
+/* This machine as plume bench measures it with the active kernels on
+ * `threads` threads (medians of reps runs): streaming read bandwidth
+ * (bytes/s), peak f32 FMA and int8 dot-product rates (operations/s). */
+typedef struct bench_machine {
+    double bw, f32, i8;
+    char cpu[256], feats[256];
+    const char *level;
+} bench_machine;
+/* 0, or -1 after printing why (out of memory). */
+int bench_machine_measure(int threads, int reps, bench_machine *out);
+/* The options of a benchmark that measures the machine: --reps N (1 to
+ * 1000), --threads/-t N (1 to 256), --json.  Matches argv[*i], stores the
+ * value, advances *i past it and returns true; a bad number is cli_int's
+ * error, exit 2. */
+bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, bool *json);
+/* The median of v[0..n) (sorts v). */
+double bench_median(double *v, int n);
+/* The index of the largest of v[0..n) (the first, on ties): greedy decoding. */
+int32_t bench_argmax(const float *v, int32_t n);
+
 /* Option parsing: matches argv[*i] against `--name` or `--name=value`; on a
  * match stores the value (the next argument, or after '=') in *val, advances
  * *i past what it consumed and returns true.  A missing value prints an
@@ -51,6 +59,8 @@ int cmd_router(int argc, char **argv);
 bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val);
 /* Matches a flag without a value. */
 bool cli_flag(char **argv, int i, const char *name);
+/* When argv[i] is --help or -h: prints help on stdout and exits 0. */
+void cli_exit_if_help(char **argv, int i, const char *help);
 
 /* Strict number parsing: the whole string must be a number within range,
  * else an error naming the option is printed and the process exits 2. */
@@ -62,6 +72,13 @@ double cli_float(const char *opt, const char *s, double lo, double hi);
  * table (plume_sampling_param_find), else an error naming the option, the
  * range and what turns it off, and exit 2. */
 double cli_sampling(const char *opt, const char *name, const char *v);
+
+/* Matches argv[*i] against the sampling option opt (--top-p) of the
+ * parameter name (top_p); on a match stores its value (checked by
+ * cli_sampling) into that field of *sp and returns true. */
+struct plume_sampling_params;
+bool cli_sampling_opt(int argc, char **argv, int *i, const char *opt, const char *name,
+                      struct plume_sampling_params *sp);
 
 /* A length option: N or MIN-MAX, each in [1, 2^20], MIN <= MAX; else an
  * error naming `plume <cmd>` and the option, and exit 2. */

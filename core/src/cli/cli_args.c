@@ -33,6 +33,14 @@ bool cli_opt(int argc, char **argv, int *i, const char *name, const char **val)
 
 bool cli_flag(char **argv, int i, const char *name) { return strcmp(argv[i], name) == 0; }
 
+void cli_exit_if_help(char **argv, int i, const char *help)
+{
+    if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
+        fputs(help, stdout);
+        exit(0);
+    }
+}
+
 long long cli_int(const char *opt, const char *s, long long lo, long long hi)
 {
     char *end;
@@ -73,6 +81,17 @@ double cli_sampling(const char *opt, const char *name, const char *v)
         exit(2);
     }
     return x;
+}
+
+bool cli_sampling_opt(int argc, char **argv, int *i, const char *opt, const char *name,
+                      plume_sampling_params *sp)
+{
+    const char *v;
+    if (!cli_opt(argc, argv, i, opt, &v))
+        return false;
+    double x = cli_sampling(opt, name, v);
+    plume_sampling_param_store(sp, plume_sampling_param_find(name), x);
+    return true;
 }
 
 void cli_range(const char *cmd, const char *opt, const char *v, int *lo, int *hi)

@@ -75,6 +75,15 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int32_t bench_argmax(const float *v, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = i;
+    return best;
+}
+
 double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -102,15 +111,6 @@ static void cpu_name(char *buf, size_t size)
         }
     }
     fclose(f);
-}
-
-static int32_t argmax(const float *v, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[best])
-            best = i;
-    return best;
 }
 
 typedef struct model_result {
@@ -142,7 +142,7 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
         }
         double t0 = plume_clock_seconds();
         for (int s = 0; s < DECODE_STEPS; s++) {
-            int32_t next = argmax(logits, nv);
+            int32_t next = bench_argmax(logits, nv);
             if (plume_decode(ctx, &next, 1, logits, &err)) {
                 rc = -1;
                 break;
@@ -204,6 +204,24 @@ done:
         vt->destroy(b);
     plume_registry_free(reg);
     return rc;
+}
+
+bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, bool *json)
+{
+    const char *v;
+    if (cli_opt(argc, argv, i, "--reps", &v)) {
+        *reps = (int)cli_int("--reps", v, 1, 1000);
+        return true;
+    }
+    if (cli_opt(argc, argv, i, "--threads", &v) || cli_opt(argc, argv, i, "-t", &v)) {
+        *threads = (int)cli_int("--threads", v, 1, 256);
+        return true;
+    }
+    if (cli_flag(argv, *i, "--json")) {
+        *json = true;
+        return true;
+    }
+    return false;
 }
 
 static int roofline(const bench_opts *o)
@@ -390,21 +408,10 @@ int cmd_bench(int argc, char **argv)
     }
     bench_opts o = {.reps = 5, .threads = plume_cpu_count()};
     for (int i = 2; i < argc; i++) {
-        const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po)) {
-            continue;
-        } else if (cli_opt(argc, argv, &i, "--reps", &v)) {
-            o.reps = (int)cli_int("--reps", v, 1, 1000);
-        } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
-            o.threads = (int)cli_int("--threads", v, 1, 256);
-        } else if (cli_flag(argv, i, "--json")) {
-            o.json = true;
-        } else {
+        cli_exit_if_help(argv, i, help);
+        if (!cli_pipeline_opt("bench roofline", argc, argv, &i, &o.po) &&
+            !bench_machine_opt(argc, argv, &i, &o.reps, &o.threads, &o.json))
             cli_unknown("bench roofline", argv[i]);
-        }
     }
     if (o.po.pipeline)
         return roofline_device(&o);

@@ -23,10 +23,7 @@ int cmd_check(int argc, char **argv)
     cli_pipeline_opts o = {0};
     const char *file = NULL;
     for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        }
+        cli_exit_if_help(argv, i, help);
         if (cli_pipeline_opt("check", argc, argv, &i, &o))
             continue;
         if (argv[i][0] == '-' || file)

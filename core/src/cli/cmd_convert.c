@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/convert.h"
 
-static const char help[] =
+static const char usage[] =
     "usage: plume convert MODEL.gguf --to hf OUT_DIR [--dtype f32|f16]\n"
     "\n"
     "Writes a Hugging Face model directory from a GGUF file, so that tools that\n"
@@ -31,13 +32,7 @@ static const char help[] =
     "(\"llama\") tokenizers are refused with an error.  The output is one\n"
     "model.safetensors file (no sharding).\n"
     "\n"
-    "options:\n"
-    "  --to hf           output format (only hf)\n"
-    "  --dtype f32|f16   storage type of the weights (default f32: the exact\n"
-    "                    dequantized values; f16 halves the size and rounds each\n"
-    "                    weight to binary16)\n"
-    "  --force           write into OUT_DIR even if it already holds files\n"
-    "  --quiet           no progress on stderr\n";
+    "options:\n";
 
 static void log_line(void *user, const char *line)
 {
@@ -47,33 +42,20 @@ static void log_line(void *user, const char *line)
 
 int cmd_convert(int argc, char **argv)
 {
-    const char *pos[2] = {0}, *to = NULL, *dtype = "f32", *v;
-    int n_pos = 0;
+    const char *pos[2] = {0}, *to = NULL, *dtype = "f32";
     bool force = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--to", &v)) {
-            to = v;
-        } else if (cli_opt(argc, argv, &i, "--dtype", &v)) {
-            dtype = v;
-        } else if (cli_flag(argv, i, "--force")) {
-            force = true;
-        } else if (cli_flag(argv, i, "--quiet")) {
-            quiet = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("convert", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("convert", argv[i]);
-        }
-    }
-    if (n_pos != 2 || !to) {
-        fprintf(stderr, "plume convert: give MODEL.gguf, --to hf and OUT_DIR\n\n%s", help);
-        return 2;
-    }
+    const cli_option opts[] = {
+        CLI_OPT_STR("--to", &to, "hf", "output format (only hf)"),
+        CLI_OPT_STR("--dtype", &dtype, "f32|f16",
+                    "storage type of the weights (default f32: the exact\n"
+                    "dequantized values; f16 halves the size and rounds each\n"
+                    "weight to binary16)"),
+        CLI_OPT_FLAG("--force", &force, "write into OUT_DIR even if it already holds files"),
+        CLI_OPT_FLAG("--quiet", &quiet, "no progress on stderr"),
+    };
+    const cli_command cmd = {"convert", usage, NULL, 20, opts, CLI_N_OPTIONS(opts), 2};
+    if (cli_parse_options(&cmd, argc, argv, pos) != 2 || !to)
+        return cli_usage_error(&cmd, "plume convert: give MODEL.gguf, --to hf and OUT_DIR");
     if (strcmp(to, "hf") != 0) {
         fprintf(stderr, "plume convert: --to %s is not supported (only hf)\n", to);
         return 2;

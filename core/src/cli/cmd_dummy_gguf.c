@@ -17,6 +17,7 @@ static const char help[] =
     "llama.cpp load, streamed tensor by tensor (bounded memory at any size).  The\n"
     "weights are bit for bit those of `--load-format dummy` with the same type, pure\n"
     "and seed (for llama, q/k rows permuted as convert_hf_to_gguf.py does).\n"
+    "Dense models only: for a mixture-of-experts GGUF use bench/make_moe_dummy_gguf.py.\n"
     "\n"
     "  --type T            F16 (default), BF16, F32, or a llama-quantize preset:\n"
     "                      Q4_0, Q4_1, Q8_0, Q4_K_M, Q4_K_S, Q6_K (each tensor the\n"
@@ -36,10 +37,8 @@ int cmd_dummy_gguf(int argc, char **argv)
     int npos = 0;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--type", &v)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_opt(argc, argv, &i, "--type", &v)) {
             type = v;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             seed = v;

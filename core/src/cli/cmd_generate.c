@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/engine_args.h"
 #include "cli/jsonl_request.h"
 #include "cli/pipeline_args.h"
 #include "plume/pipeline.h"
@@ -94,18 +95,31 @@ static const char help[] =
 
 #define MAX_STOP CLI_JSONL_MAX_STOP
 
-/* Which engine/sampling settings the command line gave (they override the
- * pipeline's). */
+/* Which sampling settings and thread count the command line gave (they
+ * override the pipeline's; the engine's: gen_opts.engine_set). */
 enum {
     SET_TEMP = 1 << 0, SET_TOPK = 1 << 1, SET_TOPP = 1 << 2, SET_MINP = 1 << 3,
-    SET_PENALTY = 1 << 4, SET_THREADS = 1 << 5, SET_CTX = 1 << 6, SET_BLOCK = 1 << 7,
-    SET_SEQS = 1 << 8, SET_BATCHED = 1 << 9, SET_NOPREFIX = 1 << 10, SET_SEPARATE = 1 << 11,
-    SET_KVDTYPE = 1 << 12, SET_PRESENCE = 1 << 13, SET_FREQUENCY = 1 << 14,
+    SET_PENALTY = 1 << 4, SET_THREADS = 1 << 5, SET_PRESENCE = 1 << 6, SET_FREQUENCY = 1 << 7,
 };
+
+/* The sampling options: the parameter each sets and its bit in gen_opts.set. */
+static const struct sampling_opt {
+    const char *opt, *param;
+    unsigned bit;
+} SAMPLING_OPTS[] = {
+    {"--temperature", "temperature", SET_TEMP},
+    {"--top-k", "top_k", SET_TOPK},
+    {"--top-p", "top_p", SET_TOPP},
+    {"--min-p", "min_p", SET_MINP},
+    {"--repeat-penalty", "repetition_penalty", SET_PENALTY},
+    {"--presence-penalty", "presence_penalty", SET_PRESENCE},
+    {"--frequency-penalty", "frequency_penalty", SET_FREQUENCY},
+};
+#define N_SAMPLING_OPTS (sizeof SAMPLING_OPTS / sizeof SAMPLING_OPTS[0])
 
 typedef struct gen_opts {
     cli_pipeline_opts po;
-    unsigned set;
+    unsigned set, engine_set; /* engine_set: CLI_ENGINE_* bits (engine_args.h) */
     const char *prompt, *prompt_ids, *prompts_file, *system, *logits_out, *chat_template;
     plume_chat_template *tmpl; /* --chat-template, loaded once */
     const char *stop[MAX_STOP];
@@ -116,6 +130,19 @@ typedef struct gen_opts {
     plume_engine_params ep;
 } gen_opts;
 
+/* Matches argv[*i] against the sampling options; stores the value and
+ * marks it given. */
+static bool sampling_opt(int argc, char **argv, int *i, gen_opts *o)
+{
+    for (size_t k = 0; k < N_SAMPLING_OPTS; k++)
+        if (cli_sampling_opt(argc, argv, i, SAMPLING_OPTS[k].opt, SAMPLING_OPTS[k].param,
+                             &o->sp)) {
+            o->set |= SAMPLING_OPTS[k].bit;
+            return true;
+        }
+    return false;
+}
+
 static void parse(int argc, char **argv, gen_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -125,10 +152,9 @@ static void parse(int argc, char **argv, gen_opts *o)
     o->ep.kv_max_tokens = 8192;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            exit(0);
-        } else if (cli_pipeline_opt("generate", argc, argv, &i, &o->po)) {
+        unsigned set;
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("generate", argc, argv, &i, &o->po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--prompt", &v) || cli_opt(argc, argv, &i, "-p", &v)) {
             o->prompt = v;
@@ -145,27 +171,8 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->chat = true;
         } else if (cli_opt(argc, argv, &i, "--max-tokens", &v) || cli_opt(argc, argv, &i, "-n", &v)) {
             o->max_tokens = (int)cli_int("--max-tokens", v, 1, 1 << 24);
-        } else if (cli_opt(argc, argv, &i, "--temperature", &v)) {
-            o->sp.temperature = (float)cli_sampling("--temperature", "temperature", v);
-            o->set |= SET_TEMP;
-        } else if (cli_opt(argc, argv, &i, "--top-k", &v)) {
-            o->sp.top_k = (int32_t)cli_sampling("--top-k", "top_k", v);
-            o->set |= SET_TOPK;
-        } else if (cli_opt(argc, argv, &i, "--top-p", &v)) {
-            o->sp.top_p = (float)cli_sampling("--top-p", "top_p", v);
-            o->set |= SET_TOPP;
-        } else if (cli_opt(argc, argv, &i, "--min-p", &v)) {
-            o->sp.min_p = (float)cli_sampling("--min-p", "min_p", v);
-            o->set |= SET_MINP;
-        } else if (cli_opt(argc, argv, &i, "--repeat-penalty", &v)) {
-            o->sp.repetition_penalty = (float)cli_sampling("--repeat-penalty", "repetition_penalty", v);
-            o->set |= SET_PENALTY;
-        } else if (cli_opt(argc, argv, &i, "--presence-penalty", &v)) {
-            o->sp.presence_penalty = (float)cli_sampling("--presence-penalty", "presence_penalty", v);
-            o->set |= SET_PRESENCE;
-        } else if (cli_opt(argc, argv, &i, "--frequency-penalty", &v)) {
-            o->sp.frequency_penalty = (float)cli_sampling("--frequency-penalty", "frequency_penalty", v);
-            o->set |= SET_FREQUENCY;
+        } else if (sampling_opt(argc, argv, &i, o)) {
+            continue;
         } else if (cli_opt(argc, argv, &i, "--seed", &v)) {
             o->sp.seed = (uint64_t)cli_int("--seed", v, 0, INT64_MAX);
             o->seed_given = true;
@@ -181,27 +188,8 @@ static void parse(int argc, char **argv, gen_opts *o)
         } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
             o->threads = (int)cli_int("--threads", v, 1, 1024);
             o->set |= SET_THREADS;
-        } else if (cli_opt(argc, argv, &i, "--ctx-size", &v) || cli_opt(argc, argv, &i, "-c", &v)) {
-            o->ep.kv_max_tokens = cli_int("--ctx-size", v, 1, 1 << 30);
-            o->set |= SET_CTX;
-        } else if (cli_opt(argc, argv, &i, "--block-size", &v)) {
-            o->ep.block_size = (int32_t)cli_int("--block-size", v, 1, 1024);
-            o->set |= SET_BLOCK;
-        } else if (cli_opt(argc, argv, &i, "--max-num-seqs", &v)) {
-            o->ep.max_num_seqs = (int32_t)cli_int("--max-num-seqs", v, 1, 65536);
-            o->set |= SET_SEQS;
-        } else if (cli_opt(argc, argv, &i, "--max-batched-tokens", &v)) {
-            o->ep.max_batched_tokens = (int32_t)cli_int("--max-batched-tokens", v, 1, 1 << 20);
-            o->set |= SET_BATCHED;
-        } else if (cli_opt(argc, argv, &i, "--kv-dtype", &v)) {
-            o->ep.kv_dtype = (plume_kv_dtype)cli_kv_dtype("generate", v);
-            o->set |= SET_KVDTYPE;
-        } else if (cli_flag(argv, i, "--no-prefix-caching")) {
-            o->ep.prefix_caching = false;
-            o->set |= SET_NOPREFIX;
-        } else if (cli_flag(argv, i, "--separate-batches")) {
-            o->ep.mixed_batches = false;
-            o->set |= SET_SEPARATE;
+        } else if ((set = cli_engine_opt("generate", argc, argv, &i, true, &o->ep))) {
+            o->engine_set |= set;
         } else if (cli_flag(argv, i, "--json")) {
             o->json = true;
         } else if (cli_opt(argc, argv, &i, "--logits-out", &v)) {
@@ -238,20 +226,12 @@ static void merge(gen_opts *o, const plume_pipeline *p)
     bool seed_given = false;
     plume_pipeline_engine_params(p, &ep);
     plume_pipeline_sampling_params(p, &sp, &seed_given);
-    if (o->set & SET_CTX) ep.kv_max_tokens = o->ep.kv_max_tokens;
-    if (o->set & SET_BLOCK) ep.block_size = o->ep.block_size;
-    if (o->set & SET_SEQS) ep.max_num_seqs = o->ep.max_num_seqs;
-    if (o->set & SET_BATCHED) ep.max_batched_tokens = o->ep.max_batched_tokens;
-    if (o->set & SET_NOPREFIX) ep.prefix_caching = false;
-    if (o->set & SET_KVDTYPE) ep.kv_dtype = o->ep.kv_dtype;
-    if (o->set & SET_SEPARATE) ep.mixed_batches = false;
-    if (o->set & SET_TEMP) sp.temperature = o->sp.temperature;
-    if (o->set & SET_TOPK) sp.top_k = o->sp.top_k;
-    if (o->set & SET_TOPP) sp.top_p = o->sp.top_p;
-    if (o->set & SET_MINP) sp.min_p = o->sp.min_p;
-    if (o->set & SET_PENALTY) sp.repetition_penalty = o->sp.repetition_penalty;
-    if (o->set & SET_PRESENCE) sp.presence_penalty = o->sp.presence_penalty;
-    if (o->set & SET_FREQUENCY) sp.frequency_penalty = o->sp.frequency_penalty;
+    cli_engine_merge(&ep, &o->ep, o->engine_set);
+    for (size_t k = 0; k < N_SAMPLING_OPTS; k++)
+        if (o->set & SAMPLING_OPTS[k].bit) {
+            const plume_sampling_param *f = plume_sampling_param_find(SAMPLING_OPTS[k].param);
+            plume_sampling_param_store(&sp, f, plume_sampling_param_load(&o->sp, f));
+        }
     if (o->seed_given)
         sp.seed = o->sp.seed;
     else if (!seed_given)

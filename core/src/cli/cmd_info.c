@@ -15,10 +15,7 @@ int cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        }
+        cli_exit_if_help(argv, i, help);
         if (argv[i][0] == '-' || path)
             cli_unknown("info", argv[i]);
         path = argv[i];

@@ -73,10 +73,8 @@ static int parse(int argc, char **argv, ppl_opts *o)
     const char *v;
     o->p.n_ctx = 512;
     for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_pipeline_opt("perplexity", argc, argv, &i, &o->po)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("perplexity", argc, argv, &i, &o->po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--text", &v)) {
             o->text = v;

@@ -131,10 +131,7 @@ int cmd_plugins(int argc, char **argv)
     const char *check = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        }
+        cli_exit_if_help(argv, i, help);
         if (cli_opt(argc, argv, &i, "--check", &v))
             check = v;
         else if (!cli_pipeline_opt("plugins", argc, argv, &i, &o))

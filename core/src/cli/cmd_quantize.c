@@ -6,10 +6,11 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/registry.h"
 #include "plume/quantize.h"
 
-static const char help[] =
+static const char usage[] =
     "usage: plume quantize MODEL_DIR OUT_DIR [options]\n"
     "\n"
     "Quantizes the linear layers of a float Hugging Face checkpoint (F32/F16/BF16;\n"
@@ -33,33 +34,9 @@ static const char help[] =
     "                 then a clipping search, then min-max rounding; --sym,\n"
     "                 --desc-act, --damp and --format do not apply\n"
     "\n"
-    "options (defaults in brackets):\n"
-    "  --method gptq|rtn|awq algorithm [gptq]\n"
-    "  --bits N              2, 3, 4 or 8 [4]\n"
-    "  --group-size N        inputs per scale/zero group, -1 = one group per row [128]\n"
-    "  --sym true|false      symmetric (zero point 2^(bits-1)) or asymmetric [true]\n"
-    "  --desc-act            act-order: quantize inputs by descending Hessian diagonal\n"
-    "                        (writes a non-monotone g_idx) [off]\n"
-    "  --damp F              dampening, a fraction of the mean Hessian diagonal [0.01]\n"
-    "  --format gptq|gptq_v2 zero-point storage: gptq stores zero-1 (AutoGPTQ, vLLM),\n"
-    "                        gptq_v2 the zero itself (GPTQModel) [gptq]\n"
-    "  --calib FILE          calibration text; required for gptq; repeat it to mix\n"
-    "                        texts (bench/data/calib.txt: legal English;\n"
-    "                        bench/data/calib-chat.txt: SmolLM2 chat transcripts).\n"
-    "                        Special-token texts (<|im_start|>) count as those tokens\n"
-    "  --samples N           calibration windows, at most [128]\n"
-    "  --seq-len N           tokens per window [512]; each text's tokens are cut into\n"
-    "                        consecutive windows; with more than --samples of them,\n"
-    "                        --samples evenly spread ones are used\n"
-    "  --dtype f16|f32       storage of the unquantized tensors (embeddings, norms,\n"
-    "                        biases) [f16, as GPTQ checkpoints on the hubs]\n"
-    "  --threads N           threads for the calibration pass [physical cores]\n"
-    "  --plugin-dir DIR      also look for the quant-gptq plugin in DIR\n"
-    "  --force               write into OUT_DIR even if it already holds files\n"
-    "  --quiet               no progress on stderr\n"
-    "  --verbose             a line per linear layer with its loss: the layer's\n"
-    "                        output error on the calibration tokens, 2/n·Σ|x(W-Wq)ᵀ|²\n"
-    "  --json                print a JSON summary on stdout\n"
+    "options (defaults in brackets):\n";
+
+static const char after[] =
     "\n"
     "plume quantize MODEL OUT.gguf --to gguf --type Q4_K_M|...: a GGUF of a\n"
     "llama-quantize preset instead (see `plume quantize --to gguf --help`).\n";
@@ -137,98 +114,81 @@ static int set(plume_settings *s, const char *key, const char *value)
 
 int cmd_quantize(int argc, char **argv)
 {
-    const char *pos[2] = {0}, *v, *method = "gptq", *sym = "true", *format = "gptq",
+    const char *pos[2] = {0}, *method = "gptq", *sym = "true", *format = "gptq",
                *dtype = "f16";
-    const char *calib[16];
-    int n_calib = 0;
+    const char *calib_files[16], *dirs[16];
+    cli_list calib = {calib_files, 0, 16, "--calib files"};
+    cli_list plugin_dirs = {dirs, 0, 16, "--plugin-dir options"};
     long long bits = 4, group = 128;
     double damp = 0.01;
-    const char *plugin_dirs[16];
-    int n_pos = 0, n_dirs = 0;
     long long samples = 128, seq_len = 512, threads = 0;
     bool desc_act = false, force = false, quiet = false, json = false, verbose = false;
     for (int i = 1; i < argc; i++) /* --to gguf: the GGUF quantizer's own options */
         if ((strcmp(argv[i], "--to") == 0 && i + 1 < argc && strcmp(argv[i + 1], "gguf") == 0) ||
             strcmp(argv[i], "--to=gguf") == 0)
             return cmd_quantize_gguf(argc, argv);
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--method", &v)) {
-            method = v;
-        } else if (cli_opt(argc, argv, &i, "--bits", &v)) {
-            bits = cli_int("--bits", v, 2, 8);
-            if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
-                fprintf(stderr, "plume quantize: --bits must be 2, 3, 4 or 8, got %s\n", v);
-                return 2;
-            }
-        } else if (cli_opt(argc, argv, &i, "--group-size", &v)) {
-            group = cli_int("--group-size", v, -1, 1 << 30);
-            if (group == 0) {
-                fprintf(stderr, "plume quantize: --group-size must be -1 or positive, got 0\n");
-                return 2;
-            }
-        } else if (cli_opt(argc, argv, &i, "--sym", &v)) {
-            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                fprintf(stderr, "plume quantize: --sym must be true or false, got '%s'\n", v);
-                return 2;
-            }
-            sym = v;
-        } else if (cli_flag(argv, i, "--desc-act")) {
-            desc_act = true;
-        } else if (cli_opt(argc, argv, &i, "--damp", &v)) {
-            damp = cli_float("--damp", v, 0.0, 1.0);
-            if (damp <= 0.0) {
-                fprintf(stderr, "plume quantize: --damp must be in (0, 1], got %s\n", v);
-                return 2;
-            }
-        } else if (cli_opt(argc, argv, &i, "--format", &v)) {
-            if (strcmp(v, "gptq") != 0 && strcmp(v, "gptq_v2") != 0) {
-                fprintf(stderr, "plume quantize: --format must be gptq or gptq_v2, got '%s'\n", v);
-                return 2;
-            }
-            format = v;
-        } else if (cli_opt(argc, argv, &i, "--calib", &v)) {
-            if (n_calib == 16) {
-                fprintf(stderr, "plume quantize: at most 16 --calib files\n");
-                return 2;
-            }
-            calib[n_calib++] = v;
-        } else if (cli_opt(argc, argv, &i, "--samples", &v)) {
-            samples = cli_int("--samples", v, 1, 1 << 20);
-        } else if (cli_opt(argc, argv, &i, "--seq-len", &v)) {
-            seq_len = cli_int("--seq-len", v, 1, 1 << 20);
-        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            threads = cli_int("--threads", v, 0, 1024);
-        } else if (cli_opt(argc, argv, &i, "--dtype", &v)) {
-            dtype = v;
-        } else if (cli_opt(argc, argv, &i, "--plugin-dir", &v)) {
-            if (n_dirs == 16) {
-                fprintf(stderr, "plume quantize: at most 16 --plugin-dir options\n");
-                return 2;
-            }
-            plugin_dirs[n_dirs++] = v;
-        } else if (cli_flag(argv, i, "--force")) {
-            force = true;
-        } else if (cli_flag(argv, i, "--quiet")) {
-            quiet = true;
-        } else if (cli_flag(argv, i, "--verbose")) {
-            verbose = true;
-        } else if (cli_flag(argv, i, "--json")) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("quantize", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("quantize", argv[i]);
-        }
-    }
-    if (n_pos != 2) {
-        fprintf(stderr, "plume quantize: give MODEL_DIR and OUT_DIR\n\n%s", help);
+    const cli_option opts[] = {
+        CLI_OPT_STR("--method", &method, "gptq|rtn|awq", "algorithm [gptq]"),
+        CLI_OPT_INT("--bits", &bits, 2, 8, "N", "2, 3, 4 or 8 [4]"),
+        CLI_OPT_INT("--group-size", &group, -1, 1 << 30, "N",
+                    "inputs per scale/zero group, -1 = one group per row [128]"),
+        CLI_OPT_STR("--sym", &sym, "true|false",
+                    "symmetric (zero point 2^(bits-1)) or asymmetric [true]"),
+        CLI_OPT_FLAG("--desc-act", &desc_act,
+                     "act-order: quantize inputs by descending Hessian diagonal\n"
+                     "(writes a non-monotone g_idx) [off]"),
+        CLI_OPT_FLOAT("--damp", &damp, 0.0, 1.0, "F",
+                      "dampening, a fraction of the mean Hessian diagonal [0.01]"),
+        CLI_OPT_STR("--format", &format, "gptq|gptq_v2",
+                    "zero-point storage: gptq stores zero-1 (AutoGPTQ, vLLM),\n"
+                    "gptq_v2 the zero itself (GPTQModel) [gptq]"),
+        CLI_OPT_LIST("--calib", &calib, "FILE",
+                     "calibration text; required for gptq; repeat it to mix\n"
+                     "texts (bench/data/calib.txt: legal English;\n"
+                     "bench/data/calib-chat.txt: SmolLM2 chat transcripts).\n"
+                     "Special-token texts (<|im_start|>) count as those tokens"),
+        CLI_OPT_INT("--samples", &samples, 1, 1 << 20, "N", "calibration windows, at most [128]"),
+        CLI_OPT_INT("--seq-len", &seq_len, 1, 1 << 20, "N",
+                    "tokens per window [512]; each text's tokens are cut into\n"
+                    "consecutive windows; with more than --samples of them,\n"
+                    "--samples evenly spread ones are used"),
+        CLI_OPT_STR("--dtype", &dtype, "f16|f32",
+                    "storage of the unquantized tensors (embeddings, norms,\n"
+                    "biases) [f16, as GPTQ checkpoints on the hubs]"),
+        CLI_OPT_INT("--threads", &threads, 0, 1024, "N",
+                    "threads for the calibration pass [physical cores]"),
+        CLI_OPT_LIST("--plugin-dir", &plugin_dirs, "DIR", "also look for the quant-gptq plugin in DIR"),
+        CLI_OPT_FLAG("--force", &force, "write into OUT_DIR even if it already holds files"),
+        CLI_OPT_FLAG("--quiet", &quiet, "no progress on stderr"),
+        CLI_OPT_FLAG("--verbose", &verbose,
+                     "a line per linear layer with its loss: the layer's\n"
+                     "output error on the calibration tokens, 2/n·Σ|x(W-Wq)ᵀ|²"),
+        CLI_OPT_FLAG("--json", &json, "print a JSON summary on stdout"),
+    };
+    const cli_command cmd = {"quantize", usage, after, 24, opts, CLI_N_OPTIONS(opts), 2};
+    const int n_pos = cli_parse_options(&cmd, argc, argv, pos);
+    if (bits != 2 && bits != 3 && bits != 4 && bits != 8) {
+        fprintf(stderr, "plume quantize: --bits must be 2, 3, 4 or 8, got %lld\n", bits);
         return 2;
     }
+    if (group == 0) {
+        fprintf(stderr, "plume quantize: --group-size must be -1 or positive, got 0\n");
+        return 2;
+    }
+    if (strcmp(sym, "true") != 0 && strcmp(sym, "false") != 0) {
+        fprintf(stderr, "plume quantize: --sym must be true or false, got '%s'\n", sym);
+        return 2;
+    }
+    if (damp <= 0.0) {
+        fprintf(stderr, "plume quantize: --damp must be in (0, 1], got %g\n", damp);
+        return 2;
+    }
+    if (strcmp(format, "gptq") != 0 && strcmp(format, "gptq_v2") != 0) {
+        fprintf(stderr, "plume quantize: --format must be gptq or gptq_v2, got '%s'\n", format);
+        return 2;
+    }
+    if (n_pos != 2)
+        return cli_usage_error(&cmd, "plume quantize: give MODEL_DIR and OUT_DIR");
     const bool awq = strcmp(method, "awq") == 0;
     if (strcmp(method, "gptq") != 0 && strcmp(method, "rtn") != 0 && !awq) {
         fprintf(stderr, "plume quantize: --method must be gptq, rtn or awq, got '%s'\n", method);
@@ -244,8 +204,8 @@ int cmd_quantize(int argc, char **argv)
     int status = 1;
     if (plume_registry_create(&reg, &err))
         goto fail;
-    for (int i = 0; i < n_dirs; i++)
-        if (plume_registry_add_search_dir(reg, plugin_dirs[i], &err))
+    for (int i = 0; i < plugin_dirs.n; i++)
+        if (plume_registry_add_search_dir(reg, plugin_dirs.items[i], &err))
             goto fail;
     if (plume_registry_add_default_search_path(reg, &err))
         goto fail;
@@ -284,7 +244,8 @@ int cmd_quantize(int argc, char **argv)
         goto done;
     progress_state ps = {isatty(2) != 0, verbose};
     plume_quantize_opts o = {
-        .method = vt, .settings = s, .calib_paths = calib, .n_calib = n_calib, .n_samples = (int32_t)samples,
+        .method = vt, .settings = s, .calib_paths = calib.items, .n_calib = calib.n,
+        .n_samples = (int32_t)samples,
         .seq_len = (int32_t)seq_len, .n_threads = (int)threads,
         .float_f16 = strcmp(dtype, "f16") == 0, .progress = quiet ? NULL : on_progress,
         .user = &ps};

@@ -6,10 +6,11 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/tensor.h"
 #include "plume/quantize_gguf.h"
 
-static const char help[] =
+static const char usage[] =
     "usage: plume quantize MODEL OUT.gguf --to gguf --type TYPE [options]\n"
     "\n"
     "Writes a GGUF file of one of llama.cpp's llama-quantize presets from a float\n"
@@ -21,13 +22,7 @@ static const char help[] =
     "plume's reference quantizers.  The metadata of a GGUF input is copied; for\n"
     "an HF directory the hyperparameters and tokenizer are written as GGUF keys\n"
     "and llama's q/k rows permuted as convert_hf_to_gguf.py does.\n"
-    "\n"
-    "  --type TYPE     Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0,\n"
-    "                  Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS (required)\n"
-    "  --threads N     threads for the quantizers [all cores]\n"
-    "  --force         replace OUT.gguf if it exists\n"
-    "  --quiet         no progress on stderr (default: a line per tensor)\n"
-    "  --json          print a JSON summary on stdout\n";
+    "\n";
 
 typedef struct prog {
     bool quiet;
@@ -48,41 +43,27 @@ static void on_progress(void *user, const plume_gguf_quant_progress *p)
 
 int cmd_quantize_gguf(int argc, char **argv)
 {
-    const char *pos[2] = {0}, *v, *type = NULL;
-    int n_pos = 0;
+    const char *pos[2] = {0}, *type = NULL, *to = "gguf";
     long long threads = 0;
     bool force = false, quiet = false, json = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--to", &v)) {
-            if (strcmp(v, "gguf") != 0) {
-                fprintf(stderr, "plume quantize: --to must be gguf here, got '%s'\n", v);
-                return 2;
-            }
-        } else if (cli_opt(argc, argv, &i, "--type", &v)) {
-            type = v;
-        } else if (cli_opt(argc, argv, &i, "--threads", &v)) {
-            threads = cli_int("--threads", v, 0, 1024);
-        } else if (cli_flag(argv, i, "--force")) {
-            force = true;
-        } else if (cli_flag(argv, i, "--quiet")) {
-            quiet = true;
-        } else if (cli_flag(argv, i, "--json")) {
-            json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("quantize --to gguf", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("quantize --to gguf", argv[i]);
-        }
-    }
-    if (n_pos != 2) {
-        fprintf(stderr, "plume quantize: give MODEL and OUT.gguf\n\n%s", help);
+    const cli_option opts[] = {
+        CLI_OPT_STR("--to", &to, "gguf", "write a GGUF file (without it: plume quantize --help)"),
+        CLI_OPT_STR("--type", &type, "TYPE",
+                    "Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0,\n"
+                    "Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS (required)"),
+        CLI_OPT_INT("--threads", &threads, 0, 1024, "N", "threads for the quantizers [all cores]"),
+        CLI_OPT_FLAG("--force", &force, "replace OUT.gguf if it exists"),
+        CLI_OPT_FLAG("--quiet", &quiet, "no progress on stderr (default: a line per tensor)"),
+        CLI_OPT_FLAG("--json", &json, "print a JSON summary on stdout"),
+    };
+    const cli_command cmd = {"quantize --to gguf", usage, NULL, 18, opts, CLI_N_OPTIONS(opts), 2};
+    const int n_pos = cli_parse_options(&cmd, argc, argv, pos);
+    if (strcmp(to, "gguf") != 0) { /* cmd_quantize came here for a --to gguf; this is another */
+        fprintf(stderr, "plume quantize: --to must be gguf here, got '%s'\n", to);
         return 2;
     }
+    if (n_pos != 2)
+        return cli_usage_error(&cmd, "plume quantize: give MODEL and OUT.gguf");
     if (!type) {
         fprintf(stderr, "plume quantize: --to gguf needs --type, one of %s\n", plume_gguf_mix_names());
         return 2;

@@ -100,10 +100,8 @@ int cmd_router(int argc, char **argv)
         o.api_key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_opt(argc, argv, &i, "--prefill", &v)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_opt(argc, argv, &i, "--prefill", &v)) {
             if (o.n_prefill == MAX_WORKERS)
                 return fprintf(stderr, "plume router: at most %d --prefill\n", MAX_WORKERS), 2;
             prefill[o.n_prefill++] = v;

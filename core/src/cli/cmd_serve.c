@@ -102,10 +102,8 @@ static void parse(int argc, char **argv, serve_opts *o)
         o->api_key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            exit(0);
-        } else if (cli_pipeline_opt("serve", argc, argv, &i, &o->po)) {
+        cli_exit_if_help(argv, i, help);
+        if (cli_pipeline_opt("serve", argc, argv, &i, &o->po)) {
             continue;
         } else if (cli_opt(argc, argv, &i, "--host", &v)) {
             o->host = v;

@@ -5,49 +5,32 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_options.h"
 #include "plume/model.h"
 
-static const char help[] =
+static const char usage[] =
     "usage: plume tokenize MODEL TEXT [options]\n"
     "\n"
     "Prints the token ids of TEXT, space-separated, on one line.\n"
     "\n"
-    "options:\n"
-    "  --no-bos       do not prepend the BOS token (by default it is added when the\n"
-    "                 model's tokenizer says so: tokenizer.ggml.add_bos_token)\n"
-    "  --no-special   treat special-token texts such as <|im_start|> as plain text\n"
-    "  --pieces       print one token per line: id, tab, the token's text\n"
-    "  --json         print {\"ids\": [...], \"pieces\": [...]}\n";
+    "options:\n";
 
 int cmd_tokenize(int argc, char **argv)
 {
     const char *pos[2] = {0};
-    int n_pos = 0;
     bool no_bos = false, no_special = false, pieces = false, as_json = false;
-    for (int i = 1; i < argc; i++) {
-        if (cli_flag(argv, i, "--help") || cli_flag(argv, i, "-h")) {
-            fputs(help, stdout);
-            return 0;
-        } else if (cli_flag(argv, i, "--no-bos")) {
-            no_bos = true;
-        } else if (cli_flag(argv, i, "--no-special")) {
-            no_special = true;
-        } else if (cli_flag(argv, i, "--pieces")) {
-            pieces = true;
-        } else if (cli_flag(argv, i, "--json")) {
-            as_json = true;
-        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            cli_unknown("tokenize", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            cli_unknown("tokenize", argv[i]);
-        }
-    }
-    if (n_pos != 2) {
-        fputs(help, stderr);
-        return 2;
-    }
+    const cli_option opts[] = {
+        CLI_OPT_FLAG("--no-bos", &no_bos,
+                     "do not prepend the BOS token (by default it is added when the\n"
+                     "model's tokenizer says so: tokenizer.ggml.add_bos_token)"),
+        CLI_OPT_FLAG("--no-special", &no_special,
+                     "treat special-token texts such as <|im_start|> as plain text"),
+        CLI_OPT_FLAG("--pieces", &pieces, "print one token per line: id, tab, the token's text"),
+        CLI_OPT_FLAG("--json", &as_json, "print {\"ids\": [...], \"pieces\": [...]}"),
+    };
+    const cli_command cmd = {"tokenize", usage, NULL, 17, opts, CLI_N_OPTIONS(opts), 2};
+    if (cli_parse_options(&cmd, argc, argv, pos) != 2)
+        return cli_usage_error(&cmd, NULL);
     plume_error err = {0};
     plume_model *m;
     if (plume_model_load(pos[0], &m, &err)) {

@@ -147,6 +147,16 @@ int plume_dummy_to_gguf(const char *dir, const plume_settings *s, const char *ou
     if (plume_dummy_open(dir, s, &d, err))
         goto done;
     const plume_model_config *c = plume_dummy_config(d);
+    if (c->n_expert > 0) {
+        /* the dummy plan has dense FFN tensors only: written out, the file
+         * would lack the expert keys and tensors and would not load */
+        plume_err(err, PLUME_ERR_UNSUPPORTED,
+                  "%s/config.json is a mixture-of-experts config (%d experts), which the dummy "
+                  "GGUF writer cannot write yet (it writes dense models only); make a MoE GGUF "
+                  "with random weights with bench/make_moe_dummy_gguf.py",
+                  dir, c->n_expert);
+        goto done;
+    }
     const bool permute = c->arch == PLUME_ARCH_LLAMA;
     const bool llama3 = c->rope.type == PLUME_ROPE_SCALING_LLAMA3;
     if (!(w = gguf_writer_new()) || !(buf = malloc(CHUNK_BYTES))) {
