@@ -589,8 +589,8 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
     kz_prefetch_rest(pf, n); /* a short slice: the next one's rows beyond it */
 }
 
-/* kz_fold with the block size, cache type and (64: unrolled) head size as
- * constants. */
+/* kz_fold with the block size, cache type and (64 or 128, the common head
+ * sizes: unrolled) head size as constants. */
 #define KZ_FOLD_NQ(kt, hd)                                                                      \
     switch (nq) {                                                                               \
     case 1: kz_fold(kt, 1, hd, q, kp, vp, ksc, vsc, n, scale, m, l, o, pf); break;             \
@@ -603,6 +603,8 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
 #define KZ_FOLD_HD(kt)                                                                        \
     if (hd == 64) {                                                                           \
         KZ_FOLD_NQ(kt, 64)                                                                    \
+    } else if (hd == 128) {                                                                   \
+        KZ_FOLD_NQ(kt, 128)                                                                   \
     } else {                                                                                  \
         KZ_FOLD_NQ(kt, hd)                                                                    \
     }
