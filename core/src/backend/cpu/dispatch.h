@@ -95,6 +95,10 @@ typedef struct plume_kernels {
     void (*rope)(float *v, int head_dim, const float *cos_t, const float *sin_t, int adjacent);
     /* x[i] = silu(x[i]) * y[i] */
     void (*swiglu)(float *x, const float *y, int n);
+    /* x[i] = gelu_tanh(x[i]) * y[i], computed as x / (1 + e^(-2u)) with
+     * u = sqrt(2/pi) (x + 0.044715 x^3) (0.5 (1 + tanh u) is the logistic
+     * of 2u): PyTorch's gelu(approximate="tanh") within a few ulp. */
+    void (*geglu)(float *x, const float *y, int n);
     /* One step of online-softmax attention for nq queries that attend to
      * the same keys (the heads of one GQA group; q and o are [nq][hd]):
      * folds n keys/values (key i at k + i*stride, value i at v + i*stride,

@@ -372,6 +372,7 @@ static const plume_kernels K = {
     .rmsnorm = kx_rmsnorm,
     .rope = kx_rope,
     .swiglu = kx_swiglu,
+    .geglu = kx_geglu,
     .attn_step = kx_attn_step,
     .attn_partial = kx_attn_partial,
     .attn_merge = kx_attn_merge,

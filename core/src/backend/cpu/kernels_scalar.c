@@ -279,6 +279,14 @@ static void swiglu(float *x, const float *y, int n)
     }
 }
 
+static void geglu(float *x, const float *y, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const float v = x[i], u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+        x[i] = v / (1.0f + expf(-2.0f * u)) * y[i];
+    }
+}
+
 /* Keys per slice of attn_step (scores on the stack). */
 #define ATTN_SLICE 64
 
@@ -513,6 +521,7 @@ static const plume_kernels K = {
     .rmsnorm = rmsnorm,
     .rope = rope,
     .swiglu = swiglu,
+    .geglu = geglu,
     .attn_step = attn_step,
     .attn_partial = attn_partial,
     .attn_merge = attn_merge,

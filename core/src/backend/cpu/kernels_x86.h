@@ -429,21 +429,43 @@ KX_INLINE __m256 kx_exp(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-static void kx_swiglu(float *x, const float *y, int n)
+/* silu(g) = g / (1 + e^-g) */
+KX_INLINE __m256 kx_silu(__m256 g)
 {
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 g = _mm256_loadu_ps(x + i);
-        const __m256 e = kx_exp(_mm256_xor_ps(g, sign));
-        const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(x + i, _mm256_mul_ps(silu, _mm256_loadu_ps(y + i)));
-    }
-    for (; i < n; i++) {
-        const float g = x[i];
-        x[i] = g / (1.0f + expf(-g)) * y[i];
-    }
+    const __m256 e = kx_exp(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
+
+/* gelu_tanh(v) = v / (1 + e^(-2u)), u = sqrt(2/pi) (v + 0.044715 v^3) */
+KX_INLINE __m256 kx_gelu(__m256 v)
+{
+    const __m256 u = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), v),
+                                     _mm256_mul_ps(v, v), v);
+    const __m256 e = kx_exp(_mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608028654f), u));
+    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* x[i] = act(x[i]) * y[i], 8 at a time; the last n % 8 through a padded
+ * copy, so that every value gets the same arithmetic wherever it stands
+ * (a row's bits do not depend on the batch around it). */
+#define KX_GATED(name, act)                                                                       \
+    static void name(float *x, const float *y, int n)                                             \
+    {                                                                                             \
+        int i = 0;                                                                                \
+        for (; i + 8 <= n; i += 8)                                                                \
+            _mm256_storeu_ps(x + i, _mm256_mul_ps(act(_mm256_loadu_ps(x + i)),                    \
+                                                  _mm256_loadu_ps(y + i)));                       \
+        if (i < n) {                                                                              \
+            float xb[8] = {0}, yb[8] = {0};                                                       \
+            memcpy(xb, x + i, sizeof(float) * (size_t)(n - i));                                   \
+            memcpy(yb, y + i, sizeof(float) * (size_t)(n - i));                                   \
+            _mm256_storeu_ps(xb, _mm256_mul_ps(act(_mm256_loadu_ps(xb)), _mm256_loadu_ps(yb)));   \
+            memcpy(x + i, xb, sizeof(float) * (size_t)(n - i));                                   \
+        }                                                                                         \
+    }
+KX_GATED(kx_swiglu, kx_silu)
+KX_GATED(kx_geglu, kx_gelu)
+#undef KX_GATED
 
 static float kx_softmax_exp(float *s, int n)
 {

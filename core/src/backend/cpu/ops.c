@@ -69,9 +69,7 @@ void plume_cpu_swiglu_oai(float *x, const float *y, size_t n, float alpha, float
 
 void plume_cpu_geglu(float *x, const float *y, size_t n)
 {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v))) * y[i];
-    }
+    const plume_kernels *k = plume_kernels_active();
+    for (size_t i = 0; i < n; i += (size_t)1 << 30) /* the kernel counts in int */
+        k->geglu(x + i, y + i, (int)(n - i < ((size_t)1 << 30) ? n - i : (size_t)1 << 30));
 }

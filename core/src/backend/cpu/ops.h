@@ -109,8 +109,9 @@ void plume_cpu_swiglu(float *x, const float *y, int n);
  * and whatever n. */
 void plume_cpu_swiglu_oai(float *x, const float *y, size_t n, float alpha, float limit);
 
-/* x[i] = gelu_tanh(x[i]) * y[i] (PyTorch's gelu(approximate="tanh")), scalar
- * code: the same bits at every SIMD level. */
+/* x[i] = gelu_tanh(x[i]) * y[i] (PyTorch's gelu(approximate="tanh")) with
+ * the active level's kernel (plume_kernels.geglu): like swiglu, the bits
+ * depend on the level, never on n or where a row starts within 8 values. */
 void plume_cpu_geglu(float *x, const float *y, size_t n);
 
 /* dst[i] = src[idx[i]] for i < n, rows of dim floats. */
