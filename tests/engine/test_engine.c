@@ -18,6 +18,8 @@
 
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 static plume_kv_dtype g_kv; /* the cache every test below runs with */
 
@@ -46,9 +48,7 @@ static uint32_t rnd(uint32_t n) /* test-local LCG: deterministic workloads */
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
@@ -75,30 +75,12 @@ static int teardown(void **state)
     return 0;
 }
 
-static plume_request_params greedy(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 /* The engine's defaults with this run's KV cache. */
 static plume_engine_params params(void)
 {
     plume_engine_params p = plume_engine_defaults();
     p.kv_dtype = g_kv;
     return p;
-}
-
-static void run_all(plume_engine *e)
-{
-    plume_error err = {0};
-    int guard = 0;
-    while (plume_engine_has_work(e)) {
-        assert_true(plume_engine_step(e, &err) >= 0);
-        assert_true(++guard < 100000); /* no livelock */
-    }
 }
 
 /* Reference: each request alone on a fresh engine. */
@@ -111,11 +93,11 @@ static void test_reference_solo(void **state)
         plume_engine_params ep = params();
         ep.kv_max_tokens = 256;
         assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
                                              &rp, &err);
         assert_true(id >= 0);
-        run_all(e);
+        test_run_all(e);
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, id, &r), 0);
         assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
@@ -134,7 +116,7 @@ static plume_engine_stats serve_together(fixture *f, plume_engine_params ep)
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         ids[i] = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt, &rp,
                                          &err);
         assert_true(ids[i] >= 0);
@@ -143,7 +125,7 @@ static plume_engine_stats serve_together(fixture *f, plume_engine_params ep)
             for (int k = 0; k < 2 && plume_engine_has_work(e); k++)
                 assert_true(plume_engine_step(e, &err) >= 0);
     }
-    run_all(e);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -228,10 +210,10 @@ static void test_rounded_close_to_f32(void **state)
         ep.kv_max_tokens = 256;
         ep.kv_dtype = PLUME_KV_F32;
         assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
                                              &rp, &err);
-        run_all(e);
+        test_run_all(e);
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, id, &r), 0);
         for (size_t t = 0; t < r.n_output; t++, total++)
@@ -279,7 +261,7 @@ static void test_abort_random_order(void **state)
     int64_t ids[N_REQ];
     bool aborted[N_REQ] = {0};
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         ids[i] = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt, &rp,
                                          &err);
         assert_true(ids[i] >= 0);
@@ -337,10 +319,10 @@ static void test_prefix_cached_when_finishing_at_once(void **state)
     int32_t prompt[64];
     for (int i = 0; i < 64; i++)
         prompt[i] = 40 + i % 90;
-    plume_request_params rp = greedy(1);
+    plume_request_params rp = test_request(1);
     for (int run = 0; run < 2; run++) {
         int64_t id = plume_engine_add_tokens(e, prompt, 64, &rp, &err);
-        run_all(e);
+        test_run_all(e);
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, id, &r), 0);
         assert_int_equal(r.n_cached_prompt, run == 0 ? 0 : 48); /* 3 full blocks; the last
@@ -358,7 +340,7 @@ static void test_rejects_what_cannot_fit(void **state)
     ep.kv_max_tokens = 32;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
     int32_t prompt[40] = {0};
-    plume_request_params rp = greedy(4);
+    plume_request_params rp = test_request(4);
     assert_int_equal(plume_engine_add_tokens(e, prompt, 40, &rp, &err), -1);
     assert_int_equal(err.code, PLUME_ERR_RANGE);
     assert_non_null(strstr(err.msg, "prompt has 40 tokens"));
@@ -370,7 +352,7 @@ static void test_rejects_what_cannot_fit(void **state)
     rp.max_tokens = 100;
     int64_t id2 = plume_engine_add_tokens(e, prompt, 20, &rp, &err);
     assert_true(id >= 0 && id2 >= 0);
-    run_all(e);
+    test_run_all(e);
     plume_request_result r;
     plume_engine_result(e, id2, &r);
     assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
@@ -386,10 +368,10 @@ static void test_stop_strings(void **state)
     plume_engine_params ep = params();
     ep.kv_max_tokens = 256;
     assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    plume_request_params rp = greedy(30);
+    plume_request_params rp = test_request(30);
     int64_t id = plume_engine_add_tokens(e, f->reqs[1].prompt, (size_t)f->reqs[1].n_prompt, &rp,
                                          &err);
-    run_all(e);
+    test_run_all(e);
     plume_request_result r;
     plume_engine_result(e, id, &r);
     char full[4096];
@@ -407,7 +389,7 @@ static void test_stop_strings(void **state)
     rp.stop = stops;
     rp.n_stop = 1;
     id = plume_engine_add_tokens(e, f->reqs[1].prompt, (size_t)f->reqs[1].n_prompt, &rp, &err);
-    run_all(e);
+    test_run_all(e);
     plume_engine_result(e, id, &r);
     assert_int_equal(r.finish, PLUME_FINISH_STOP);
     size_t at = (size_t)(strstr(full, stop) - full);

@@ -29,6 +29,8 @@
 #include "plume/proposer.h"
 #include "plume/tokenizer.h"
 
+#include "../support/engine_fixture.h"
+
 #define N_CAND 160  /* candidate prompts; ~10% produce an EOG within N_GEN */
 #define N_GEN 40    /* tokens generated per candidate */
 #define MAX_PROMPT 32
@@ -66,16 +68,6 @@ static plume_engine *new_engine(const fixture *f, plume_engine_params ep)
     return e;
 }
 
-static void run_all(plume_engine *e)
-{
-    plume_error err = {0};
-    int guard = 0;
-    while (plume_engine_has_work(e)) {
-        assert_true(plume_engine_step(e, &err) >= 0);
-        assert_true(++guard < 100000);
-    }
-}
-
 /* Everything the stream said about one request. */
 typedef struct stream {
     int64_t id;
@@ -111,12 +103,11 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
+    plume_error err = {0};
     f->tok = plume_model_tokenizer(f->m);
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
@@ -131,9 +122,7 @@ static int setup(void **state)
         c->n_prompt = 1 + (int32_t)rnd(MAX_PROMPT);
         for (int j = 0; j < c->n_prompt; j++)
             c->prompt[j] = (int32_t)(32 + rnd(200));
-        plume_request_params rp = plume_request_defaults();
-        rp.max_tokens = N_GEN;
-        rp.ignore_eos = true;
+        plume_request_params rp = test_request(N_GEN);
         ids[i] = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
         if (ids[i] < 0)
             return -1;
@@ -210,6 +199,21 @@ static void check_stopped(const fixture *f, plume_engine *e, int64_t id, const c
     }
 }
 
+/* Serves candidate c on e, streaming into st, and checks that it stopped at
+ * its EOG (check_stopped). */
+static void serve_streamed(const fixture *f, plume_engine *e, const cand *c, stream *st)
+{
+    plume_error err = {0};
+    plume_request_params rp = plume_request_defaults();
+    rp.max_tokens = N_GEN;
+    rp.on_token = on_token;
+    rp.user = st;
+    st->id = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
+    assert_true(st->id >= 0);
+    test_run_all(e);
+    check_stopped(f, e, st->id, c, st);
+}
+
 static void test_found_cases(void **state)
 {
     fixture *f = *state;
@@ -222,21 +226,13 @@ static void test_found_cases(void **state)
 static void test_single(void **state)
 {
     fixture *f = *state;
-    plume_error err = {0};
     for (int k = 0; k < f->n_eos; k++) {
         const cand *c = &f->c[f->eos_idx[k]];
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 512;
         plume_engine *e = new_engine(f, ep);
         stream st = {0};
-        plume_request_params rp = plume_request_defaults();
-        rp.max_tokens = N_GEN;
-        rp.on_token = on_token;
-        rp.user = &st;
-        st.id = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
-        assert_true(st.id >= 0);
-        run_all(e);
-        check_stopped(f, e, st.id, c, &st);
+        serve_streamed(f, e, c, &st);
         plume_engine_stats s = plume_engine_get_stats(e);
         assert_int_equal(s.generated_tokens, c->eog_at + 1);
         plume_engine_free(e);
@@ -271,9 +267,7 @@ static void test_batch(void **state)
             stop_ids[k] = st[k].id =
                 plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
             assert_true(stop_ids[k] >= 0);
-            rp = plume_request_defaults();
-            rp.max_tokens = N_GEN;
-            rp.ignore_eos = true;
+            rp = test_request(N_GEN);
             cont_ids[k] = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
             assert_true(cont_ids[k] >= 0);
             if (k < n_plain) {
@@ -285,7 +279,7 @@ static void test_batch(void **state)
                 assert_true(plain_ids[k] >= 0);
             }
         }
-        run_all(e);
+        test_run_all(e);
         /* a stop wastes none of the others' work: every position is
          * computed once (prompt positions the prefix cache did not serve,
          * then each generated token but the last) */
@@ -388,14 +382,7 @@ static void spec_one(fixture *f, const cand *c, int32_t k, bool eog_in_first_dra
     plume_engine *e = new_engine(f, ep);
     assert_int_equal(plume_engine_set_proposer(e, &oracle_vt, NULL, k, &err), 0);
     stream st = {0};
-    plume_request_params rp = plume_request_defaults();
-    rp.max_tokens = N_GEN;
-    rp.on_token = on_token;
-    rp.user = &st;
-    st.id = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
-    assert_true(st.id >= 0);
-    run_all(e);
-    check_stopped(f, e, st.id, c, &st);
+    serve_streamed(f, e, c, &st);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, st.id, &r), 0);
     /* every draft of the known continuation is accepted: those before and
@@ -415,12 +402,10 @@ static void spec_one(fixture *f, const cand *c, int32_t k, bool eog_in_first_dra
     int32_t nl = c->n_prompt + c->eog_at + 3;
     memcpy(longer, c->prompt, sizeof(int32_t) * (size_t)c->n_prompt);
     memcpy(longer + c->n_prompt, c->gen, sizeof(int32_t) * (size_t)(c->eog_at + 3));
-    rp = plume_request_defaults();
-    rp.ignore_eos = true;
-    rp.max_tokens = N_GEN - (c->eog_at + 3);
+    plume_request_params rp = test_request(N_GEN - (c->eog_at + 3));
     int64_t id2 = plume_engine_add_tokens(e, longer, (size_t)nl, &rp, &err);
     assert_true(id2 >= 0);
-    run_all(e);
+    test_run_all(e);
     assert_int_equal(plume_engine_result(e, id2, &r), 0);
     assert_int_equal((int)r.n_output, rp.max_tokens);
     assert_memory_equal(r.output_ids, c->gen + c->eog_at + 3, sizeof(int32_t) * r.n_output);
@@ -471,7 +456,7 @@ static void test_spec_batch(void **state)
         plain_ids[k] = plume_engine_add_tokens(e, p->prompt, (size_t)p->n_prompt, &rp, &err);
         assert_true(plain_ids[k] >= 0);
     }
-    run_all(e);
+    test_run_all(e);
     for (int k = 0; k < f->n_eos; k++)
         check_stopped(f, e, stop_ids[k], &f->c[f->eos_idx[k]], NULL);
     for (int k = 0; k < n_plain; k++) {
@@ -487,11 +472,6 @@ static void test_spec_batch(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_eos TINY_MODEL.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_found_cases),
         cmocka_unit_test(test_single),
@@ -499,5 +479,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_spec_eog_inside_accepted_draft),
         cmocka_unit_test(test_spec_batch),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_main_on_model(argc, argv, "test_eos TINY_MODEL.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, setup, teardown);
 }

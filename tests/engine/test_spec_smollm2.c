@@ -18,6 +18,8 @@
 #include "../smollm2_path.h"
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 #define N_PROMPTS 6
 #define MAX_OUT 48
 
@@ -51,8 +53,7 @@ static void serve(plume_engine *e, const int *which, int n, int32_t out[][MAX_OU
         free(text);
         assert_true(ids[i] >= 0);
     }
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     for (int i = 0; i < n; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);

@@ -26,6 +26,8 @@
 
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 
 /* ---- the test connector: one store shared by a producer and a consumer */
@@ -238,9 +240,7 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
@@ -458,14 +458,10 @@ static void test_abort_and_failures(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_kv_glue TINY.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_and_failures, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_main_on_model(argc, argv, "test_kv_glue TINY.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, NULL, NULL);
 }

@@ -13,6 +13,8 @@
 
 #include "plume/registry.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *model_path;
 
 static void test_gguf_format(void **state)
@@ -146,15 +148,11 @@ static void test_standard_sampler_provider(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_builtin_providers TINY.gguf\n");
-        return 2;
-    }
-    model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_format),
         cmocka_unit_test(test_native_linear_on_cpu),
         cmocka_unit_test(test_standard_sampler_provider),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_main_on_model(argc, argv, "test_builtin_providers TINY.gguf", &model_path, tests,
+                              sizeof tests / sizeof *tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 
 #include "../sample/oracle.h"
 #include "../sample/target_law.h"
+#include "../support/engine_fixture.h"
 
 static char g_dir[1024];
 static plume_engine_params g_ep; /* the defaults */
@@ -56,28 +57,18 @@ static int32_t rnd(int32_t n)
     return (int32_t)((rs >> 33) % (uint64_t)n);
 }
 
-static plume_request_params req(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 /* serves every request (no_spec[i]: request i does not speculate) */
 static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][N_OUT], const bool *no_spec)
 {
     plume_error err = {0};
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = req(N_OUT);
+        plume_request_params rp = test_request(N_OUT);
         rp.no_speculation = no_spec && no_spec[i];
         ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &rp, &err);
         assert_true(ids[i] >= 0);
     }
-    while (plume_engine_has_work(e))
-        if (plume_engine_step(e, &err) < 0)
-            fail_msg("step: %s", err.msg);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -107,16 +98,14 @@ static int set_draft(plume_engine *e, const char *model, int k, plume_error *err
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(path_of("target.gguf"), &f->m, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (test_load_model(path_of("target.gguf"), &f->m))
         return -1;
-    }
     for (int i = 0; i < N_REQ; i++) {
         f->n_prompt[i] = 4 + rnd(40);
         for (int j = 0; j < f->n_prompt[i]; j++)
             f->prompt[i][j] = 32 + rnd(250);
     }
+    plume_error err = {0};
     plume_engine *e;
     if (plume_engine_create(f->m, &g_ep, &e, &err))
         return -1;
@@ -275,7 +264,7 @@ static void law_case(fixture *f, const char *draft, bool poor)
     const int32_t nv = plume_model_n_vocab(f->m);
     const int n_prompt = 6;
     const int32_t *prompt = f->prompt[2];
-    plume_request_params rp = req(LAW_TOKENS);
+    plume_request_params rp = test_request(LAW_TOKENS);
     rp.sampling.temperature = 1.2f;
     rp.sampling.top_k = 7;
     rp.sampling.top_p = 1.0f;
@@ -289,25 +278,7 @@ static void law_case(fixture *f, const char *draft, bool poor)
     assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
     if (set_draft(e, path_of(draft), 2, &err))
         fail_msg("%s", err.msg);
-    for (int base = 0; base < n_req; base += 200) {
-        int64_t ids[200];
-        int n = n_req - base < 200 ? n_req - base : 200;
-        for (int r = 0; r < n; r++) {
-            rp.sampling.seed = 5000 + (uint64_t)(base + r);
-            ids[r] = plume_engine_add_tokens(e, prompt, (size_t)n_prompt, &rp, &err);
-            assert_true(ids[r] >= 0);
-        }
-        while (plume_engine_has_work(e))
-            if (plume_engine_step(e, &err) < 0)
-                fail_msg("step: %s", err.msg);
-        for (int r = 0; r < n; r++) {
-            plume_request_result res;
-            assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
-            assert_int_equal((int)res.n_output, LAW_TOKENS);
-            law_count(t, res.output_ids, nv);
-            plume_engine_release(e, ids[r]);
-        }
-    }
+    law_sample(t, e, prompt, n_prompt, rp, n_req, 200, 5000, nv);
     plume_engine_stats st = plume_engine_get_stats(e);
     plume_engine_free(e);
     assert_true(st.spec_drafted > 0);
