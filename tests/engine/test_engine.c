@@ -89,10 +89,9 @@ static void test_reference_solo(void **state)
     fixture *f = *state;
     plume_error err = {0};
     for (int i = 0; i < N_REQ; i++) {
-        plume_engine *e;
         plume_engine_params ep = params();
         ep.kv_max_tokens = 256;
-        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+        plume_engine *e = test_engine_new(f->m, ep);
         plume_request_params rp = test_request(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
                                              &rp, &err);
@@ -112,8 +111,7 @@ static void test_reference_solo(void **state)
 static plume_engine_stats serve_together(fixture *f, plume_engine_params ep)
 {
     plume_error err = {0};
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
         plume_request_params rp = test_request(f->reqs[i].max_tokens);
@@ -205,11 +203,10 @@ static void test_rounded_close_to_f32(void **state)
     plume_error err = {0};
     int same = 0, total = 0;
     for (int i = 0; i < N_REQ; i++) {
-        plume_engine *e;
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 256;
         ep.kv_dtype = PLUME_KV_F32;
-        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+        plume_engine *e = test_engine_new(f->m, ep);
         plume_request_params rp = test_request(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
                                              &rp, &err);
@@ -230,7 +227,6 @@ static void test_rounded_close_to_f32(void **state)
 static void test_default_kv_is_f16(void **state)
 {
     fixture *f = *state;
-    plume_error err = {0};
     assert_int_equal(plume_engine_defaults().kv_dtype, PLUME_KV_F16);
     int64_t bytes[3];
     for (int dt = PLUME_KV_F32; dt <= PLUME_KV_INT8; dt++) {
@@ -238,8 +234,7 @@ static void test_default_kv_is_f16(void **state)
         ep.kv_max_tokens = 64;
         if (dt != PLUME_KV_F16)
             ep.kv_dtype = (plume_kv_dtype)dt;
-        plume_engine *e;
-        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+        plume_engine *e = test_engine_new(f->m, ep);
         assert_int_equal(plume_engine_kv_dtype(e), dt);
         bytes[dt] = plume_engine_kv_bytes_per_token(e);
         plume_engine_free(e);
@@ -253,11 +248,10 @@ static void test_abort_random_order(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
     ep.kv_max_tokens = 160;
     ep.block_size = 8;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int64_t ids[N_REQ];
     bool aborted[N_REQ] = {0};
     for (int i = 0; i < N_REQ; i++) {
@@ -313,9 +307,8 @@ static void test_prefix_cached_when_finishing_at_once(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int32_t prompt[64];
     for (int i = 0; i < 64; i++)
         prompt[i] = 40 + i % 90;
@@ -335,10 +328,9 @@ static void test_rejects_what_cannot_fit(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
     ep.kv_max_tokens = 32;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int32_t prompt[40] = {0};
     plume_request_params rp = test_request(4);
     assert_int_equal(plume_engine_add_tokens(e, prompt, 40, &rp, &err), -1);
@@ -364,10 +356,9 @@ static void test_stop_strings(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
     ep.kv_max_tokens = 256;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_request_params rp = test_request(30);
     int64_t id = plume_engine_add_tokens(e, f->reqs[1].prompt, (size_t)f->reqs[1].n_prompt, &rp,
                                          &err);

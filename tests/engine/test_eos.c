@@ -60,14 +60,6 @@ static uint32_t rnd(uint32_t n)
     return (uint32_t)(rng_state >> 33) % n;
 }
 
-static plume_engine *new_engine(const fixture *f, plume_engine_params ep)
-{
-    plume_error err = {0};
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    return e;
-}
-
 /* Everything the stream said about one request. */
 typedef struct stream {
     int64_t id;
@@ -199,6 +191,17 @@ static void check_stopped(const fixture *f, plume_engine *e, int64_t id, const c
     }
 }
 
+/* The checks for a request that ran all N_GEN tokens: candidate c's greedy
+ * continuation. */
+static void check_full_length(plume_engine *e, int64_t id, const cand *c)
+{
+    plume_request_result r;
+    assert_int_equal(plume_engine_result(e, id, &r), 0);
+    assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
+    assert_int_equal((int)r.n_output, N_GEN);
+    assert_memory_equal(r.output_ids, c->gen, sizeof c->gen);
+}
+
 /* Serves candidate c on e, streaming into st, and checks that it stopped at
  * its EOG (check_stopped). */
 static void serve_streamed(const fixture *f, plume_engine *e, const cand *c, stream *st)
@@ -230,7 +233,7 @@ static void test_single(void **state)
         const cand *c = &f->c[f->eos_idx[k]];
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 512;
-        plume_engine *e = new_engine(f, ep);
+        plume_engine *e = test_engine_new(f->m, ep);
         stream st = {0};
         serve_streamed(f, e, c, &st);
         plume_engine_stats s = plume_engine_get_stats(e);
@@ -253,7 +256,7 @@ static void test_batch(void **state)
         ep.max_batched_tokens = 48;
         ep.max_num_seqs = 16;
         ep.mixed_batches = mixed[v];
-        plume_engine *e = new_engine(f, ep);
+        plume_engine *e = test_engine_new(f->m, ep);
         int64_t stop_ids[N_CAND], cont_ids[N_CAND], plain_ids[N_CAND];
         static stream st[N_CAND];
         memset(st, 0, sizeof st);
@@ -300,18 +303,9 @@ static void test_batch(void **state)
         for (int k = 0; k < f->n_eos; k++) {
             const cand *c = &f->c[f->eos_idx[k]];
             check_stopped(f, e, stop_ids[k], c, &st[k]);
-            plume_request_result r;
-            assert_int_equal(plume_engine_result(e, cont_ids[k], &r), 0);
-            assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
-            assert_int_equal((int)r.n_output, N_GEN);
-            assert_memory_equal(r.output_ids, c->gen, sizeof c->gen);
-            if (k < n_plain) {
-                const cand *p = &f->c[f->plain_idx[k]];
-                assert_int_equal(plume_engine_result(e, plain_ids[k], &r), 0);
-                assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
-                assert_int_equal((int)r.n_output, N_GEN);
-                assert_memory_equal(r.output_ids, p->gen, sizeof p->gen);
-            }
+            check_full_length(e, cont_ids[k], c);
+            if (k < n_plain)
+                check_full_length(e, plain_ids[k], &f->c[f->plain_idx[k]]);
         }
         plume_engine_free(e);
     }
@@ -379,7 +373,7 @@ static void spec_one(fixture *f, const cand *c, int32_t k, bool eog_in_first_dra
     plume_error err = {0};
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 1024;
-    plume_engine *e = new_engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     assert_int_equal(plume_engine_set_proposer(e, &oracle_vt, NULL, k, &err), 0);
     stream st = {0};
     serve_streamed(f, e, c, &st);
@@ -438,7 +432,7 @@ static void test_spec_batch(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
     ep.max_num_seqs = 16;
-    plume_engine *e = new_engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     assert_int_equal(plume_engine_set_proposer(e, &oracle_vt, NULL, 5, &err), 0);
     int64_t stop_ids[N_CAND], plain_ids[N_CAND];
     const int n_plain = f->n_plain < 8 ? f->n_plain : 8;
@@ -459,14 +453,8 @@ static void test_spec_batch(void **state)
     test_run_all(e);
     for (int k = 0; k < f->n_eos; k++)
         check_stopped(f, e, stop_ids[k], &f->c[f->eos_idx[k]], NULL);
-    for (int k = 0; k < n_plain; k++) {
-        plume_request_result r;
-        const cand *p = &f->c[f->plain_idx[k]];
-        assert_int_equal(plume_engine_result(e, plain_ids[k], &r), 0);
-        assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
-        assert_int_equal((int)r.n_output, N_GEN);
-        assert_memory_equal(r.output_ids, p->gen, sizeof p->gen);
-    }
+    for (int k = 0; k < n_plain; k++)
+        check_full_length(e, plain_ids[k], &f->c[f->plain_idx[k]]);
     plume_engine_free(e);
 }
 

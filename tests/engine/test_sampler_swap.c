@@ -102,9 +102,7 @@ static void run(plume_engine *e, int32_t *out)
 static void fresh(const plume_sampler_vtable *vt, int32_t *out)
 {
     plume_error err = {0};
-    plume_engine *e;
-    plume_engine_params ep = plume_engine_defaults();
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, plume_engine_defaults());
     assert_int_equal(plume_engine_set_sampler(e, vt, NULL, &err), 0);
     run(e, out);
     plume_engine_free(e);
@@ -118,9 +116,7 @@ static void test_swap_equals_fresh(void **state)
     fresh(&second_vt, second);
     assert_memory_not_equal(greedy, second, sizeof greedy); /* the samplers differ */
     plume_error err = {0};
-    plume_engine *e;
-    plume_engine_params ep = plume_engine_defaults();
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, plume_engine_defaults());
     const plume_sampler_vtable *order[] = {NULL, &second_vt, NULL, &second_noprobs_vt, &second_vt};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
         assert_int_equal(plume_engine_set_sampler(e, order[i], NULL, &err), 0);
@@ -139,9 +135,7 @@ static void test_spec_with_provider_sampler(void **state)
     const plume_sampler_vtable *vts[] = {&second_vt, &second_noprobs_vt};
     for (int i = 0; i < 2; i++) {
         plume_error err = {0};
-        plume_engine *e;
-        plume_engine_params ep = plume_engine_defaults();
-        assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+        plume_engine *e = test_engine_new(g_model, plume_engine_defaults());
         assert_int_equal(plume_engine_set_sampler(e, vts[i], NULL, &err), 0);
         assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
         run(e, out);

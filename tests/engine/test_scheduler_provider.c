@@ -158,8 +158,7 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
 static plume_engine_stats serve(plume_engine_params ep, bool record)
 {
     plume_error err = {0};
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, ep);
     g_n_finished = 0;
     g_plans = 0;
     g_max_picks = 0;
@@ -346,8 +345,7 @@ static void test_builtin_through_registry(void **state)
     ep.scheduler_settings = s;
     ep.max_batched_tokens = 24;
     serve(ep, false);
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, ep);
     assert_string_equal(plume_engine_scheduler_name(e), "continuous");
     plume_engine_free(e);
     /* its own validate runs on the settings */

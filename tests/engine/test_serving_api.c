@@ -76,18 +76,10 @@ static int teardown(void **state)
     return 0;
 }
 
-static plume_engine *engine(fixture *f, plume_engine_params ep)
-{
-    plume_engine *e;
-    plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    return e;
-}
-
 /* The raw logits after ctx[0..n) (the last position's row), into f->row. */
 static void raw_row(fixture *f, const int32_t *ctx, int32_t n)
 {
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_error err = {0};
     plume_request_params p = test_request(1);
     p.first_logits = f->row;
@@ -216,7 +208,7 @@ static void test_penalties_and_logprobs_vs_raw_rows(void **state)
 {
     fixture *f = *state;
     const float pres = 0.7f, freq = 0.9f;
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_request_params p = test_request(MAX_OUT);
     p.sampling.presence_penalty = pres;
     p.sampling.frequency_penalty = freq;
@@ -272,7 +264,7 @@ static void test_penalties_and_logprobs_vs_raw_rows(void **state)
 static void test_logprobs_raw_under_sampling(void **state)
 {
     fixture *f = *state;
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_request_params p = test_request(8);
     p.sampling = plume_sampling_defaults();
     p.sampling.temperature = 1.3f;
@@ -330,7 +322,7 @@ static void test_logprobs_batched_and_speculative(void **state)
     int32_t out[N_REQ][MAX_OUT];
     plume_error err = {0};
     for (int i = 0; i < N_REQ; i++) {
-        plume_engine *e = engine(f, plume_engine_defaults());
+        plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
         memset(&one, 0, sizeof one);
         p.user = &one;
         assert_true(plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err) >=
@@ -342,13 +334,13 @@ static void test_logprobs_batched_and_speculative(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.max_batched_tokens = 23;
     ep.block_size = 8;
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     serve(e, f, p, batched, out, NULL);
     plume_engine_free(e);
     for (int i = 0; i < N_REQ; i++)
         assert_same_events(&solo[i], &batched[i], 0.0f);
 
-    e = engine(f, plume_engine_defaults());
+    e = test_engine_new(f->m, plume_engine_defaults());
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
     serve(e, f, p, spec, out, NULL);
     plume_engine_stats st = plume_engine_get_stats(e);
@@ -369,7 +361,7 @@ static void test_no_speculation(void **state)
     assert_false(p.no_speculation);
     rec recs[N_REQ];
     int32_t ref[N_REQ][MAX_OUT], out[N_REQ][MAX_OUT];
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     serve(e, f, p, recs, ref, NULL);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
@@ -413,7 +405,7 @@ static void test_load(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.block_size = 16;
     ep.kv_max_tokens = 1024;
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_engine_load l = plume_engine_get_load(e);
     assert_int_equal(l.running, 0);
     assert_int_equal(l.waiting, 0);
@@ -464,7 +456,7 @@ static void test_load(void **state)
     plume_engine_free(e);
     /* without prefix caching nothing is looked up */
     ep.prefix_caching = false;
-    e = engine(f, ep);
+    e = test_engine_new(f->m, ep);
     for (int k = 0; k < 2; k++) {
         a = plume_engine_add_tokens(e, prompt, 40, &p, &err);
         test_run_all(e);
@@ -484,7 +476,7 @@ static void test_load_counts_readmission(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.block_size = 8;
     ep.kv_max_tokens = 96; /* 12 blocks: two requests of up to 72 positions collide */
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_request_params p = test_request(MAX_OUT);
     plume_error err = {0};
     int64_t total = 0;
@@ -510,7 +502,7 @@ static void test_load_counts_readmission(void **state)
 static void test_rejects_bad_requests(void **state)
 {
     fixture *f = *state;
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_error err = {0};
     plume_request_params p = test_request(4);
     assert_int_equal(p.logprobs, -1);

@@ -114,14 +114,6 @@ static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][48], plume_req
     }
 }
 
-static plume_engine *engine(fixture *f, plume_engine_params ep)
-{
-    plume_engine *e;
-    plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    return e;
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -134,7 +126,7 @@ static int setup(void **state)
         for (int j = 0; j < f->n_prompt[i]; j++)
             f->prompt[i][j] = j < period ? 32 + rnd(200) : f->prompt[i][j - period];
     }
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     serve(e, f, f->ref, test_request(40));
     plume_engine_free(e);
     *state = f;
@@ -152,7 +144,7 @@ static int teardown(void **state)
 static void check_same_as_ref(fixture *f, plume_engine_params ep, const plume_proposer_vtable *vt,
                               int k, plume_engine_stats *st_out)
 {
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, vt, NULL, k, &err), 0);
     int32_t out[N_REQ][48];
@@ -204,7 +196,7 @@ static void test_seeded_sampling_reproducible(void **state)
     int32_t a[N_REQ][48], b[N_REQ][48];
     plume_error err = {0};
     for (int run = 0; run < 2; run++) {
-        plume_engine *e = engine(f, plume_engine_defaults());
+        plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
         assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
         serve(e, f, run ? b : a, rp);
         plume_engine_free(e);
@@ -217,7 +209,7 @@ static void test_swap_on_live_engine(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     int32_t out[N_REQ][48];
     const plume_proposer_vtable *seq[] = {NULL, plume_ngram_proposer(), &garbage_vt, NULL,
                                           plume_ngram_proposer()};
@@ -266,7 +258,7 @@ static void test_abort_from_callback(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 5, &err), 0);
     abort_ctx a = {e, 0, 0, false};
     plume_request_params rp = test_request(40);
@@ -287,7 +279,7 @@ static void test_bad_settings(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_settings *s;
     assert_int_equal(plume_settings_new("speculative", &s, &err), 0);
     assert_int_equal(plume_settings_set(s, "prompt_lookup_min", "3", &err), 0);
@@ -546,13 +538,7 @@ static void test_sampled_drafts_follow_target_law(void **state)
     const int32_t nv = plume_model_n_vocab(f->m);
     const int n_prompt = 6;
     const int32_t *prompt = f->prompt[3];
-    plume_request_params rp = test_request(LAW_TOKENS);
-    rp.sampling.temperature = 0.8f;
-    rp.sampling.top_k = 4;
-    rp.sampling.top_p = 1.0f;
-    rp.sampling.min_p = 0.0f;
-    rp.sampling.repetition_penalty = 1.3f;
-    rp.sampling.repeat_last_n = -1;
+    plume_request_params rp = law_request(LAW_TOKENS, 0.8f, 4);
 
     law_tree *t = law_tree_new(f->m, &rp.sampling, prompt, n_prompt, LAW_TOKENS);
     plume_error err = {0};
@@ -568,7 +554,7 @@ static void test_sampled_drafts_follow_target_law(void **state)
     g_dm.check_logits = malloc(sizeof(float) * (size_t)nv);
     plume_engine_params ep = plume_engine_defaults();
     ep.registry = reg;
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_settings *ds;
     assert_int_equal(plume_settings_new("speculative", &ds, &err), 0);
     assert_int_equal(plume_settings_set(ds, "model", g_model_path, &err), 0);

@@ -140,14 +140,6 @@ static void serve(plume_engine *e, const plume_request_params *rp, int32_t draft
     }
 }
 
-static plume_engine *engine(plume_engine_params ep)
-{
-    plume_engine *e;
-    plume_error err = {0};
-    assert_int_equal(plume_engine_create(g_f->m, &ep, &e, &err), 0);
-    return e;
-}
-
 static int setup(void **state)
 {
     static fixture f;
@@ -160,7 +152,7 @@ static int setup(void **state)
             f.prompt[i][j] = j < period ? 32 + rnd(200) : f.prompt[i][j - period];
     }
     g_f = &f;
-    plume_engine *e = engine(plume_engine_defaults());
+    plume_engine *e = test_engine_new(g_f->m, plume_engine_defaults());
     plume_error e2 = {0};
     int64_t ids[N_REQ];
     plume_request_params rp = test_request(MAX_OUT);
@@ -192,7 +184,7 @@ static int teardown(void **state)
 static void check_mixed(plume_engine_params ep, bool expect_preemption)
 {
     rec_reset(false);
-    plume_engine *e = engine(ep);
+    plume_engine *e = test_engine_new(g_f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, &ref_vt, NULL, 4, &err), 0);
     plume_request_params rp[N_REQ];
@@ -244,7 +236,7 @@ static void test_per_request_mixed_preemption(void **state)
 static void test_per_request_validation(void **state)
 {
     (void)state;
-    plume_engine *e = engine(plume_engine_defaults());
+    plume_engine *e = test_engine_new(g_f->m, plume_engine_defaults());
     plume_error err = {0};
     plume_request_params rp = test_request(4);
     rp.num_speculative_tokens = -2;
@@ -275,7 +267,7 @@ static int64_t drafted_with(bool wrong, bool adaptive)
     rec_reset(wrong);
     plume_engine_params ep = plume_engine_defaults();
     ep.spec_adaptive = adaptive;
-    plume_engine *e = engine(ep);
+    plume_engine *e = test_engine_new(g_f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, &ref_vt, NULL, 4, &err), 0);
     plume_request_params rp[N_REQ];
@@ -304,7 +296,7 @@ static void test_disable_above_batch(void **state)
     rec_reset(false);
     plume_engine_params ep = plume_engine_defaults();
     ep.spec_disable_above_batch = 2;
-    plume_engine *e = engine(ep);
+    plume_engine *e = test_engine_new(g_f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, &ref_vt, NULL, 4, &err), 0);
     plume_request_params rp[N_REQ];
@@ -326,7 +318,7 @@ static void test_disable_above_batch(void **state)
 static void test_swap_keeps_model(void **state)
 {
     (void)state;
-    plume_engine *e = engine(plume_engine_defaults());
+    plume_engine *e = test_engine_new(g_f->m, plume_engine_defaults());
     plume_error err = {0};
     plume_request_params rp[N_REQ];
     for (int i = 0; i < N_REQ; i++)

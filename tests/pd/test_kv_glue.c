@@ -279,10 +279,7 @@ static plume_engine *engine(fixture *f, int dt, int role, bool recompute)
         p.kv_role = (plume_kv_role)role;
         p.kv_recompute_on_failure = recompute;
     }
-    plume_engine *e = NULL;
-    plume_error err = {0};
-    if (plume_engine_create(f->m, &p, &e, &err))
-        fail_msg("engine: %s", err.msg);
+    plume_engine *e = test_engine_new(f->m, p);
     assert_int_equal(plume_engine_kv_dtype(e), dt == KV_DEFAULT ? PLUME_KV_F16 : dt);
     return e;
 }

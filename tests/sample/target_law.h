@@ -104,6 +104,22 @@ static inline void law_count(law_tree *t, const int32_t *out, int32_t nv)
     }
 }
 
+/* The request the law is sampled with: tokens tokens at temperature and
+ * top_k (at most LAW_MAX_CHILD), top-p and min-p off, and a repetition
+ * penalty of 1.3 over the whole context, so that the law checks its
+ * shaping too. */
+static inline plume_request_params law_request(int32_t tokens, float temperature, int32_t top_k)
+{
+    plume_request_params rp = test_request(tokens);
+    rp.sampling.temperature = temperature;
+    rp.sampling.top_k = top_k;
+    rp.sampling.top_p = 1.0f;
+    rp.sampling.min_p = 0.0f;
+    rp.sampling.repetition_penalty = 1.3f;
+    rp.sampling.repeat_last_n = -1;
+    return rp;
+}
+
 /* Serves n_req requests of prompt under rp on e, at most batch at a time,
  * request i seeded seed0 + i, and counts each one's output (the tree's depth
  * in tokens, rp.max_tokens) into t. */

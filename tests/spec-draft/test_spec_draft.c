@@ -132,9 +132,8 @@ static void check_ref(fixture *f, int32_t out[N_REQ][N_OUT])
 static void greedy_case(fixture *f, plume_engine_params ep, int k, const bool *no_spec,
                         plume_engine_stats *st)
 {
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     if (set_draft(e, path_of("draft-q8_0.gguf"), k, &err))
         fail_msg("%s", err.msg);
     assert_string_equal(plume_engine_proposer_name(e), "draft");
@@ -182,9 +181,8 @@ static void test_greedy_preemption(void **state)
 static void test_small_draft_cache(void **state)
 {
     fixture *f = *state;
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     plume_settings *s = draft_settings(path_of("draft-q8_0.gguf"));
     assert_int_equal(plume_settings_set(s, "kv_max_tokens", "64", &err), 0);
     assert_int_equal(plume_settings_set(s, "max_batch_tokens", "16", &err), 0);
@@ -200,9 +198,8 @@ static void test_small_draft_cache(void **state)
 static void test_vocab_check_and_settings(void **state)
 {
     fixture *f = *state;
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     assert_int_equal(set_draft(e, path_of("altvocab.gguf"), 4, &err), -1);
     if (!strstr(err.msg, "another vocabulary") || !strstr(err.msg, "token 256 is") ||
         !strstr(err.msg, "altvocab.gguf"))
@@ -228,9 +225,8 @@ static void test_vocab_check_and_settings(void **state)
 static void test_swap_on_live_engine(void **state)
 {
     fixture *f = *state;
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     const char *seq[] = {"draft", "ngram", NULL, "draft", "poor", NULL, "ngram"};
     for (size_t r = 0; r < sizeof seq / sizeof *seq; r++) {
         int rc = !seq[r] ? plume_engine_set_proposer(e, NULL, NULL, 0, &err)
@@ -264,18 +260,11 @@ static void law_case(fixture *f, const char *draft, bool poor)
     const int32_t nv = plume_model_n_vocab(f->m);
     const int n_prompt = 6;
     const int32_t *prompt = f->prompt[2];
-    plume_request_params rp = test_request(LAW_TOKENS);
-    rp.sampling.temperature = 1.2f;
-    rp.sampling.top_k = 7;
-    rp.sampling.top_p = 1.0f;
-    rp.sampling.min_p = 0.0f;
-    rp.sampling.repetition_penalty = 1.3f;
-    rp.sampling.repeat_last_n = -1;
+    plume_request_params rp = law_request(LAW_TOKENS, 1.2f, 7);
     law_tree *t = law_tree_new(f->m, &rp.sampling, prompt, n_prompt, LAW_TOKENS);
     plume_error err = {0};
 
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     if (set_draft(e, path_of(draft), 2, &err))
         fail_msg("%s", err.msg);
     law_sample(t, e, prompt, n_prompt, rp, n_req, 200, 5000, nv);

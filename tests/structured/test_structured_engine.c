@@ -51,8 +51,7 @@ static void run(plume_model *m, plume_settings **cs, int n_c, int n, float temp,
     plume_error err = {0};
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(m, ep);
     plume_registry *reg = NULL;
     if (spec) {
         assert_int_equal(plume_registry_create(&reg, &err), 0);

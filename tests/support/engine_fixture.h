@@ -54,6 +54,17 @@ static inline plume_request_params test_request(int32_t max_tokens)
     return p;
 }
 
+/* An engine on m with ep; fails the test with the engine's message if
+ * there is none. */
+static inline plume_engine *test_engine_new(const plume_model *m, plume_engine_params ep)
+{
+    plume_engine *e = NULL;
+    plume_error err = {0};
+    if (plume_engine_create(m, &ep, &e, &err))
+        fail_msg("engine: %s", err.msg);
+    return e;
+}
+
 /* Steps e until it has no work; fails the test with the engine's message if
  * a step fails, and if 100000 steps leave work (a livelock). */
 static inline void test_run_all(plume_engine *e)
