@@ -20,6 +20,7 @@
 #define GPTQ_CUDA_EMU 1
 #include "gptq_cuda_emu.h"
 
+#include "../../support/check.h"
 #include "../gptq_test_rng.h"
 #include "gptq_layer.h"
 #include "gptq_pack.h"
@@ -28,15 +29,6 @@
 #include "plume/backend.h"
 
 static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* ---- the fake backend ---- */
 
