@@ -42,14 +42,10 @@ sys.path.insert(0, REF)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "safetensors.numpy")
 
-try:
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 
 import oracle  # noqa: E402
 from harness import DATA, SMOL, check, plume_logits, run  # noqa: E402

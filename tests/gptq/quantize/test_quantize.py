@@ -52,14 +52,10 @@ sys.path.insert(0, REF)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "safetensors.numpy")
 
-try:
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 
 import make_tiny_model  # noqa: E402
 from harness import BUILD_ROOT, DATA, SMOL, check, plume_logits, run  # noqa: E402
