@@ -37,6 +37,7 @@ typedef struct fixture {
     plume_model *m;
     req reqs[N_REQ];
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 static uint64_t rng_state = 0x1234567;
 static uint32_t rnd(uint32_t n) /* test-local LCG: deterministic workloads */
@@ -64,14 +65,6 @@ static int setup(void **state)
             r->prompt[j] = (i % 2 == 0 && j < 40) ? shared[j] : (int32_t)(32 + rnd(200));
     }
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -417,5 +410,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rounded_close_to_f32), /* last: not for f32 itself */
     };
     size_t n = sizeof tests / sizeof *tests - (g_kv == PLUME_KV_F32);
-    return _cmocka_run_group_tests(argv[2], tests, n, setup, teardown);
+    return _cmocka_run_group_tests(argv[2], tests, n, setup, test_free_model_fixture);
 }

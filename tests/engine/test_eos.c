@@ -49,6 +49,7 @@ typedef struct fixture {
     int eos_idx[N_CAND], n_eos;   /* candidates with an EOG at step >= 1 */
     int plain_idx[N_CAND], n_plain; /* candidates without an EOG */
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 static const char *g_model_path;
 static fixture *g_fixture; /* for the fixture proposer */
@@ -146,14 +147,6 @@ static int setup(void **state)
     fprintf(stderr, "\n");
     g_fixture = f;
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -468,5 +461,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_spec_batch),
     };
     return test_main_on_model(argc, argv, "test_eos TINY_MODEL.gguf", &g_model_path, tests,
-                              sizeof tests / sizeof *tests, setup, teardown);
+                              sizeof tests / sizeof *tests, setup, test_free_model_fixture);
 }

@@ -40,6 +40,7 @@ typedef struct fixture {
     int32_t n_prompt[N_REQ];
     int32_t ref[N_REQ][48]; /* greedy outputs without speculation */
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 /* ---- a fixture proposer that drafts pseudo-random ids ---- */
 struct plume_proposer {
@@ -130,14 +131,6 @@ static int setup(void **state)
     serve(e, f, f->ref, test_request(40));
     plume_engine_free(e);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -593,5 +586,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_settings),
     };
     return test_main_on_model(argc, argv, "test_spec TINY_MODEL.gguf", &g_model_path, tests,
-                              sizeof tests / sizeof *tests, setup, teardown);
+                              sizeof tests / sizeof *tests, setup, test_free_model_fixture);
 }

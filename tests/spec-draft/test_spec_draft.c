@@ -40,6 +40,7 @@ typedef struct fixture {
     int32_t n_prompt[N_REQ];
     int32_t ref[N_REQ][N_OUT];
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 static char *path_of(const char *name)
 {
@@ -112,14 +113,6 @@ static int setup(void **state)
     serve(e, f, f->ref, NULL);
     plume_engine_free(e);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -313,5 +306,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sampled_poor_draft_follows_target_law),
         cmocka_unit_test(test_sampled_close_draft_follows_target_law),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_free_model_fixture);
 }

@@ -6,6 +6,7 @@
 #define PLUME_TEST_ENGINE_FIXTURE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "plume/engine.h"
 
@@ -52,6 +53,17 @@ static inline plume_request_params test_request(int32_t max_tokens)
     p.max_tokens = max_tokens;
     p.ignore_eos = true;
     return p;
+}
+
+/* The group teardown of a test whose fixture (*state, from malloc) has
+ * its plume_model * as first member: frees the model, then the fixture.
+ * The fixture's file asserts that layout (offsetof(fixture, m) == 0). */
+static inline int test_free_model_fixture(void **state)
+{
+    plume_model **m = *state; /* a struct's address is its first member's */
+    plume_model_free(*m);
+    free(*state);
+    return 0;
 }
 
 /* An engine on m with ep; fails the test with the engine's message if
