@@ -14,6 +14,7 @@
 
 #include "backend/cpu/ops.h"
 #include "cpu_test_util.h"
+#include "matmul_tolerance.h"
 
 static void check_type(plume_pool *pool, const plume_kernels *k, uint32_t type, int64_t K,
                        int64_t N, int n_tok)
@@ -34,21 +35,8 @@ static void check_type(plume_pool *pool, const plume_kernels *k, uint32_t type, 
         plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
         for (int tk = 0; tk < n_tok; tk++) {
             const float *xt = x + tk * K;
-            double exact = 0, mag = 0, bound = 0;
-            for (int64_t i = 0; i < K; i++) {
-                exact += (double)deq[i] * xt[i];
-                mag += fabs((double)deq[i] * xt[i]);
-            }
-            if (quant)
-                for (int64_t b = 0; b < K / 32; b++) {
-                    double amax = 0, wsum = 0;
-                    for (int i = 0; i < 32; i++) {
-                        amax = fmax(amax, fabs(xt[32 * b + i]));
-                        wsum += fabs(deq[32 * b + i]);
-                    }
-                    bound += amax / 127.0 / 2.0 * wsum;
-                }
-            const double tol = bound * 1.001 + 1e-5 * mag + 1e-6;
+            double exact;
+            const double tol = matmul_tolerance(xt, deq, K, quant, &exact);
             const double err = fabs((double)y[tk * N + r] - exact);
             if (!(err <= tol))
                 fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "

@@ -21,6 +21,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cpu/repack.h"
 #include "cpu_test_util.h"
+#include "matmul_tolerance.h"
 
 static const plume_kernels *levels[PLUME_CPU_LEVEL_COUNT];
 static int n_levels;
@@ -183,20 +184,8 @@ static void check_exact(const plume_kernels *k, plume_pool *pool, uint32_t type,
         plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
         for (int tk = 0; tk < n_tok; tk++) {
             const float *xt = x + tk * K;
-            double exact = 0, mag = 0, bound = 0;
-            for (int64_t i = 0; i < K; i++) {
-                exact += (double)deq[i] * xt[i];
-                mag += fabs((double)deq[i] * xt[i]);
-            }
-            for (int64_t b = 0; b < K / 32; b++) {
-                double amax = 0, wsum = 0;
-                for (int i = 0; i < 32; i++) {
-                    amax = fmax(amax, fabs(xt[32 * b + i]));
-                    wsum += fabs(deq[32 * b + i]);
-                }
-                bound += amax / 127.0 / 2.0 * wsum;
-            }
-            const double tol = bound * 1.001 + 1e-5 * mag + 1e-6;
+            double exact;
+            const double tol = matmul_tolerance(xt, deq, K, true, &exact);
             const double err = fabs((double)y[tk * N + r] - exact);
             if (!(err <= tol))
                 fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "
