@@ -197,14 +197,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
             W[n * K + k] = 0.05f * rndf() + (sym ? 0.0f : 0.02f);
         bias[n] = rndf();
     }
-    for (int64_t i = 0; i < K; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = K - 1; i > 0; i--) {
-        int64_t j = rnd() % (uint32_t)(i + 1);
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    shuffle(perm, K);
     gptq_qconfig qc = {.bits = bits, .group_size = gs, .sym = sym, .fmt = fmt};
     gptq_tensors t = {0};
     if (gptq_rtn_quantize(W, N, K, &qc, act ? perm : NULL, &t, &err)) {
