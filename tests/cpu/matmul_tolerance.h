@@ -1,12 +1,15 @@
 /* How far a CPU matmul's output may lie from the exact dot product: the
  * bound test_cpu_matmul.c, test_cpu_repack.c and plugins/test_builtin.c
- * check every kernel against. */
+ * check every kernel against.  Include after cmocka.h. */
 #ifndef PLUME_TEST_MATMUL_TOLERANCE_H
 #define PLUME_TEST_MATMUL_TOLERANCE_H
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+#include "plume/tensor.h"
 
 /* The tolerance of one output y = x·w over k inputs: float rounding (1e-5
  * of the sum of |x_i w_i|, plus 1e-6) and, with int8 activations (for
@@ -32,6 +35,32 @@ static inline double matmul_tolerance(const float *x, const float *w, int64_t k,
         }
     *exact = dot;
     return bound * 1.001 + 1e-5 * mag + 1e-6;
+}
+
+/* Checks y (n_tok x N) against x (n_tok x K) · dequant(w)ᵀ, w N rows of rb
+ * bytes of type, each output within matmul_tolerance; a miss fails the
+ * test naming the type, level, shape, output and both values. */
+static inline void check_matmul_vs_dequant(uint32_t type, const char *level, const uint8_t *w,
+                                           size_t rb, const float *x, const float *y, int64_t K,
+                                           int64_t N, int n_tok, bool int8_act)
+{
+    float *deq = malloc(sizeof(float) * (size_t)K);
+    assert_non_null(deq);
+    for (int64_t r = 0; r < N; r++) {
+        plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
+        for (int tk = 0; tk < n_tok; tk++) {
+            const float *xt = x + tk * K;
+            double exact;
+            const double tol = matmul_tolerance(xt, deq, K, int8_act, &exact);
+            const double err = fabs((double)y[tk * N + r] - exact);
+            if (!(err <= tol))
+                fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "
+                         "error %.3g > tolerance %.3g",
+                         plume_dtype_name(type), level, (long long)K, (long long)N, n_tok, tk,
+                         (long long)r, y[tk * N + r], exact, err, tol);
+        }
+    }
+    free(deq);
 }
 
 #endif

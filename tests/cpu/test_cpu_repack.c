@@ -179,23 +179,10 @@ static void check_exact(const plume_kernels *k, plume_pool *pool, uint32_t type,
     const plume_cpu_weight *pws[1] = {&pw};
     float *ys[1] = {y};
     plume_cpu_matmul_multi_with(k, pool, pws, 1, x, n_tok, ys);
-    float *deq = malloc(sizeof(float) * K);
-    for (int64_t r = 0; r < N; r++) {
-        plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
-        for (int tk = 0; tk < n_tok; tk++) {
-            const float *xt = x + tk * K;
-            double exact;
-            const double tol = matmul_tolerance(xt, deq, K, true, &exact);
-            const double err = fabs((double)y[tk * N + r] - exact);
-            if (!(err <= tol))
-                fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "
-                         "error %.3g > tolerance %.3g",
-                         plume_dtype_name(type), plume_cpu_level_name(k->level), (long long)K,
-                         (long long)N, n_tok, tk, (long long)r, y[tk * N + r], exact, err, tol);
-        }
-    }
+    check_matmul_vs_dequant(type, plume_cpu_level_name(k->level), w, rb, x, y, K, N, n_tok,
+                            true);
     plume_cpu_weight_release(&pw);
-    free(w); free(x); free(y); free(deq);
+    free(w); free(x); free(y);
 }
 
 static void test_matmul_w_vs_dequant(void **state)
