@@ -28,8 +28,7 @@ static void run(gptq_cuda_ctx *ctx, int64_t K, int64_t N, int64_t gs, bool with_
     float *Wd = malloc(sizeof *Wd * (size_t)(N * K)), *x = malloc(sizeof *x * (size_t)(T * K));
     float *yr = malloc(sizeof *yr * (size_t)(T * N)), *y = malloc(sizeof *y * (size_t)(T * N));
     awq_random_layer(qw, qz, sc, bias, K, N, G);
-    for (int64_t i = 0; i < T * K; i++)
-        x[i] = rndf();
+    rnd_fill(x, T * K, 1.0f);
     const float *bp = with_bias ? bias : NULL;
     plume_error err = {0};
     gptq_layer *ref = NULL;

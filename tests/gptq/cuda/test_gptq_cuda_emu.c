@@ -66,8 +66,7 @@ static void check_layer(const gptq_cuda_layer_desc *dp, const gptq_layer *ref, c
     float *x = malloc((size_t)(TMAX * K) * sizeof *x);
     float *yr = malloc((size_t)(TMAX * N) * sizeof *yr), *y = malloc((size_t)(TMAX * N) * sizeof *y);
     double *S = malloc((size_t)(TMAX * N) * sizeof *S);
-    for (int64_t i = 0; i < TMAX * K; i++)
-        x[i] = rndf();
+    rnd_fill(x, TMAX * K, 1.0f);
     if (gptq_forward_ref(ref, x, TMAX, yr, &err)) {
         printf("FAIL reference (%s): %s\n", desc, err.msg);
         failures++;

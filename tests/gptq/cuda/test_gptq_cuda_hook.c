@@ -257,8 +257,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
     int32_t *perm = malloc(sizeof *perm * (size_t)K);
     for (int64_t i = 0; i < N * K; i++)
         W[i] = 0.05f * rndf();
-    for (int64_t n = 0; n < N; n++)
-        bias[n] = rndf();
+    rnd_fill(bias, N, 1.0f);
     shuffle(perm, K);
     gptq_qconfig qc = {.bits = bits, .group_size = gs, .sym = sym, .fmt = fmt};
     gptq_tensors t = {0};
@@ -279,8 +278,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
     float *x = malloc(sizeof *x * (size_t)(TMAX * K));
     float *y = malloc(sizeof *y * (size_t)(TMAX * N)), *yr = malloc(sizeof *yr * (size_t)(TMAX * N));
     float *y1 = malloc(sizeof *y1 * (size_t)N);
-    for (int64_t i = 0; i < TMAX * K; i++)
-        x[i] = rndf();
+    rnd_fill(x, TMAX * K, 1.0f);
     CHECK(!gptq_forward_ref(ref, x, TMAX, yr, &err), "%s: reference forward: %s", desc, err.msg);
 
     /* ---- device ---- */
