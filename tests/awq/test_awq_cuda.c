@@ -15,6 +15,8 @@
 #include "awq_pack.h"
 #include "gptq_test_rng.h"
 
+#include "awq_random_layer.h"
+
 static int failures = 0;
 
 static void run(gptq_cuda_ctx *ctx, int64_t K, int64_t N, int64_t gs, bool with_bias)
@@ -25,16 +27,8 @@ static void run(gptq_cuda_ctx *ctx, int64_t K, int64_t N, int64_t gs, bool with_
     float *sc = malloc(sizeof *sc * (size_t)(G * N)), *bias = malloc(sizeof *bias * (size_t)N);
     float *Wd = malloc(sizeof *Wd * (size_t)(N * K)), *x = malloc(sizeof *x * (size_t)(T * K));
     float *yr = malloc(sizeof *yr * (size_t)(T * N)), *y = malloc(sizeof *y * (size_t)(T * N));
-    for (int64_t i = 0; i < K * N / 8; i++)
-        qw[i] = (int32_t)(rnd() ^ (rnd() << 16));
-    for (int64_t i = 0; i < G * N / 8; i++)
-        qz[i] = (int32_t)(rnd() ^ (rnd() << 16));
-    for (int64_t i = 0; i < G * N; i++)
-        sc[i] = 0.002f + 0.01f * fabsf(rndf());
-    for (int64_t i = 0; i < N; i++)
-        bias[i] = rndf();
-    for (int64_t i = 0; i < T * K; i++)
-        x[i] = rndf();
+    awq_random_layer(qw, qz, sc, bias, K, N, G);
+    rnd_fill(x, T * K, 1.0f);
     const float *bp = with_bias ? bias : NULL;
     plume_error err = {0};
     gptq_layer *ref = NULL;

@@ -11,6 +11,7 @@
 #include "awq_cuda.h"
 #include "awq_linear.h"
 #include "awq_pack.h"
+#include "awq_random_layer.h"
 
 static void run_awq(int64_t K, int64_t N, int64_t gs, bool with_bias)
 {
@@ -21,14 +22,7 @@ static void run_awq(int64_t K, int64_t N, int64_t gs, bool with_bias)
     int32_t *qw = malloc(sizeof *qw * (size_t)(K * N / 8)), *qz = malloc(sizeof *qz * (size_t)(G * N / 8));
     float *sc = malloc(sizeof *sc * (size_t)(G * N)), *bias = malloc(sizeof *bias * (size_t)N);
     float *Wd = malloc(sizeof *Wd * (size_t)(N * K));
-    for (int64_t i = 0; i < K * N / 8; i++)
-        qw[i] = (int32_t)(rnd() ^ (rnd() << 16));
-    for (int64_t i = 0; i < G * N / 8; i++)
-        qz[i] = (int32_t)(rnd() ^ (rnd() << 16));
-    for (int64_t i = 0; i < G * N; i++)
-        sc[i] = 0.002f + 0.01f * fabsf(rndf());
-    for (int64_t i = 0; i < N; i++)
-        bias[i] = rndf();
+    awq_random_layer(qw, qz, sc, bias, K, N, G);
     plume_error err = {0};
     gptq_layer *ref = NULL;
     awq_cuda_host h;

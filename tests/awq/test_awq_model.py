@@ -42,14 +42,10 @@ sys.path.insert(0, REF)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "safetensors.numpy")
 
-try:
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 
 import oracle  # noqa: E402
 from harness import DATA, SMOL, check, plume_logits, run  # noqa: E402
@@ -140,20 +136,7 @@ def write_awq(src, dst, gs):
 
 def dequantized_copy(qdir, fdir):
     """A float checkpoint computing what qdir's AWQ layers compute."""
-    os.makedirs(fdir, exist_ok=True)
-    t = load_file(os.path.join(qdir, "model.safetensors"))
-    prefixes = sorted({k[: -len(".qweight")] for k in t if k.endswith(".qweight")})
-    out = {p + ".weight": dequant(t, p) for p in prefixes}
-    for k, v in t.items():
-        if not any(k.startswith(p + ".") for p in prefixes) or k.endswith(".bias"):
-            out[k] = v.astype(np.float32)
-    save_file(out, os.path.join(fdir, "model.safetensors"))
-    cfg = json.load(open(os.path.join(qdir, "config.json")))
-    del cfg["quantization_config"]
-    json.dump(cfg, open(os.path.join(fdir, "config.json"), "w"))
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(qdir, f), fdir)
-    return t, prefixes
+    return harness.float_copy(qdir, fdir, dequant)
 
 
 IDS = [5, 17, 42, 101, 7, 250, 33, 64, 12, 99, 180, 3]

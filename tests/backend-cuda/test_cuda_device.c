@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../cpu/cpu_test_util.h"
+#include "../support/check.h"
 #include "../smollm2_path.h"
 #include "cuda_test_util.h"
 #include "plume/model.h"
@@ -23,16 +24,7 @@
 #include "plume/tokenizer.h"
 #include "runtime/builtin.h"
 
-static int fails;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            fails++;                                                                               \
-        }                                                                                          \
-    } while (0)
+static int failures;
 #define MUST(call)                                                                                 \
     do {                                                                                           \
         if (call) {                                                                                \
@@ -433,7 +425,7 @@ int main(void)
         printf("# harness check: a cpu backend stands in for the GPU\n");
         GPU = CPU;
     } else if (GPU->score() == 0) {
-        MUST(GPU->create(NULL, 0, &gb, &err) == 0); /* never: score 0 means create fails */
+        MUST(GPU->create(NULL, 0, &gb, &err) == 0); /* never: score 0 means create failures */
         printf("SKIP: no usable CUDA device: %s\n", err.msg);
         plume_registry_free(reg);
         return 77;
@@ -459,8 +451,8 @@ int main(void)
     GPU->destroy(gb);
     CPU->destroy(cb);
     plume_registry_free(reg);
-    if (fails) {
-        printf("%d check(s) failed\n", fails);
+    if (failures) {
+        printf("%d check(s) failed\n", failures);
         return 1;
     }
     printf(harness ? "ok: the harness runs (no GPU was tested)\n"

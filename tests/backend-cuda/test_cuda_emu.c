@@ -19,21 +19,13 @@
 #include <string.h>
 
 #include "../cpu/cpu_test_util.h"
+#include "../support/check.h"
 #include "cuda_bodies.h"
 #include "cuda_step.h"
 #include "plume/backend.h"
 #include "runtime/builtin.h"
 
 static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static const plume_backend_vtable *CPU = &plume_builtin_cpu;
 static plume_backend *cpu_b;

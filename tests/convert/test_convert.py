@@ -40,16 +40,12 @@ sys.path.insert(0, REF)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "gguf", "safetensors.numpy", "tokenizers")
 
-try:
-    import numpy as np
-    import gguf
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
 
 import make_tiny_model  # noqa: E402
 import oracle  # noqa: E402

@@ -14,6 +14,7 @@
 
 #include "backend/cpu/ops.h"
 #include "cpu_test_util.h"
+#include "matmul_tolerance.h"
 
 static void check_type(plume_pool *pool, const plume_kernels *k, uint32_t type, int64_t K,
                        int64_t N, int n_tok)
@@ -28,36 +29,9 @@ static void check_type(plume_pool *pool, const plume_kernels *k, uint32_t type, 
         x[i] *= 8.0f;
     float *y = malloc(sizeof(float) * N * n_tok);
     plume_cpu_matmul_with(k, pool, &t, x, n_tok, y);
-    float *deq = malloc(sizeof(float) * K);
-    const int quant = plume_dtype_block_elems(type) > 1;
-    for (int64_t r = 0; r < N; r++) {
-        plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
-        for (int tk = 0; tk < n_tok; tk++) {
-            const float *xt = x + tk * K;
-            double exact = 0, mag = 0, bound = 0;
-            for (int64_t i = 0; i < K; i++) {
-                exact += (double)deq[i] * xt[i];
-                mag += fabs((double)deq[i] * xt[i]);
-            }
-            if (quant)
-                for (int64_t b = 0; b < K / 32; b++) {
-                    double amax = 0, wsum = 0;
-                    for (int i = 0; i < 32; i++) {
-                        amax = fmax(amax, fabs(xt[32 * b + i]));
-                        wsum += fabs(deq[32 * b + i]);
-                    }
-                    bound += amax / 127.0 / 2.0 * wsum;
-                }
-            const double tol = bound * 1.001 + 1e-5 * mag + 1e-6;
-            const double err = fabs((double)y[tk * N + r] - exact);
-            if (!(err <= tol))
-                fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "
-                         "error %.3g > tolerance %.3g",
-                         plume_dtype_name(type), plume_cpu_level_name(k->level), (long long)K,
-                         (long long)N, n_tok, tk, (long long)r, y[tk * N + r], exact, err, tol);
-        }
-    }
-    free(w); free(x); free(y); free(deq);
+    check_matmul_vs_dequant(type, plume_cpu_level_name(k->level), w, rb, x, y, K, N, n_tok,
+                            plume_dtype_block_elems(type) > 1);
+    free(w); free(x); free(y);
 }
 
 static void test_matmul_vs_dequant(void **state)

@@ -21,6 +21,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cpu/repack.h"
 #include "cpu_test_util.h"
+#include "matmul_tolerance.h"
 
 static const plume_kernels *levels[PLUME_CPU_LEVEL_COUNT];
 static int n_levels;
@@ -178,35 +179,10 @@ static void check_exact(const plume_kernels *k, plume_pool *pool, uint32_t type,
     const plume_cpu_weight *pws[1] = {&pw};
     float *ys[1] = {y};
     plume_cpu_matmul_multi_with(k, pool, pws, 1, x, n_tok, ys);
-    float *deq = malloc(sizeof(float) * K);
-    for (int64_t r = 0; r < N; r++) {
-        plume_dequantize((plume_dtype)type, w + r * rb, deq, K);
-        for (int tk = 0; tk < n_tok; tk++) {
-            const float *xt = x + tk * K;
-            double exact = 0, mag = 0, bound = 0;
-            for (int64_t i = 0; i < K; i++) {
-                exact += (double)deq[i] * xt[i];
-                mag += fabs((double)deq[i] * xt[i]);
-            }
-            for (int64_t b = 0; b < K / 32; b++) {
-                double amax = 0, wsum = 0;
-                for (int i = 0; i < 32; i++) {
-                    amax = fmax(amax, fabs(xt[32 * b + i]));
-                    wsum += fabs(deq[32 * b + i]);
-                }
-                bound += amax / 127.0 / 2.0 * wsum;
-            }
-            const double tol = bound * 1.001 + 1e-5 * mag + 1e-6;
-            const double err = fabs((double)y[tk * N + r] - exact);
-            if (!(err <= tol))
-                fail_msg("%s level %s K=%lld N=%lld n_tok=%d: y[%d][%lld] = %.7g, exact %.7g, "
-                         "error %.3g > tolerance %.3g",
-                         plume_dtype_name(type), plume_cpu_level_name(k->level), (long long)K,
-                         (long long)N, n_tok, tk, (long long)r, y[tk * N + r], exact, err, tol);
-        }
-    }
+    check_matmul_vs_dequant(type, plume_cpu_level_name(k->level), w, rb, x, y, K, N, n_tok,
+                            true);
     plume_cpu_weight_release(&pw);
-    free(w); free(x); free(y); free(deq);
+    free(w); free(x); free(y);
 }
 
 static void test_matmul_w_vs_dequant(void **state)

@@ -18,6 +18,8 @@
 
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 static plume_kv_dtype g_kv; /* the cache every test below runs with */
 
@@ -35,6 +37,7 @@ typedef struct fixture {
     plume_model *m;
     req reqs[N_REQ];
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 static uint64_t rng_state = 0x1234567;
 static uint32_t rnd(uint32_t n) /* test-local LCG: deterministic workloads */
@@ -46,9 +49,7 @@ static uint32_t rnd(uint32_t n) /* test-local LCG: deterministic workloads */
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
@@ -67,22 +68,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
-    return 0;
-}
-
-static plume_request_params greedy(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 /* The engine's defaults with this run's KV cache. */
 static plume_engine_params params(void)
 {
@@ -91,31 +76,20 @@ static plume_engine_params params(void)
     return p;
 }
 
-static void run_all(plume_engine *e)
-{
-    plume_error err = {0};
-    int guard = 0;
-    while (plume_engine_has_work(e)) {
-        assert_true(plume_engine_step(e, &err) >= 0);
-        assert_true(++guard < 100000); /* no livelock */
-    }
-}
-
 /* Reference: each request alone on a fresh engine. */
 static void test_reference_solo(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
     for (int i = 0; i < N_REQ; i++) {
-        plume_engine *e;
         plume_engine_params ep = params();
         ep.kv_max_tokens = 256;
-        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_engine *e = test_engine_new(f->m, ep);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
                                              &rp, &err);
         assert_true(id >= 0);
-        run_all(e);
+        test_run_all(e);
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, id, &r), 0);
         assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
@@ -130,11 +104,10 @@ static void test_reference_solo(void **state)
 static plume_engine_stats serve_together(fixture *f, plume_engine_params ep)
 {
     plume_error err = {0};
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         ids[i] = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt, &rp,
                                          &err);
         assert_true(ids[i] >= 0);
@@ -143,7 +116,7 @@ static plume_engine_stats serve_together(fixture *f, plume_engine_params ep)
             for (int k = 0; k < 2 && plume_engine_has_work(e); k++)
                 assert_true(plume_engine_step(e, &err) >= 0);
     }
-    run_all(e);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -223,15 +196,14 @@ static void test_rounded_close_to_f32(void **state)
     plume_error err = {0};
     int same = 0, total = 0;
     for (int i = 0; i < N_REQ; i++) {
-        plume_engine *e;
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 256;
         ep.kv_dtype = PLUME_KV_F32;
-        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_engine *e = test_engine_new(f->m, ep);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         int64_t id = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt,
                                              &rp, &err);
-        run_all(e);
+        test_run_all(e);
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, id, &r), 0);
         for (size_t t = 0; t < r.n_output; t++, total++)
@@ -248,7 +220,6 @@ static void test_rounded_close_to_f32(void **state)
 static void test_default_kv_is_f16(void **state)
 {
     fixture *f = *state;
-    plume_error err = {0};
     assert_int_equal(plume_engine_defaults().kv_dtype, PLUME_KV_F16);
     int64_t bytes[3];
     for (int dt = PLUME_KV_F32; dt <= PLUME_KV_INT8; dt++) {
@@ -256,8 +227,7 @@ static void test_default_kv_is_f16(void **state)
         ep.kv_max_tokens = 64;
         if (dt != PLUME_KV_F16)
             ep.kv_dtype = (plume_kv_dtype)dt;
-        plume_engine *e;
-        assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+        plume_engine *e = test_engine_new(f->m, ep);
         assert_int_equal(plume_engine_kv_dtype(e), dt);
         bytes[dt] = plume_engine_kv_bytes_per_token(e);
         plume_engine_free(e);
@@ -271,15 +241,14 @@ static void test_abort_random_order(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
     ep.kv_max_tokens = 160;
     ep.block_size = 8;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int64_t ids[N_REQ];
     bool aborted[N_REQ] = {0};
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = greedy(f->reqs[i].max_tokens);
+        plume_request_params rp = test_request(f->reqs[i].max_tokens);
         ids[i] = plume_engine_add_tokens(e, f->reqs[i].prompt, (size_t)f->reqs[i].n_prompt, &rp,
                                          &err);
         assert_true(ids[i] >= 0);
@@ -331,16 +300,15 @@ static void test_prefix_cached_when_finishing_at_once(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int32_t prompt[64];
     for (int i = 0; i < 64; i++)
         prompt[i] = 40 + i % 90;
-    plume_request_params rp = greedy(1);
+    plume_request_params rp = test_request(1);
     for (int run = 0; run < 2; run++) {
         int64_t id = plume_engine_add_tokens(e, prompt, 64, &rp, &err);
-        run_all(e);
+        test_run_all(e);
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, id, &r), 0);
         assert_int_equal(r.n_cached_prompt, run == 0 ? 0 : 48); /* 3 full blocks; the last
@@ -353,12 +321,11 @@ static void test_rejects_what_cannot_fit(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
     ep.kv_max_tokens = 32;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     int32_t prompt[40] = {0};
-    plume_request_params rp = greedy(4);
+    plume_request_params rp = test_request(4);
     assert_int_equal(plume_engine_add_tokens(e, prompt, 40, &rp, &err), -1);
     assert_int_equal(err.code, PLUME_ERR_RANGE);
     assert_non_null(strstr(err.msg, "prompt has 40 tokens"));
@@ -370,7 +337,7 @@ static void test_rejects_what_cannot_fit(void **state)
     rp.max_tokens = 100;
     int64_t id2 = plume_engine_add_tokens(e, prompt, 20, &rp, &err);
     assert_true(id >= 0 && id2 >= 0);
-    run_all(e);
+    test_run_all(e);
     plume_request_result r;
     plume_engine_result(e, id2, &r);
     assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
@@ -382,14 +349,13 @@ static void test_stop_strings(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = params();
     ep.kv_max_tokens = 256;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    plume_request_params rp = greedy(30);
+    plume_engine *e = test_engine_new(f->m, ep);
+    plume_request_params rp = test_request(30);
     int64_t id = plume_engine_add_tokens(e, f->reqs[1].prompt, (size_t)f->reqs[1].n_prompt, &rp,
                                          &err);
-    run_all(e);
+    test_run_all(e);
     plume_request_result r;
     plume_engine_result(e, id, &r);
     char full[4096];
@@ -407,7 +373,7 @@ static void test_stop_strings(void **state)
     rp.stop = stops;
     rp.n_stop = 1;
     id = plume_engine_add_tokens(e, f->reqs[1].prompt, (size_t)f->reqs[1].n_prompt, &rp, &err);
-    run_all(e);
+    test_run_all(e);
     plume_engine_result(e, id, &r);
     assert_int_equal(r.finish, PLUME_FINISH_STOP);
     size_t at = (size_t)(strstr(full, stop) - full);
@@ -444,5 +410,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rounded_close_to_f32), /* last: not for f32 itself */
     };
     size_t n = sizeof tests / sizeof *tests - (g_kv == PLUME_KV_F32);
-    return _cmocka_run_group_tests(argv[2], tests, n, setup, teardown);
+    return _cmocka_run_group_tests(argv[2], tests, n, setup, test_free_model_fixture);
 }

@@ -29,6 +29,8 @@
 #include "plume/proposer.h"
 #include "plume/tokenizer.h"
 
+#include "../support/engine_fixture.h"
+
 #define N_CAND 160  /* candidate prompts; ~10% produce an EOG within N_GEN */
 #define N_GEN 40    /* tokens generated per candidate */
 #define MAX_PROMPT 32
@@ -47,6 +49,7 @@ typedef struct fixture {
     int eos_idx[N_CAND], n_eos;   /* candidates with an EOG at step >= 1 */
     int plain_idx[N_CAND], n_plain; /* candidates without an EOG */
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 static const char *g_model_path;
 static fixture *g_fixture; /* for the fixture proposer */
@@ -56,24 +59,6 @@ static uint32_t rnd(uint32_t n)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return (uint32_t)(rng_state >> 33) % n;
-}
-
-static plume_engine *new_engine(const fixture *f, plume_engine_params ep)
-{
-    plume_error err = {0};
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    return e;
-}
-
-static void run_all(plume_engine *e)
-{
-    plume_error err = {0};
-    int guard = 0;
-    while (plume_engine_has_work(e)) {
-        assert_true(plume_engine_step(e, &err) >= 0);
-        assert_true(++guard < 100000);
-    }
 }
 
 /* Everything the stream said about one request. */
@@ -111,12 +96,11 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
+    plume_error err = {0};
     f->tok = plume_model_tokenizer(f->m);
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
@@ -131,9 +115,7 @@ static int setup(void **state)
         c->n_prompt = 1 + (int32_t)rnd(MAX_PROMPT);
         for (int j = 0; j < c->n_prompt; j++)
             c->prompt[j] = (int32_t)(32 + rnd(200));
-        plume_request_params rp = plume_request_defaults();
-        rp.max_tokens = N_GEN;
-        rp.ignore_eos = true;
+        plume_request_params rp = test_request(N_GEN);
         ids[i] = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
         if (ids[i] < 0)
             return -1;
@@ -165,14 +147,6 @@ static int setup(void **state)
     fprintf(stderr, "\n");
     g_fixture = f;
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -210,6 +184,32 @@ static void check_stopped(const fixture *f, plume_engine *e, int64_t id, const c
     }
 }
 
+/* The checks for a request that ran all N_GEN tokens: candidate c's greedy
+ * continuation. */
+static void check_full_length(plume_engine *e, int64_t id, const cand *c)
+{
+    plume_request_result r;
+    assert_int_equal(plume_engine_result(e, id, &r), 0);
+    assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
+    assert_int_equal((int)r.n_output, N_GEN);
+    assert_memory_equal(r.output_ids, c->gen, sizeof c->gen);
+}
+
+/* Serves candidate c on e, streaming into st, and checks that it stopped at
+ * its EOG (check_stopped). */
+static void serve_streamed(const fixture *f, plume_engine *e, const cand *c, stream *st)
+{
+    plume_error err = {0};
+    plume_request_params rp = plume_request_defaults();
+    rp.max_tokens = N_GEN;
+    rp.on_token = on_token;
+    rp.user = st;
+    st->id = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
+    assert_true(st->id >= 0);
+    test_run_all(e);
+    check_stopped(f, e, st->id, c, st);
+}
+
 static void test_found_cases(void **state)
 {
     fixture *f = *state;
@@ -222,21 +222,13 @@ static void test_found_cases(void **state)
 static void test_single(void **state)
 {
     fixture *f = *state;
-    plume_error err = {0};
     for (int k = 0; k < f->n_eos; k++) {
         const cand *c = &f->c[f->eos_idx[k]];
         plume_engine_params ep = plume_engine_defaults();
         ep.kv_max_tokens = 512;
-        plume_engine *e = new_engine(f, ep);
+        plume_engine *e = test_engine_new(f->m, ep);
         stream st = {0};
-        plume_request_params rp = plume_request_defaults();
-        rp.max_tokens = N_GEN;
-        rp.on_token = on_token;
-        rp.user = &st;
-        st.id = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
-        assert_true(st.id >= 0);
-        run_all(e);
-        check_stopped(f, e, st.id, c, &st);
+        serve_streamed(f, e, c, &st);
         plume_engine_stats s = plume_engine_get_stats(e);
         assert_int_equal(s.generated_tokens, c->eog_at + 1);
         plume_engine_free(e);
@@ -257,7 +249,7 @@ static void test_batch(void **state)
         ep.max_batched_tokens = 48;
         ep.max_num_seqs = 16;
         ep.mixed_batches = mixed[v];
-        plume_engine *e = new_engine(f, ep);
+        plume_engine *e = test_engine_new(f->m, ep);
         int64_t stop_ids[N_CAND], cont_ids[N_CAND], plain_ids[N_CAND];
         static stream st[N_CAND];
         memset(st, 0, sizeof st);
@@ -271,9 +263,7 @@ static void test_batch(void **state)
             stop_ids[k] = st[k].id =
                 plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
             assert_true(stop_ids[k] >= 0);
-            rp = plume_request_defaults();
-            rp.max_tokens = N_GEN;
-            rp.ignore_eos = true;
+            rp = test_request(N_GEN);
             cont_ids[k] = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
             assert_true(cont_ids[k] >= 0);
             if (k < n_plain) {
@@ -285,7 +275,7 @@ static void test_batch(void **state)
                 assert_true(plain_ids[k] >= 0);
             }
         }
-        run_all(e);
+        test_run_all(e);
         /* a stop wastes none of the others' work: every position is
          * computed once (prompt positions the prefix cache did not serve,
          * then each generated token but the last) */
@@ -306,18 +296,9 @@ static void test_batch(void **state)
         for (int k = 0; k < f->n_eos; k++) {
             const cand *c = &f->c[f->eos_idx[k]];
             check_stopped(f, e, stop_ids[k], c, &st[k]);
-            plume_request_result r;
-            assert_int_equal(plume_engine_result(e, cont_ids[k], &r), 0);
-            assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
-            assert_int_equal((int)r.n_output, N_GEN);
-            assert_memory_equal(r.output_ids, c->gen, sizeof c->gen);
-            if (k < n_plain) {
-                const cand *p = &f->c[f->plain_idx[k]];
-                assert_int_equal(plume_engine_result(e, plain_ids[k], &r), 0);
-                assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
-                assert_int_equal((int)r.n_output, N_GEN);
-                assert_memory_equal(r.output_ids, p->gen, sizeof p->gen);
-            }
+            check_full_length(e, cont_ids[k], c);
+            if (k < n_plain)
+                check_full_length(e, plain_ids[k], &f->c[f->plain_idx[k]]);
         }
         plume_engine_free(e);
     }
@@ -385,17 +366,10 @@ static void spec_one(fixture *f, const cand *c, int32_t k, bool eog_in_first_dra
     plume_error err = {0};
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 1024;
-    plume_engine *e = new_engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     assert_int_equal(plume_engine_set_proposer(e, &oracle_vt, NULL, k, &err), 0);
     stream st = {0};
-    plume_request_params rp = plume_request_defaults();
-    rp.max_tokens = N_GEN;
-    rp.on_token = on_token;
-    rp.user = &st;
-    st.id = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
-    assert_true(st.id >= 0);
-    run_all(e);
-    check_stopped(f, e, st.id, c, &st);
+    serve_streamed(f, e, c, &st);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, st.id, &r), 0);
     /* every draft of the known continuation is accepted: those before and
@@ -415,12 +389,10 @@ static void spec_one(fixture *f, const cand *c, int32_t k, bool eog_in_first_dra
     int32_t nl = c->n_prompt + c->eog_at + 3;
     memcpy(longer, c->prompt, sizeof(int32_t) * (size_t)c->n_prompt);
     memcpy(longer + c->n_prompt, c->gen, sizeof(int32_t) * (size_t)(c->eog_at + 3));
-    rp = plume_request_defaults();
-    rp.ignore_eos = true;
-    rp.max_tokens = N_GEN - (c->eog_at + 3);
+    plume_request_params rp = test_request(N_GEN - (c->eog_at + 3));
     int64_t id2 = plume_engine_add_tokens(e, longer, (size_t)nl, &rp, &err);
     assert_true(id2 >= 0);
-    run_all(e);
+    test_run_all(e);
     assert_int_equal(plume_engine_result(e, id2, &r), 0);
     assert_int_equal((int)r.n_output, rp.max_tokens);
     assert_memory_equal(r.output_ids, c->gen + c->eog_at + 3, sizeof(int32_t) * r.n_output);
@@ -453,7 +425,7 @@ static void test_spec_batch(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
     ep.max_num_seqs = 16;
-    plume_engine *e = new_engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     assert_int_equal(plume_engine_set_proposer(e, &oracle_vt, NULL, 5, &err), 0);
     int64_t stop_ids[N_CAND], plain_ids[N_CAND];
     const int n_plain = f->n_plain < 8 ? f->n_plain : 8;
@@ -471,27 +443,16 @@ static void test_spec_batch(void **state)
         plain_ids[k] = plume_engine_add_tokens(e, p->prompt, (size_t)p->n_prompt, &rp, &err);
         assert_true(plain_ids[k] >= 0);
     }
-    run_all(e);
+    test_run_all(e);
     for (int k = 0; k < f->n_eos; k++)
         check_stopped(f, e, stop_ids[k], &f->c[f->eos_idx[k]], NULL);
-    for (int k = 0; k < n_plain; k++) {
-        plume_request_result r;
-        const cand *p = &f->c[f->plain_idx[k]];
-        assert_int_equal(plume_engine_result(e, plain_ids[k], &r), 0);
-        assert_int_equal(r.finish, PLUME_FINISH_LENGTH);
-        assert_int_equal((int)r.n_output, N_GEN);
-        assert_memory_equal(r.output_ids, p->gen, sizeof p->gen);
-    }
+    for (int k = 0; k < n_plain; k++)
+        check_full_length(e, plain_ids[k], &f->c[f->plain_idx[k]]);
     plume_engine_free(e);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_eos TINY_MODEL.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_found_cases),
         cmocka_unit_test(test_single),
@@ -499,5 +460,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_spec_eog_inside_accepted_draft),
         cmocka_unit_test(test_spec_batch),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_main_on_model(argc, argv, "test_eos TINY_MODEL.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, setup, test_free_model_fixture);
 }

@@ -16,6 +16,8 @@
 #include "plume/engine.h"
 #include "plume/sampler_provider.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 static plume_model *g_model;
 
@@ -86,13 +88,10 @@ static const int32_t prompt[] = {40, 41, 42, 43, 40, 41, 42, 43, 40, 41};
 static void run(plume_engine *e, int32_t *out)
 {
     plume_error err = {0};
-    plume_request_params rp = plume_request_defaults();
-    rp.max_tokens = N_OUT;
-    rp.ignore_eos = true;
+    plume_request_params rp = test_request(N_OUT);
     int64_t id = plume_engine_add_tokens(e, prompt, sizeof prompt / sizeof *prompt, &rp, &err);
     assert_true(id >= 0);
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, id, &r), 0);
     assert_int_equal((int)r.n_output, N_OUT);
@@ -103,9 +102,7 @@ static void run(plume_engine *e, int32_t *out)
 static void fresh(const plume_sampler_vtable *vt, int32_t *out)
 {
     plume_error err = {0};
-    plume_engine *e;
-    plume_engine_params ep = plume_engine_defaults();
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, plume_engine_defaults());
     assert_int_equal(plume_engine_set_sampler(e, vt, NULL, &err), 0);
     run(e, out);
     plume_engine_free(e);
@@ -119,9 +116,7 @@ static void test_swap_equals_fresh(void **state)
     fresh(&second_vt, second);
     assert_memory_not_equal(greedy, second, sizeof greedy); /* the samplers differ */
     plume_error err = {0};
-    plume_engine *e;
-    plume_engine_params ep = plume_engine_defaults();
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, plume_engine_defaults());
     const plume_sampler_vtable *order[] = {NULL, &second_vt, NULL, &second_noprobs_vt, &second_vt};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
         assert_int_equal(plume_engine_set_sampler(e, order[i], NULL, &err), 0);
@@ -140,9 +135,7 @@ static void test_spec_with_provider_sampler(void **state)
     const plume_sampler_vtable *vts[] = {&second_vt, &second_noprobs_vt};
     for (int i = 0; i < 2; i++) {
         plume_error err = {0};
-        plume_engine *e;
-        plume_engine_params ep = plume_engine_defaults();
-        assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+        plume_engine *e = test_engine_new(g_model, plume_engine_defaults());
         assert_int_equal(plume_engine_set_sampler(e, vts[i], NULL, &err), 0);
         assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
         run(e, out);
@@ -155,14 +148,11 @@ static void test_spec_with_provider_sampler(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2)
+    g_model_path = test_model_arg(argc, argv, "test_sampler_swap TINY_MODEL.gguf");
+    if (!g_model_path)
         return 2;
-    g_model_path = argv[1];
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &g_model, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (test_load_model(g_model_path, &g_model))
         return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_swap_equals_fresh),
         cmocka_unit_test(test_spec_with_provider_sampler),

@@ -22,6 +22,8 @@
 #include "plume/scheduler.h"
 #include "plume/settings.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 static plume_model *g_model;
 
@@ -156,26 +158,19 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
 static plume_engine_stats serve(plume_engine_params ep, bool record)
 {
     plume_error err = {0};
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, ep);
     g_n_finished = 0;
     g_plans = 0;
     g_max_picks = 0;
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = plume_request_defaults();
-        rp.max_tokens = g_reqs[i].max_tokens;
-        rp.ignore_eos = true;
+        plume_request_params rp = test_request(g_reqs[i].max_tokens);
         rp.on_token = on_token;
         ids[i] = plume_engine_add_tokens(e, g_reqs[i].prompt, (size_t)g_reqs[i].n_prompt, &rp,
                                          &err);
         assert_int_equal(ids[i], i);
     }
-    for (int guard = 0; plume_engine_has_work(e); guard++) {
-        if (plume_engine_step(e, &err) < 0)
-            fail_msg("step failed: %s", err.msg);
-        assert_true(guard < 100000); /* no livelock */
-    }
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -350,8 +345,7 @@ static void test_builtin_through_registry(void **state)
     ep.scheduler_settings = s;
     ep.max_batched_tokens = 24;
     serve(ep, false);
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, ep);
     assert_string_equal(plume_engine_scheduler_name(e), "continuous");
     plume_engine_free(e);
     /* its own validate runs on the settings */
@@ -412,16 +406,11 @@ static void test_bad_plans_are_refused(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_scheduler_provider TINY_MODEL.gguf\n");
+    g_model_path = test_model_arg(argc, argv, "test_scheduler_provider TINY_MODEL.gguf");
+    if (!g_model_path)
         return 2;
-    }
-    g_model_path = argv[1];
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &g_model, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &g_model))
         return 1;
-    }
     uint64_t x = 0x5eed;
     for (int i = 0; i < N_REQ; i++) { /* distinct prompt lengths, unsorted ids */
         req *r = &g_reqs[i];

@@ -19,6 +19,8 @@
 #include "plume/model.h"
 #include "plume/seq_runner.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 static plume_model *g_m;
 static int32_t g_nv;
@@ -30,11 +32,8 @@ static const int32_t g_len[NS] = {23, 5, 40, 17};
 static int setup(void **state)
 {
     (void)state;
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &g_m, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (test_load_model(g_model_path, &g_m))
         return -1;
-    }
     g_nv = plume_model_n_vocab(g_m);
     uint64_t x = 7;
     for (int s = 0; s < NS; s++)
@@ -414,11 +413,6 @@ static void test_bad_params(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_seq_runner TINY_MODEL.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batched_equals_alone),
         cmocka_unit_test(test_matches_context),
@@ -428,5 +422,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_ids_and_shapes),
         cmocka_unit_test(test_bad_params),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_main_on_model(argc, argv, "test_seq_runner TINY_MODEL.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, setup, teardown);
 }

@@ -22,6 +22,8 @@
 #include "ngram_proposer.h"
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 
 #define N_REQ 6
@@ -46,9 +48,7 @@ static int32_t rnd(int32_t n)
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
@@ -76,42 +76,16 @@ static int teardown(void **state)
     return 0;
 }
 
-static plume_engine *engine(fixture *f, plume_engine_params ep)
-{
-    plume_engine *e;
-    plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    return e;
-}
-
-static plume_request_params req(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
-static void run_all(plume_engine *e)
-{
-    plume_error err = {0};
-    int guard = 0;
-    while (plume_engine_has_work(e)) {
-        assert_true(plume_engine_step(e, &err) >= 0);
-        assert_true(++guard < 100000);
-    }
-}
-
 /* The raw logits after ctx[0..n) (the last position's row), into f->row. */
 static void raw_row(fixture *f, const int32_t *ctx, int32_t n)
 {
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_error err = {0};
-    plume_request_params p = req(1);
+    plume_request_params p = test_request(1);
     p.first_logits = f->row;
     int64_t id = plume_engine_add_tokens(e, ctx, (size_t)n, &p, &err);
     assert_true(id >= 0);
-    run_all(e);
+    test_run_all(e);
     plume_engine_free(e);
 }
 
@@ -169,7 +143,7 @@ static void serve(plume_engine *e, fixture *f, plume_request_params p, rec *recs
         ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err);
         assert_true(ids[i] >= 0);
     }
-    run_all(e);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -234,8 +208,8 @@ static void test_penalties_and_logprobs_vs_raw_rows(void **state)
 {
     fixture *f = *state;
     const float pres = 0.7f, freq = 0.9f;
-    plume_engine *e = engine(f, plume_engine_defaults());
-    plume_request_params p = req(MAX_OUT);
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
+    plume_request_params p = test_request(MAX_OUT);
     p.sampling.presence_penalty = pres;
     p.sampling.frequency_penalty = freq;
     p.sampling.repetition_penalty = 1.0f;
@@ -290,8 +264,8 @@ static void test_penalties_and_logprobs_vs_raw_rows(void **state)
 static void test_logprobs_raw_under_sampling(void **state)
 {
     fixture *f = *state;
-    plume_engine *e = engine(f, plume_engine_defaults());
-    plume_request_params p = req(8);
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
+    plume_request_params p = test_request(8);
     p.sampling = plume_sampling_defaults();
     p.sampling.temperature = 1.3f;
     p.sampling.seed = 7;
@@ -341,32 +315,32 @@ static void assert_same_events(const rec *a, const rec *b, float tol)
 static void test_logprobs_batched_and_speculative(void **state)
 {
     fixture *f = *state;
-    plume_request_params p = req(MAX_OUT);
+    plume_request_params p = test_request(MAX_OUT);
     p.logprobs = PLUME_MAX_TOP_LOGPROBS;
     p.on_event = on_event;
     rec solo[N_REQ], batched[N_REQ], spec[N_REQ], one;
     int32_t out[N_REQ][MAX_OUT];
     plume_error err = {0};
     for (int i = 0; i < N_REQ; i++) {
-        plume_engine *e = engine(f, plume_engine_defaults());
+        plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
         memset(&one, 0, sizeof one);
         p.user = &one;
         assert_true(plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err) >=
                     0);
-        run_all(e);
+        test_run_all(e);
         solo[i] = one;
         plume_engine_free(e);
     }
     plume_engine_params ep = plume_engine_defaults();
     ep.max_batched_tokens = 23;
     ep.block_size = 8;
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     serve(e, f, p, batched, out, NULL);
     plume_engine_free(e);
     for (int i = 0; i < N_REQ; i++)
         assert_same_events(&solo[i], &batched[i], 0.0f);
 
-    e = engine(f, plume_engine_defaults());
+    e = test_engine_new(f->m, plume_engine_defaults());
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
     serve(e, f, p, spec, out, NULL);
     plume_engine_stats st = plume_engine_get_stats(e);
@@ -383,11 +357,11 @@ static void test_logprobs_batched_and_speculative(void **state)
 static void test_no_speculation(void **state)
 {
     fixture *f = *state;
-    plume_request_params p = req(MAX_OUT);
+    plume_request_params p = test_request(MAX_OUT);
     assert_false(p.no_speculation);
     rec recs[N_REQ];
     int32_t ref[N_REQ][MAX_OUT], out[N_REQ][MAX_OUT];
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     serve(e, f, p, recs, ref, NULL);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
@@ -409,7 +383,7 @@ static void test_no_speculation(void **state)
         ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err);
         assert_true(ids[i] >= 0);
     }
-    run_all(e);
+    test_run_all(e);
     int32_t drafted_even = 0;
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
@@ -431,7 +405,7 @@ static void test_load(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.block_size = 16;
     ep.kv_max_tokens = 1024;
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_engine_load l = plume_engine_get_load(e);
     assert_int_equal(l.running, 0);
     assert_int_equal(l.waiting, 0);
@@ -443,7 +417,7 @@ static void test_load(void **state)
     int32_t prompt[40];
     for (int j = 0; j < 40; j++)
         prompt[j] = 40 + j;
-    plume_request_params p = req(10);
+    plume_request_params p = test_request(10);
     plume_error err = {0};
     int64_t a = plume_engine_add_tokens(e, prompt, 40, &p, &err);
     int64_t b = plume_engine_add_tokens(e, f->prompt[0], (size_t)f->n_prompt[0], &p, &err);
@@ -458,7 +432,7 @@ static void test_load(void **state)
     assert_int_equal(l.kv_blocks_used, 3 + (f->n_prompt[0] + 15) / 16);
     assert_int_equal(l.prefix_queries, 40 + f->n_prompt[0]);
     assert_int_equal(l.prefix_hits, 0);
-    run_all(e);
+    test_run_all(e);
     l = plume_engine_get_load(e);
     assert_int_equal(l.running, 0);
     assert_int_equal(l.waiting, 0);
@@ -473,7 +447,7 @@ static void test_load(void **state)
     assert_int_equal(l.prefix_queries, 80 + f->n_prompt[0]);
     assert_int_equal(l.prefix_hits, 32);
     assert_int_equal(l.kv_blocks_used, 3);
-    run_all(e);
+    test_run_all(e);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, a, &r), 0);
     assert_int_equal(r.n_cached_prompt, 32);
@@ -482,10 +456,10 @@ static void test_load(void **state)
     plume_engine_free(e);
     /* without prefix caching nothing is looked up */
     ep.prefix_caching = false;
-    e = engine(f, ep);
+    e = test_engine_new(f->m, ep);
     for (int k = 0; k < 2; k++) {
         a = plume_engine_add_tokens(e, prompt, 40, &p, &err);
-        run_all(e);
+        test_run_all(e);
         plume_engine_release(e, a);
     }
     l = plume_engine_get_load(e);
@@ -502,8 +476,8 @@ static void test_load_counts_readmission(void **state)
     plume_engine_params ep = plume_engine_defaults();
     ep.block_size = 8;
     ep.kv_max_tokens = 96; /* 12 blocks: two requests of up to 72 positions collide */
-    plume_engine *e = engine(f, ep);
-    plume_request_params p = req(MAX_OUT);
+    plume_engine *e = test_engine_new(f->m, ep);
+    plume_request_params p = test_request(MAX_OUT);
     plume_error err = {0};
     int64_t total = 0;
     int64_t ids[N_REQ];
@@ -512,7 +486,7 @@ static void test_load_counts_readmission(void **state)
         assert_true(ids[i] >= 0);
         total += f->n_prompt[i];
     }
-    run_all(e);
+    test_run_all(e);
     plume_engine_stats st = plume_engine_get_stats(e);
     assert_true(st.preemptions > 0);
     plume_engine_load l = plume_engine_get_load(e);
@@ -528,9 +502,9 @@ static void test_load_counts_readmission(void **state)
 static void test_rejects_bad_requests(void **state)
 {
     fixture *f = *state;
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_error err = {0};
-    plume_request_params p = req(4);
+    plume_request_params p = test_request(4);
     assert_int_equal(p.logprobs, -1);
     assert_null(p.on_event);
     p.logprobs = PLUME_MAX_TOP_LOGPROBS + 1;
@@ -550,11 +524,6 @@ static void test_rejects_bad_requests(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_serving_api TINY_MODEL.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_penalties_and_logprobs_vs_raw_rows),
         cmocka_unit_test(test_logprobs_raw_under_sampling),
@@ -564,5 +533,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_load_counts_readmission),
         cmocka_unit_test(test_rejects_bad_requests),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_main_on_model(argc, argv, "test_serving_api TINY_MODEL.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, setup, teardown);
 }

@@ -28,6 +28,7 @@
 
 #include "../sample/oracle.h"
 #include "../sample/target_law.h"
+#include "../support/engine_fixture.h"
 
 static const char *g_model_path;
 
@@ -39,6 +40,7 @@ typedef struct fixture {
     int32_t n_prompt[N_REQ];
     int32_t ref[N_REQ][48]; /* greedy outputs without speculation */
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 /* ---- a fixture proposer that drafts pseudo-random ids ---- */
 struct plume_proposer {
@@ -94,14 +96,6 @@ static int32_t rnd(int32_t n)
     return (int32_t)((rs >> 33) % (uint64_t)n);
 }
 
-static plume_request_params req_params(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 /* Serves all requests on e and returns outputs in out (N_REQ x 48). */
 static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][48], plume_request_params rp)
 {
@@ -111,8 +105,7 @@ static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][48], plume_req
         ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &rp, &err);
         assert_true(ids[i] >= 0);
     }
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -122,22 +115,11 @@ static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][48], plume_req
     }
 }
 
-static plume_engine *engine(fixture *f, plume_engine_params ep)
-{
-    plume_engine *e;
-    plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
-    return e;
-}
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (test_load_model(g_model_path, &f->m))
         return -1;
-    }
     /* repetitive prompts give prompt lookup something to find */
     for (int i = 0; i < N_REQ; i++) {
         int32_t period = 2 + rnd(6);
@@ -145,29 +127,21 @@ static int setup(void **state)
         for (int j = 0; j < f->n_prompt[i]; j++)
             f->prompt[i][j] = j < period ? 32 + rnd(200) : f->prompt[i][j - period];
     }
-    plume_engine *e = engine(f, plume_engine_defaults());
-    serve(e, f, f->ref, req_params(40));
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
+    serve(e, f, f->ref, test_request(40));
     plume_engine_free(e);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
 static void check_same_as_ref(fixture *f, plume_engine_params ep, const plume_proposer_vtable *vt,
                               int k, plume_engine_stats *st_out)
 {
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, vt, NULL, k, &err), 0);
     int32_t out[N_REQ][48];
-    serve(e, f, out, req_params(40));
+    serve(e, f, out, test_request(40));
     for (int i = 0; i < N_REQ; i++)
         assert_memory_equal(out[i], f->ref[i], sizeof(int32_t) * 40);
     if (st_out)
@@ -206,7 +180,7 @@ static void test_garbage_drafts_change_nothing(void **state)
 static void test_seeded_sampling_reproducible(void **state)
 {
     fixture *f = *state;
-    plume_request_params rp = req_params(30);
+    plume_request_params rp = test_request(30);
     rp.sampling.temperature = 1.0f;
     rp.sampling.top_k = 0;
     rp.sampling.top_p = 1.0f;
@@ -215,7 +189,7 @@ static void test_seeded_sampling_reproducible(void **state)
     int32_t a[N_REQ][48], b[N_REQ][48];
     plume_error err = {0};
     for (int run = 0; run < 2; run++) {
-        plume_engine *e = engine(f, plume_engine_defaults());
+        plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
         assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 4, &err), 0);
         serve(e, f, run ? b : a, rp);
         plume_engine_free(e);
@@ -228,7 +202,7 @@ static void test_swap_on_live_engine(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     int32_t out[N_REQ][48];
     const plume_proposer_vtable *seq[] = {NULL, plume_ngram_proposer(), &garbage_vt, NULL,
                                           plume_ngram_proposer()};
@@ -236,12 +210,12 @@ static void test_swap_on_live_engine(void **state)
         assert_int_equal(plume_engine_set_proposer(e, seq[r], NULL, 2 + (int)r, &err), 0);
         assert_true(seq[r] ? strcmp(plume_engine_proposer_name(e), seq[r]->name) == 0
                            : plume_engine_proposer_name(e) == NULL);
-        serve(e, f, out, req_params(40));
+        serve(e, f, out, test_request(40));
         for (int i = 0; i < N_REQ; i++)
             assert_memory_equal(out[i], f->ref[i], sizeof(int32_t) * 40);
     }
     /* swapping while a request is in flight is refused */
-    plume_request_params rp = req_params(5);
+    plume_request_params rp = test_request(5);
     assert_true(plume_engine_add_tokens(e, f->prompt[0], (size_t)f->n_prompt[0], &rp, &err) >= 0);
     assert_int_equal(plume_engine_set_proposer(e, NULL, NULL, 0, &err), -1);
     assert_non_null(strstr(err.msg, "between runs"));
@@ -277,15 +251,14 @@ static void test_abort_from_callback(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, 5, &err), 0);
     abort_ctx a = {e, 0, 0, false};
-    plume_request_params rp = req_params(40);
+    plume_request_params rp = test_request(40);
     rp.on_token = abort_on_third;
     rp.user = &a;
     int64_t id = plume_engine_add_tokens(e, f->prompt[0], (size_t)f->n_prompt[0], &rp, &err);
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, id, &r), 0);
     assert_int_equal(r.finish, PLUME_FINISH_ABORT);
@@ -299,7 +272,7 @@ static void test_bad_settings(void **state)
 {
     fixture *f = *state;
     plume_error err = {0};
-    plume_engine *e = engine(f, plume_engine_defaults());
+    plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
     plume_settings *s;
     assert_int_equal(plume_settings_new("speculative", &s, &err), 0);
     assert_int_equal(plume_settings_set(s, "prompt_lookup_min", "3", &err), 0);
@@ -558,13 +531,7 @@ static void test_sampled_drafts_follow_target_law(void **state)
     const int32_t nv = plume_model_n_vocab(f->m);
     const int n_prompt = 6;
     const int32_t *prompt = f->prompt[3];
-    plume_request_params rp = req_params(LAW_TOKENS);
-    rp.sampling.temperature = 0.8f;
-    rp.sampling.top_k = 4;
-    rp.sampling.top_p = 1.0f;
-    rp.sampling.min_p = 0.0f;
-    rp.sampling.repetition_penalty = 1.3f;
-    rp.sampling.repeat_last_n = -1;
+    plume_request_params rp = law_request(LAW_TOKENS, 0.8f, 4);
 
     law_tree *t = law_tree_new(f->m, &rp.sampling, prompt, n_prompt, LAW_TOKENS);
     plume_error err = {0};
@@ -580,31 +547,14 @@ static void test_sampled_drafts_follow_target_law(void **state)
     g_dm.check_logits = malloc(sizeof(float) * (size_t)nv);
     plume_engine_params ep = plume_engine_defaults();
     ep.registry = reg;
-    plume_engine *e = engine(f, ep);
+    plume_engine *e = test_engine_new(f->m, ep);
     plume_settings *ds;
     assert_int_equal(plume_settings_new("speculative", &ds, &err), 0);
     assert_int_equal(plume_settings_set(ds, "model", g_model_path, &err), 0);
     assert_int_equal(plume_engine_set_proposer(e, &draft_model_vt, ds, 2, &err), 0);
     plume_settings_free(ds);
     assert_int_equal(g_dm.hosts_ok, 1);
-    for (int base = 0; base < LAW_REQ; base += 250) {
-        int64_t ids[250];
-        int n = LAW_REQ - base < 250 ? LAW_REQ - base : 250;
-        for (int r = 0; r < n; r++) {
-            rp.sampling.seed = 90000 + (uint64_t)(base + r);
-            ids[r] = plume_engine_add_tokens(e, prompt, (size_t)n_prompt, &rp, &err);
-            assert_true(ids[r] >= 0);
-        }
-        while (plume_engine_has_work(e))
-            assert_true(plume_engine_step(e, &err) >= 0);
-        for (int r = 0; r < n; r++) {
-            plume_request_result res;
-            assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
-            assert_int_equal((int)res.n_output, LAW_TOKENS);
-            law_count(t, res.output_ids, nv);
-            plume_engine_release(e, ids[r]);
-        }
-    }
+    law_sample(t, e, prompt, n_prompt, rp, LAW_REQ, 250, 90000, nv);
     plume_engine_stats st = plume_engine_get_stats(e);
     plume_engine_free(e);
     plume_registry_free(reg);
@@ -625,11 +575,6 @@ static void test_sampled_drafts_follow_target_law(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_spec TINY_MODEL.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ngram_greedy_unchanged),
         cmocka_unit_test(test_ngram_small_budget_and_preemption),
@@ -640,5 +585,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_abort_from_callback),
         cmocka_unit_test(test_bad_settings),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_main_on_model(argc, argv, "test_spec TINY_MODEL.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, setup, test_free_model_fixture);
 }

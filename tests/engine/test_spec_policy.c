@@ -22,6 +22,8 @@
 #include "plume/engine.h"
 #include "plume/proposer.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 
 #define N_REQ 8
@@ -115,14 +117,6 @@ static void rec_reset(bool wrong)
 
 /* ---- serving ---- */
 
-static plume_request_params req(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 /* Serves request i with rp[i] (ids 0..N_REQ-1 on a fresh engine), checks
  * each output against the reference prefix, returns results' drafted counts. */
 static void serve(plume_engine *e, const plume_request_params *rp, int32_t drafted[N_REQ])
@@ -134,8 +128,7 @@ static void serve(plume_engine *e, const plume_request_params *rp, int32_t draft
                                          &err);
         assert_true(ids[i] >= 0);
     }
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -147,22 +140,11 @@ static void serve(plume_engine *e, const plume_request_params *rp, int32_t draft
     }
 }
 
-static plume_engine *engine(plume_engine_params ep)
-{
-    plume_engine *e;
-    plume_error err = {0};
-    assert_int_equal(plume_engine_create(g_f->m, &ep, &e, &err), 0);
-    return e;
-}
-
 static int setup(void **state)
 {
     static fixture f;
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f.m, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (test_load_model(g_model_path, &f.m))
         return -1;
-    }
     for (int i = 0; i < N_REQ; i++) { /* repetitive: prompt lookup finds something */
         int32_t period = 2 + rnd(6);
         f.n_prompt[i] = 8 + rnd(50);
@@ -170,10 +152,10 @@ static int setup(void **state)
             f.prompt[i][j] = j < period ? 32 + rnd(200) : f.prompt[i][j - period];
     }
     g_f = &f;
-    plume_engine *e = engine(plume_engine_defaults());
+    plume_engine *e = test_engine_new(g_f->m, plume_engine_defaults());
     plume_error e2 = {0};
     int64_t ids[N_REQ];
-    plume_request_params rp = req(MAX_OUT);
+    plume_request_params rp = test_request(MAX_OUT);
     for (int i = 0; i < N_REQ; i++)
         ids[i] = plume_engine_add_tokens(e, f.prompt[i], (size_t)f.n_prompt[i], &rp, &e2);
     while (plume_engine_has_work(e))
@@ -202,12 +184,12 @@ static int teardown(void **state)
 static void check_mixed(plume_engine_params ep, bool expect_preemption)
 {
     rec_reset(false);
-    plume_engine *e = engine(ep);
+    plume_engine *e = test_engine_new(g_f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, &ref_vt, NULL, 4, &err), 0);
     plume_request_params rp[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        rp[i] = req(MAX_OUT - 2 * i);
+        rp[i] = test_request(MAX_OUT - 2 * i);
         if (i % 4 == 0)
             rp[i].no_speculation = true;
         else if (i % 4 == 1)
@@ -254,9 +236,9 @@ static void test_per_request_mixed_preemption(void **state)
 static void test_per_request_validation(void **state)
 {
     (void)state;
-    plume_engine *e = engine(plume_engine_defaults());
+    plume_engine *e = test_engine_new(g_f->m, plume_engine_defaults());
     plume_error err = {0};
-    plume_request_params rp = req(4);
+    plume_request_params rp = test_request(4);
     rp.num_speculative_tokens = -2;
     assert_true(plume_engine_add_tokens(e, g_f->prompt[0], 4, &rp, &err) < 0);
     assert_non_null(strstr(err.msg, "num_speculative_tokens must be -1"));
@@ -285,12 +267,12 @@ static int64_t drafted_with(bool wrong, bool adaptive)
     rec_reset(wrong);
     plume_engine_params ep = plume_engine_defaults();
     ep.spec_adaptive = adaptive;
-    plume_engine *e = engine(ep);
+    plume_engine *e = test_engine_new(g_f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, &ref_vt, NULL, 4, &err), 0);
     plume_request_params rp[N_REQ];
     for (int i = 0; i < N_REQ; i++)
-        rp[i] = req(MAX_OUT);
+        rp[i] = test_request(MAX_OUT);
     serve(e, rp, NULL);
     int64_t d = plume_engine_get_stats(e).spec_drafted;
     plume_engine_free(e);
@@ -314,12 +296,12 @@ static void test_disable_above_batch(void **state)
     rec_reset(false);
     plume_engine_params ep = plume_engine_defaults();
     ep.spec_disable_above_batch = 2;
-    plume_engine *e = engine(ep);
+    plume_engine *e = test_engine_new(g_f->m, ep);
     plume_error err = {0};
     assert_int_equal(plume_engine_set_proposer(e, &ref_vt, NULL, 4, &err), 0);
     plume_request_params rp[N_REQ];
     for (int i = 0; i < N_REQ; i++)
-        rp[i] = req(8 + 4 * i); /* the batch shrinks as they finish */
+        rp[i] = test_request(8 + 4 * i); /* the batch shrinks as they finish */
     serve(e, rp, NULL);
     plume_engine_stats st = plume_engine_get_stats(e);
     assert_true(g_rec.max_n <= 2); /* a step of more than 2 decoding sequences drafts nothing */
@@ -336,11 +318,11 @@ static void test_disable_above_batch(void **state)
 static void test_swap_keeps_model(void **state)
 {
     (void)state;
-    plume_engine *e = engine(plume_engine_defaults());
+    plume_engine *e = test_engine_new(g_f->m, plume_engine_defaults());
     plume_error err = {0};
     plume_request_params rp[N_REQ];
     for (int i = 0; i < N_REQ; i++)
-        rp[i] = req(MAX_OUT);
+        rp[i] = test_request(MAX_OUT);
     const plume_proposer_vtable *seq[] = {plume_ngram_proposer(), NULL, plume_ngram_proposer(),
                                           NULL};
     for (int r = 0; r < 4; r++) {
@@ -356,11 +338,6 @@ static void test_swap_keeps_model(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_spec_policy TINY_MODEL.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_per_request_mixed),
         cmocka_unit_test(test_per_request_mixed_preemption),
@@ -369,5 +346,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_disable_above_batch),
         cmocka_unit_test(test_swap_keeps_model),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return test_main_on_model(argc, argv, "test_spec_policy TINY_MODEL.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, setup, teardown);
 }

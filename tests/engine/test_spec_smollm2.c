@@ -18,6 +18,8 @@
 #include "../smollm2_path.h"
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 #define N_PROMPTS 6
 #define MAX_OUT 48
 
@@ -51,8 +53,7 @@ static void serve(plume_engine *e, const int *which, int n, int32_t out[][MAX_OU
         free(text);
         assert_true(ids[i] >= 0);
     }
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     for (int i = 0; i < n; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -65,10 +66,9 @@ static void serve(plume_engine *e, const int *which, int n, int32_t out[][MAX_OU
 static plume_engine *engine(int64_t kv_tokens, int spec_k)
 {
     plume_error err = {0};
-    plume_engine *e;
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = kv_tokens;
-    assert_int_equal(plume_engine_create(g_model, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(g_model, ep);
     if (spec_k)
         assert_int_equal(plume_engine_set_proposer(e, plume_ngram_proposer(), NULL, spec_k, &err),
                          0);
@@ -112,36 +112,35 @@ static void test_alone(void **state)
     plume_engine_free(e);
 }
 
-static void test_batched_mixed(void **state)
+/* Serves every prompt at once on e and checks the outputs (check_all). */
+static void serve_all_and_check(plume_engine *e)
 {
-    (void)state;
     int all[N_PROMPTS];
     for (int i = 0; i < N_PROMPTS; i++)
         all[i] = i;
     int32_t out[N_PROMPTS][MAX_OUT];
     size_t n_out[N_PROMPTS];
-    plume_engine *e = engine(4096, 4);
     serve(e, all, N_PROMPTS, out, n_out);
     check_all(out, n_out);
+}
+
+static void test_batched_mixed(void **state)
+{
+    (void)state;
+    plume_engine *e = engine(4096, 4);
+    serve_all_and_check(e);
     plume_engine_free(e);
     /* and without speculation, batched */
     e = engine(4096, 0);
-    serve(e, all, N_PROMPTS, out, n_out);
-    check_all(out, n_out);
+    serve_all_and_check(e);
     plume_engine_free(e);
 }
 
 static void test_preemption(void **state)
 {
     (void)state;
-    int all[N_PROMPTS];
-    for (int i = 0; i < N_PROMPTS; i++)
-        all[i] = i;
-    int32_t out[N_PROMPTS][MAX_OUT];
-    size_t n_out[N_PROMPTS];
     plume_engine *e = engine(160, 3); /* ~2 requests' worth of KV */
-    serve(e, all, N_PROMPTS, out, n_out);
-    check_all(out, n_out);
+    serve_all_and_check(e);
     plume_engine_stats st = plume_engine_get_stats(e);
     assert_true(st.preemptions > 0);
     plume_engine_free(e);

@@ -41,14 +41,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "gguf")
 
-try:
-    import numpy as np
-    import gguf  # noqa: F401
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402,F401
 
 import oracle  # noqa: E402
 

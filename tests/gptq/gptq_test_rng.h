@@ -19,6 +19,13 @@ static inline uint32_t rnd(void)
 
 static inline float rndf(void) { return (float)((rnd() & 0xffffff) / 16777216.0 * 2.0 - 1.0); }
 
+/* a[0..n) = rndf() * scale each. */
+static inline void rnd_fill(float *a, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        a[i] = rndf() * scale;
+}
+
 /* p = a uniformly random permutation of 0..n-1. */
 static inline void shuffle(int32_t *p, int64_t n)
 {

@@ -414,12 +414,9 @@ static void test_reference_kernel(void **st)
     float *W = malloc(sizeof(float) * K * NMAX), *D = malloc(sizeof(float) * K * NMAX);
     float *x = malloc(sizeof(float) * 7 * K), *y = malloc(sizeof(float) * 7 * NMAX), bias[64];
     int32_t *perm = malloc(sizeof(int32_t) * K);
-    for (int64_t i = 0; i < K * NMAX; i++)
-        W[i] = rndf() * 0.2f;
-    for (int64_t i = 0; i < 7 * K; i++)
-        x[i] = rndf();
-    for (int n = 0; n < NMAX; n++)
-        bias[n] = rndf();
+    rnd_fill(W, K * NMAX, 0.2f);
+    rnd_fill(x, 7 * K, 1.0f);
+    rnd_fill(bias, NMAX, 1.0f);
     const int bits_list[] = {2, 3, 4, 8};
     for (int bi = 0; bi < 4; bi++)
         for (int g = 0; g < 4; g++)
@@ -601,10 +598,8 @@ static void test_provider(void **st)
     float *W = malloc(sizeof(float) * K * N), *D = malloc(sizeof(float) * K * N);
     float *x = malloc(sizeof(float) * 5 * K), *y = malloc(sizeof(float) * 5 * N), bias[64];
     int32_t *perm = malloc(sizeof(int32_t) * K);
-    for (int64_t i = 0; i < K * N; i++)
-        W[i] = rndf() * 0.1f;
-    for (int64_t i = 0; i < 5 * K; i++)
-        x[i] = rndf();
+    rnd_fill(W, K * N, 0.1f);
+    rnd_fill(x, 5 * K, 1.0f);
     for (int n = 0; n < N; n++) /* f16-exact, so the F16 cases compare exactly */
         bias[n] = plume_fp16_to_fp32(plume_fp32_to_fp16(rndf()));
     struct {
@@ -727,8 +722,7 @@ static void test_errors(void **st)
     /* A 4-bit g128 layer without g_idx. */
     const int64_t K = 256, N = 48;
     float *W = malloc(sizeof(float) * K * N);
-    for (int64_t i = 0; i < K * N; i++)
-        W[i] = rndf();
+    rnd_fill(W, K * N, 1.0f);
     gptq_qconfig qc = {4, 128, true, GPTQ_ZERO_V1};
     gptq_tensors t;
     assert_int_equal(gptq_rtn_quantize(W, N, K, &qc, NULL, &t, &err), 0);

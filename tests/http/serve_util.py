@@ -12,6 +12,18 @@ class CheckFailed(Exception):
     pass
 
 
+def read_head(sock):
+    """What sock sends up to the end of the response head (all it sent, when
+    it closes before that)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def check(cond, what):
     """Raises with what when cond is false (an assert would vanish under -O)."""
     if not cond:

@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from serve_util import CheckFailed, Server, check  # noqa: E402
+from serve_util import CheckFailed, Server, check, read_head  # noqa: E402
 
 N_IDLE = 1000
 N_SLOW = 32
@@ -43,12 +43,7 @@ def health_from(port, source, timeout=1.0):
                                  source_address=(source, 0))
     try:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+        data = read_head(s)
     finally:
         s.close()
     dt = time.monotonic() - t0

@@ -15,7 +15,7 @@ import sys
 
 import openai
 
-from serve_util import Server, check, greedy_ids
+from serve_util import Server, check, greedy_ids, read_head
 
 plume, tiny = sys.argv[1:3]
 N_CLIENTS = 32
@@ -102,12 +102,7 @@ def raw(srv, data):
     """Sends raw bytes as one request; returns the status line's code."""
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
     s.sendall(data)
-    resp = b""
-    while b"\r\n\r\n" not in resp:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        resp += chunk
+    resp = read_head(s)
     s.close()
     parts = resp.split(b" ", 2)
     return int(parts[1]) if len(parts) > 1 else 0  # 0: closed without a response

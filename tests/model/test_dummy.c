@@ -28,16 +28,9 @@
 #include "runtime/builtin.h"
 #include "smollm2_path.h"
 
+#include "../support/check.h"
+
 static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static char tmp[256], tok[4096];
 

@@ -269,11 +269,7 @@ def main():
         test_hf(tmp, paths["hf"])
         test_jsonl(tmp, paths["gguf"])
     test_smollm2()
-    if harness.failures:
-        print("FAIL: %d checks failed" % len(harness.failures))
-        return 1
-    print("OK")
-    return 0
+    return harness.outcome()
 
 
 if __name__ == "__main__":

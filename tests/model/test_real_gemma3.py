@@ -151,11 +151,7 @@ def main():
                   "%s: plume generate (default activations) answers %r" % (tag, res["text"][:60]))
     check(agree >= 0.8 * total, "int8 activations: teacher-forced top-1 agreement %d/%d >= 80%%"
           % (agree, total))
-    if harness.failures:
-        print("FAIL: %d checks failed" % len(harness.failures))
-        return 1
-    print("OK")
-    return 0
+    return harness.outcome()
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@
 
 #include "plume/engine.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *g_model_path;
 
 /* ---- the test connector: one store shared by a producer and a consumer */
@@ -238,9 +240,7 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(g_model_path, &f->m, &err)) {
-        fprintf(stderr, "cannot load %s: %s\n", g_model_path, err.msg);
+    if (test_load_model(g_model_path, &f->m)) {
         free(f);
         return -1;
     }
@@ -279,21 +279,29 @@ static plume_engine *engine(fixture *f, int dt, int role, bool recompute)
         p.kv_role = (plume_kv_role)role;
         p.kv_recompute_on_failure = recompute;
     }
-    plume_engine *e = NULL;
-    plume_error err = {0};
-    if (plume_engine_create(f->m, &p, &e, &err))
-        fail_msg("engine: %s", err.msg);
+    plume_engine *e = test_engine_new(f->m, p);
     assert_int_equal(plume_engine_kv_dtype(e), dt == KV_DEFAULT ? PLUME_KV_F16 : dt);
     return e;
 }
 
-static void run(plume_engine *e)
+/* Steps e until it has no work (at most 10000 steps); returns the most
+ * blocks any step left deferred (kept for a send) and the most requests any
+ * step left waiting for remote KV. */
+static plume_engine_load run(plume_engine *e)
 {
     plume_error err = {0};
-    for (int i = 0; i < 10000 && plume_engine_has_work(e); i++)
+    plume_engine_load peak = {0};
+    for (int i = 0; i < 10000 && plume_engine_has_work(e); i++) {
         if (plume_engine_step(e, &err) < 0)
             fail_msg("step: %s", err.msg);
+        plume_engine_load l = plume_engine_get_load(e);
+        if (l.kv_blocks_deferred > peak.kv_blocks_deferred)
+            peak.kv_blocks_deferred = l.kv_blocks_deferred;
+        if (l.kv_waiting_remote > peak.kv_waiting_remote)
+            peak.kv_waiting_remote = l.kv_waiting_remote;
+    }
     assert_false(plume_engine_has_work(e));
+    return peak;
 }
 
 static void prompt_of(int32_t *ids, int32_t n, int seed)
@@ -343,12 +351,7 @@ static void one_prompt(fixture *f, int dt, int32_t n)
     pp.kv_transfer = &x;
     int64_t rp_id = plume_engine_add_tokens(p, ids, (size_t)n, &pp, &err);
     assert_true(rp_id >= 0);
-    bool saw_deferred = false;
-    while (plume_engine_has_work(p)) {
-        assert_true(plume_engine_step(p, &err) >= 0);
-        saw_deferred |= plume_engine_get_load(p).kv_blocks_deferred > 0;
-    }
-    assert_true(saw_deferred);
+    assert_true(run(p).kv_blocks_deferred > 0);
     assert_clean(p);
     plume_request_result pr;
     assert_int_equal(plume_engine_result(p, rp_id, &pr), 0);
@@ -364,12 +367,7 @@ static void one_prompt(fixture *f, int dt, int32_t n)
     int64_t rd = plume_engine_add_tokens(d, ids, (size_t)n, &dp, &err);
     int64_t rd2 = plume_engine_add_tokens(d, other, 12, &rp, &err);
     assert_true(rd >= 0 && rd2 >= 0);
-    bool saw_waiting = false;
-    while (plume_engine_has_work(d)) {
-        assert_true(plume_engine_step(d, &err) >= 0);
-        saw_waiting |= plume_engine_get_load(d).kv_waiting_remote > 0;
-    }
-    assert_true(saw_waiting);
+    assert_true(run(d).kv_waiting_remote > 0);
     assert_clean(d);
     plume_request_result dr, dr2;
     assert_int_equal(plume_engine_result(d, rd, &dr), 0);
@@ -458,14 +456,10 @@ static void test_abort_and_failures(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_kv_glue TINY.gguf\n");
-        return 2;
-    }
-    g_model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abort_and_failures, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_main_on_model(argc, argv, "test_kv_glue TINY.gguf", &g_model_path, tests,
+                              sizeof tests / sizeof *tests, NULL, NULL);
 }

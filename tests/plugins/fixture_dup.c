@@ -1,27 +1,8 @@
 /* Fixture: registers a sampler named "standard", which the core already has.
  * With -DFIX_BAD_VTABLE it registers a vtable whose struct_size is too
  * small instead. */
+#include "fixture_null_sampler.h"
 #include "plume/plugin.h"
-
-static int32_t first(plume_sampler_state *st, const float *l, const int32_t *h, size_t n)
-{
-    (void)st;
-    (void)l;
-    (void)h;
-    (void)n;
-    return 0;
-}
-static int create(const plume_settings *s, int32_t nv, uint64_t seed, plume_sampler_state **out,
-                  plume_error *err)
-{
-    (void)s;
-    (void)nv;
-    (void)seed;
-    (void)err;
-    *out = NULL;
-    return 0;
-}
-static void destroy(plume_sampler_state *st) { (void)st; }
 
 #ifdef FIX_BAD_VTABLE
 #define SIZE 16
@@ -37,9 +18,9 @@ static const plume_sampler_vtable vt = {
     .struct_size = SIZE,
     .interface_version = PLUME_SAMPLER_INTERFACE_VERSION,
     .name = NAME,
-    .create = create,
-    .destroy = destroy,
-    .sample = first,
+    .create = null_create,
+    .destroy = null_destroy,
+    .sample = null_sample,
 };
 
 static int dup_init(plume_registry *reg, plume_error *err)

@@ -13,6 +13,9 @@
 
 #include "plume/registry.h"
 
+#include "../cpu/matmul_tolerance.h"
+#include "../support/engine_fixture.h"
+
 static const char *model_path;
 
 static void test_gguf_format(void **state)
@@ -82,24 +85,10 @@ static void test_native_linear_on_cpu(void **state)
         plume_dequantize((plume_dtype)t->type, (const char *)t->data + (size_t)n * rb, row, in);
         for (int k = 0; k < n_tok; k++) {
             const float *xk = x + k * in;
-            double ref = 0, mag = 0, bound = 0;
-            for (int64_t i = 0; i < in; i++) {
-                ref += (double)xk[i] * row[i];
-                mag += fabs((double)xk[i] * row[i]);
-            }
-            /* the tolerance of test_cpu_matmul.c: float rounding, plus for
-             * block-quantized weights what int8 activations can move (each
-             * x by at most d_b/2, d_b = its block's amax/127) */
-            if (plume_dtype_block_elems(t->type) > 1)
-                for (int64_t b = 0; b < in / 32; b++) {
-                    double amax = 0, wsum = 0;
-                    for (int i = 0; i < 32; i++) {
-                        amax = fmax(amax, fabs(xk[32 * b + i]));
-                        wsum += fabs(row[32 * b + i]);
-                    }
-                    bound += amax / 127.0 / 2.0 * wsum;
-                }
-            const double e = fabs(y[k * out + n] - ref), tol = bound * 1.001 + 1e-5 * mag + 1e-6;
+            double ref;
+            const double tol = matmul_tolerance(xk, row, in, plume_dtype_block_elems(t->type) > 1,
+                                                &ref);
+            const double e = fabs(y[k * out + n] - ref);
             if (!(e <= tol))
                 fail_msg("%s y[%d][%lld] = %.7g, exact %.7g: error %.3g > %.3g",
                          plume_dtype_name(t->type), k, (long long)n, y[k * out + n], ref, e, tol);
@@ -146,15 +135,11 @@ static void test_standard_sampler_provider(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_builtin_providers TINY.gguf\n");
-        return 2;
-    }
-    model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf_format),
         cmocka_unit_test(test_native_linear_on_cpu),
         cmocka_unit_test(test_standard_sampler_provider),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_main_on_model(argc, argv, "test_builtin_providers TINY.gguf", &model_path, tests,
+                              sizeof tests / sizeof *tests, NULL, NULL);
 }

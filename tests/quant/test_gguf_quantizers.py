@@ -44,14 +44,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 import _venv  # noqa: E402
 
-_venv.ensure()
-try:
-    import numpy as np
-    from gguf import GGMLQuantizationType as T
-    from gguf import quants
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+_venv.require("numpy", "gguf")
+
+import numpy as np  # noqa: E402
+from gguf import GGMLQuantizationType as T  # noqa: E402
+from gguf import quants  # noqa: E402
 
 EPS16 = 2.0 ** -11
 FAILS = []

@@ -55,15 +55,11 @@ sys.path.insert(0, REF)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "gguf")
 
-try:
-    import numpy as np
-    import gguf
-    from gguf import GGMLQuantizationType as T
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+import gguf  # noqa: E402
+from gguf import GGMLQuantizationType as T  # noqa: E402
 
 import make_tiny_model  # noqa: E402
 import oracle  # noqa: E402

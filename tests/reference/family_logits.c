@@ -17,22 +17,18 @@
 #include "plume/model.h"
 #include "plume/seq_runner.h"
 
+#include "id_list.h"
+
 int main(int argc, char **argv)
 {
     if (argc != 6) {
         fprintf(stderr, "usage: family_logits MODEL OUT.f32 CHUNK BATCH ID,ID,...\n");
         return 2;
     }
-    int32_t chunk = atoi(argv[3]), batch = atoi(argv[4]), n = 0, cap = 16;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
-    for (char *s = argv[5], *end; *s; s = *end ? end + 1 : end) {
-        long v = strtol(s, &end, 10);
-        if (end == s)
-            return fprintf(stderr, "bad id list at '%s'\n", s), 2;
-        if (n == cap)
-            ids = realloc(ids, sizeof(int32_t) * (size_t)(cap *= 2));
-        ids[n++] = (int32_t)v;
-    }
+    int32_t chunk = atoi(argv[3]), batch = atoi(argv[4]), n;
+    int32_t *ids = parse_id_list(argv[5], &n);
+    if (!ids)
+        return 2;
     if (chunk < 1 || n < 2)
         return fprintf(stderr, "CHUNK must be >= 1 and at least 2 ids given\n"), 2;
     int32_t *rev = malloc(sizeof(int32_t) * (size_t)n);

@@ -15,22 +15,18 @@
 #include "eval/window.h"
 #include "plume/model.h"
 
+#include "id_list.h"
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
         fprintf(stderr, "usage: forced_logits MODEL OUT.f32 P ID,ID,...\n");
         return 2;
     }
-    int32_t p = atoi(argv[3]), n = 0, cap = 16;
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
-    for (char *s = argv[4], *end; *s; s = *end ? end + 1 : end) {
-        long v = strtol(s, &end, 10);
-        if (end == s)
-            return fprintf(stderr, "bad id list at '%s'\n", s), 2;
-        if (n == cap)
-            ids = realloc(ids, sizeof(int32_t) * (size_t)(cap *= 2));
-        ids[n++] = (int32_t)v;
-    }
+    int32_t p = atoi(argv[3]), n;
+    int32_t *ids = parse_id_list(argv[4], &n);
+    if (!ids)
+        return 2;
     if (p < 1 || p > n)
         return fprintf(stderr, "P must be in [1, %d]\n", n), 2;
     plume_error err = {0};

@@ -14,7 +14,10 @@ import sys
 import types
 
 
-def _install_reader_stub():
+def install_reader_stub():
+    """Puts a transformers.integrations.gguf.reader built on gguf-py in
+    sys.modules, so that transformers' GGUF tokenizer mapping imports
+    without torch."""
     from gguf import GGUFReader
 
     def read_gguf_metadata(path, string_arrays=()):
@@ -29,7 +32,7 @@ def _install_reader_stub():
 
 def hf_tokenizer(path):
     """Returns a `tokenizers.Tokenizer` for the GGUF at path."""
-    _install_reader_stub()
+    install_reader_stub()
     from transformers.integrations.gguf.gguf_tokenizer_mapping import (
         convert_gguf_tokenizer, get_gguf_tokenizer)
 

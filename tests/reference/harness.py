@@ -1,5 +1,6 @@
 """What the Python tests that drive the `plume` CLI share: the project's
-paths, a check() that records failures, running plume, reading its logits,
+paths, a check() that records failures and the exit status over them,
+running plume, reading its logits, a float copy of a quantized checkpoint,
 and the usual main (TINY_GGUF [--part tiny|smollm2|all]; exit 0 pass,
 1 fail, 77 skip).  Import after _venv.ensure()."""
 
@@ -63,10 +64,45 @@ def main(prefix, test_tiny, test_smollm2):
             test_tiny(a.tiny_gguf, tmp)
         if a.part in ("smollm2", "all"):
             ran_smol = test_smollm2(tmp)
+    if not failures and a.part == "smollm2" and not ran_smol:
+        return 77
+    return outcome()
+
+
+def outcome():
+    """The exit status over check(): 1 when a check failed, else 0, after
+    saying so."""
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
-    if a.part == "smollm2" and not ran_smol:
-        return 77
     print("all checks passed")
     return 0
+
+
+def float_copy(qdir, fdir, dequant):
+    """Writes to fdir a float HF checkpoint computing what qdir's quantized
+    layers compute: each layer's .weight is dequant(tensors, prefix), every
+    other tensor (and the biases) as float32, the config without its
+    quantization_config, the tokenizer files; returns (qdir's tensors, the
+    layer prefixes).  Imports numpy and safetensors only here: the tests
+    that do not quantize need neither."""
+    import json
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    os.makedirs(fdir, exist_ok=True)
+    t = load_file(os.path.join(qdir, "model.safetensors"))
+    prefixes = sorted({k[: -len(".qweight")] for k in t if k.endswith(".qweight")})
+    out = {p + ".weight": dequant(t, p) for p in prefixes}
+    for k, v in t.items():
+        if not any(k.startswith(p + ".") for p in prefixes) or k.endswith(".bias"):
+            out[k] = v.astype(np.float32)
+    save_file(out, os.path.join(fdir, "model.safetensors"))
+    cfg = json.load(open(os.path.join(qdir, "config.json")))
+    del cfg["quantization_config"]
+    json.dump(cfg, open(os.path.join(fdir, "config.json"), "w"))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(qdir, f), fdir)
+    return t, prefixes

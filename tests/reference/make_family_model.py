@@ -215,15 +215,7 @@ def write_gguf(path, c, tensors, tok, wtype="f32"):
         g.add_sliding_window(c["sliding_window"])
     if c.get("final_logit_softcapping"):
         g.add_final_logit_softcapping(c["final_logit_softcapping"])
-    g.add_tokenizer_model("gpt2")
-    g.add_tokenizer_pre("gpt2")
-    g.add_token_list(tokens)
-    g.add_token_types(types)
-    g.add_token_merges(["%s %s" % m for m in merges])
-    g.add_bos_token_id(tokens.index("<|endoftext|>"))
-    g.add_eos_token_id(tokens.index("<|im_end|>"))
-    g.add_add_bos_token(False)
-    g.add_chat_template(mtm.CHATML_TEMPLATE)
+    mtm.add_gpt2_tokenizer(g, tokens, types, merges, pad=False)
     for name, a in tensors.items():
         g.add_tensor(name, a.astype(np.float16 if wtype == "f16" and a.ndim == 2 else np.float32))
     g.write_header_to_file()

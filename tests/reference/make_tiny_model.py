@@ -182,6 +182,24 @@ def hf_to_gguf_tensors(arch, w):
     return out
 
 
+def add_gpt2_tokenizer(w, tokens, types, merges, pad):
+    """Writes to GGUF writer w the byte-level BPE tokenizer of tokens, types
+    and merges (model and pre-tokenizer gpt2), <|endoftext|> as BOS (and,
+    with pad, as padding), <|im_end|> as EOS, no BOS added, and the ChatML
+    template."""
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(["%s %s" % m for m in merges])
+    w.add_bos_token_id(tokens.index("<|endoftext|>"))
+    w.add_eos_token_id(tokens.index("<|im_end|>"))
+    if pad:
+        w.add_pad_token_id(tokens.index("<|endoftext|>"))
+    w.add_add_bos_token(False)
+    w.add_chat_template(CHATML_TEMPLATE)
+
+
 def write_gguf(path, arch, tensors, tok, wtype):
     import gguf
 
@@ -206,16 +224,7 @@ def write_gguf(path, arch, tensors, tok, wtype):
     w.add_layer_norm_rms_eps(h["rms_eps"])
     w.add_rope_freq_base(h["rope_theta"])
     w.add_rope_dimension_count(h["head_dim"])
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(["%s %s" % m for m in merges])
-    w.add_bos_token_id(tokens.index("<|endoftext|>"))
-    w.add_eos_token_id(tokens.index("<|im_end|>"))
-    w.add_pad_token_id(tokens.index("<|endoftext|>"))
-    w.add_add_bos_token(False)
-    w.add_chat_template(CHATML_TEMPLATE)
+    add_gpt2_tokenizer(w, tokens, types, merges, pad=True)
     for name, t in tensors.items():
         if t.ndim == 1 or wtype == "f32":
             w.add_tensor(name, t.astype(np.float32))

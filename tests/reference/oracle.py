@@ -74,6 +74,38 @@ class Layer:
                  "ffn_norm", "w_gate", "w_up", "w_down")
 
 
+# Each Layer field with its tensor's name in a GGUF (after "blk.N.") and in
+# an HF checkpoint (after "model.layers.N."); the weights must be there,
+# the biases may be absent (None).
+LAYER_WEIGHTS = [
+    ("attn_norm", "attn_norm", "input_layernorm"),
+    ("wq", "attn_q", "self_attn.q_proj"),
+    ("wk", "attn_k", "self_attn.k_proj"),
+    ("wv", "attn_v", "self_attn.v_proj"),
+    ("wo", "attn_output", "self_attn.o_proj"),
+    ("ffn_norm", "ffn_norm", "post_attention_layernorm"),
+    ("w_gate", "ffn_gate", "mlp.gate_proj"),
+    ("w_up", "ffn_up", "mlp.up_proj"),
+    ("w_down", "ffn_down", "mlp.down_proj"),
+]
+LAYER_BIASES = [
+    ("bq", "attn_q", "self_attn.q_proj"),
+    ("bk", "attn_k", "self_attn.k_proj"),
+    ("bv", "attn_v", "self_attn.v_proj"),
+]
+
+
+def _layer(tensors, prefix, hf):
+    """The Layer whose tensors are named prefix + the GGUF name (or, with
+    hf, the HF name) in tensors."""
+    L = Layer()
+    for field, gguf_name, hf_name in LAYER_WEIGHTS:
+        setattr(L, field, tensors[prefix + (hf_name if hf else gguf_name) + ".weight"])
+    for field, gguf_name, hf_name in LAYER_BIASES:
+        setattr(L, field, tensors.get(prefix + (hf_name if hf else gguf_name) + ".bias"))
+    return L
+
+
 class Model:
     """Weights in numpy order: linear weights are [out_features, in_features]."""
 
@@ -293,23 +325,7 @@ def load_gguf(path, dtype=np.float64):
         theta=float(key("rope.freq_base", 10000.0)),
         rope=ROPE_ADJACENT if arch == "llama" else ROPE_HALF,
     )
-    layers = []
-    for i in range(n_layer):
-        p = "blk.%d." % i
-        L = Layer()
-        L.attn_norm = tensors[p + "attn_norm.weight"]
-        L.wq = tensors[p + "attn_q.weight"]
-        L.wk = tensors[p + "attn_k.weight"]
-        L.wv = tensors[p + "attn_v.weight"]
-        L.wo = tensors[p + "attn_output.weight"]
-        L.bq = tensors.get(p + "attn_q.bias")
-        L.bk = tensors.get(p + "attn_k.bias")
-        L.bv = tensors.get(p + "attn_v.bias")
-        L.ffn_norm = tensors[p + "ffn_norm.weight"]
-        L.w_gate = tensors[p + "ffn_gate.weight"]
-        L.w_up = tensors[p + "ffn_up.weight"]
-        L.w_down = tensors[p + "ffn_down.weight"]
-        layers.append(L)
+    layers = [_layer(tensors, "blk.%d." % i, hf=False) for i in range(n_layer)]
     tied = "output.weight" not in tensors
     output = tok if tied else tensors["output.weight"]
     _check_shapes(cfg, tok, layers, output)
@@ -376,23 +392,7 @@ def load_hf(path, dtype=np.float64):
         n_ff=hc["intermediate_size"], eps=hc["rms_norm_eps"],
         theta=hc.get("rope_theta", 10000.0), rope=ROPE_HALF,
     )
-    layers = []
-    for i in range(cfg.n_layer):
-        p = "model.layers.%d." % i
-        L = Layer()
-        L.attn_norm = tensors[p + "input_layernorm.weight"]
-        L.wq = tensors[p + "self_attn.q_proj.weight"]
-        L.wk = tensors[p + "self_attn.k_proj.weight"]
-        L.wv = tensors[p + "self_attn.v_proj.weight"]
-        L.wo = tensors[p + "self_attn.o_proj.weight"]
-        L.bq = tensors.get(p + "self_attn.q_proj.bias")
-        L.bk = tensors.get(p + "self_attn.k_proj.bias")
-        L.bv = tensors.get(p + "self_attn.v_proj.bias")
-        L.ffn_norm = tensors[p + "post_attention_layernorm.weight"]
-        L.w_gate = tensors[p + "mlp.gate_proj.weight"]
-        L.w_up = tensors[p + "mlp.up_proj.weight"]
-        L.w_down = tensors[p + "mlp.down_proj.weight"]
-        layers.append(L)
+    layers = [_layer(tensors, "model.layers.%d." % i, hf=True) for i in range(cfg.n_layer)]
     tok = tensors["model.embed_tokens.weight"]
     tied = "lm_head.weight" not in tensors
     output = tok if tied else tensors["lm_head.weight"]

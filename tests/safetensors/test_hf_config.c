@@ -163,43 +163,44 @@ static void expect_edit_fails(tu_dir *d, const char *src, const char *from, cons
     free(text);
 }
 
+/* The fields of a parsed config that the real configs above pin down. */
+static void check_config(const plume_model_config *c, const plume_model_config *want)
+{
+    assert_int_equal(c->arch, want->arch);
+    assert_string_equal(c->arch_name, want->arch_name);
+    assert_int_equal(c->n_vocab, want->n_vocab);
+    assert_int_equal(c->n_embd, want->n_embd);
+    assert_int_equal(c->n_layer, want->n_layer);
+    assert_int_equal(c->n_head, want->n_head);
+    assert_int_equal(c->n_head_kv, want->n_head_kv);
+    assert_int_equal(c->head_dim, want->head_dim);
+    assert_int_equal(c->n_ff, want->n_ff);
+    assert_int_equal(c->n_ctx_train, want->n_ctx_train);
+    assert_true(c->rms_eps == want->rms_eps);
+    assert_true(c->rope_theta == want->rope_theta);
+    assert_int_equal(c->qkv_bias, want->qkv_bias);
+    assert_int_equal(c->tied_embeddings, want->tied_embeddings);
+}
+
 static void test_smollm2(void **state)
 {
     plume_model_config c = parse_ok(*state, smollm2_json);
-    assert_int_equal(c.arch, PLUME_ARCH_LLAMA);
-    assert_string_equal(c.arch_name, "llama");
-    assert_int_equal(c.n_vocab, 49152);
-    assert_int_equal(c.n_embd, 576);
-    assert_int_equal(c.n_layer, 30);
-    assert_int_equal(c.n_head, 9);
-    assert_int_equal(c.n_head_kv, 3);
-    assert_int_equal(c.head_dim, 64);
-    assert_int_equal(c.n_ff, 1536);
-    assert_int_equal(c.n_ctx_train, 8192);
-    assert_true(c.rms_eps == 1e-5f);
-    assert_true(c.rope_theta == 100000.0f);
+    check_config(&c, &(plume_model_config){
+                         .arch = PLUME_ARCH_LLAMA, .arch_name = "llama", .n_vocab = 49152,
+                         .n_embd = 576, .n_layer = 30, .n_head = 9, .n_head_kv = 3,
+                         .head_dim = 64, .n_ff = 1536, .n_ctx_train = 8192, .rms_eps = 1e-5f,
+                         .rope_theta = 100000.0f, .qkv_bias = false, .tied_embeddings = true});
     assert_int_equal(c.rope_style, PLUME_ROPE_HALF);
-    assert_false(c.qkv_bias);
-    assert_true(c.tied_embeddings);
 }
 
 static void test_qwen2(void **state)
 {
     plume_model_config c = parse_ok(*state, qwen2_json);
-    assert_int_equal(c.arch, PLUME_ARCH_QWEN2);
-    assert_string_equal(c.arch_name, "qwen2");
-    assert_int_equal(c.n_vocab, 151936);
-    assert_int_equal(c.n_embd, 896);
-    assert_int_equal(c.n_layer, 24);
-    assert_int_equal(c.n_head, 14);
-    assert_int_equal(c.n_head_kv, 2);
-    assert_int_equal(c.head_dim, 64);
-    assert_int_equal(c.n_ff, 4864);
-    assert_int_equal(c.n_ctx_train, 32768);
-    assert_true(c.rms_eps == 1e-6f);
-    assert_true(c.rope_theta == 1000000.0f);
-    assert_true(c.qkv_bias);
-    assert_true(c.tied_embeddings);
+    check_config(&c, &(plume_model_config){
+                         .arch = PLUME_ARCH_QWEN2, .arch_name = "qwen2", .n_vocab = 151936,
+                         .n_embd = 896, .n_layer = 24, .n_head = 14, .n_head_kv = 2,
+                         .head_dim = 64, .n_ff = 4864, .n_ctx_train = 32768, .rms_eps = 1e-6f,
+                         .rope_theta = 1000000.0f, .qkv_bias = true, .tied_embeddings = true});
     /* Qwen2 has q/k/v bias whatever attention_bias says */
     char *text = edit(qwen2_json, "\"max_window_layers\"", "\"attention_bias\": false, \"max_window_layers\"");
     c = parse_ok(*state, text);
@@ -210,15 +211,11 @@ static void test_qwen2(void **state)
 static void test_mistral(void **state)
 {
     plume_model_config c = parse_ok(*state, mistral_json);
-    assert_int_equal(c.arch, PLUME_ARCH_LLAMA);
-    assert_string_equal(c.arch_name, "mistral");
-    assert_int_equal(c.n_vocab, 32768);
-    assert_int_equal(c.n_head, 32);
-    assert_int_equal(c.n_head_kv, 8);
-    assert_int_equal(c.head_dim, 128);
-    assert_int_equal(c.n_ff, 14336);
-    assert_false(c.qkv_bias);
-    assert_false(c.tied_embeddings);
+    check_config(&c, &(plume_model_config){
+                         .arch = PLUME_ARCH_LLAMA, .arch_name = "mistral", .n_vocab = 32768,
+                         .n_embd = 4096, .n_layer = 32, .n_head = 32, .n_head_kv = 8,
+                         .head_dim = 128, .n_ff = 14336, .n_ctx_train = 32768, .rms_eps = 1e-5f,
+                         .rope_theta = 1000000.0f, .qkv_bias = false, .tied_embeddings = false});
 }
 
 static void test_defaults_and_architectures_only(void **state)

@@ -7,7 +7,10 @@
 #ifndef PLUME_TEST_TARGET_LAW_H
 #define PLUME_TEST_TARGET_LAW_H
 
+#include "plume/engine.h"
 #include "plume/model.h"
+
+#include "../support/engine_fixture.h"
 
 #define LAW_MAX_TOKENS 4
 #define LAW_MAX_CHILD 8    /* top-k at most 8 */
@@ -99,6 +102,51 @@ static inline void law_count(law_tree *t, const int32_t *out, int32_t nv)
                 next = t->node[node].child[k];
         node = next;
     }
+}
+
+/* The request the law is sampled with: tokens tokens at temperature and
+ * top_k (at most LAW_MAX_CHILD), top-p and min-p off, and a repetition
+ * penalty of 1.3 over the whole context, so that the law checks its
+ * shaping too. */
+static inline plume_request_params law_request(int32_t tokens, float temperature, int32_t top_k)
+{
+    plume_request_params rp = test_request(tokens);
+    rp.sampling.temperature = temperature;
+    rp.sampling.top_k = top_k;
+    rp.sampling.top_p = 1.0f;
+    rp.sampling.min_p = 0.0f;
+    rp.sampling.repetition_penalty = 1.3f;
+    rp.sampling.repeat_last_n = -1;
+    return rp;
+}
+
+/* Serves n_req requests of prompt under rp on e, at most batch at a time,
+ * request i seeded seed0 + i, and counts each one's output (the tree's depth
+ * in tokens, rp.max_tokens) into t. */
+static inline void law_sample(law_tree *t, plume_engine *e, const int32_t *prompt, int n_prompt,
+                              plume_request_params rp, int n_req, int batch, uint64_t seed0,
+                              int32_t nv)
+{
+    plume_error err = {0};
+    int64_t *ids = malloc(sizeof(int64_t) * (size_t)batch);
+    assert_non_null(ids);
+    for (int base = 0; base < n_req; base += batch) {
+        int n = n_req - base < batch ? n_req - base : batch;
+        for (int r = 0; r < n; r++) {
+            rp.sampling.seed = seed0 + (uint64_t)(base + r);
+            ids[r] = plume_engine_add_tokens(e, prompt, (size_t)n_prompt, &rp, &err);
+            assert_true(ids[r] >= 0);
+        }
+        test_run_all(e);
+        for (int r = 0; r < n; r++) {
+            plume_request_result res;
+            assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
+            assert_int_equal((int)res.n_output, t->depth);
+            law_count(t, res.output_ids, nv);
+            plume_engine_release(e, ids[r]);
+        }
+    }
+    free(ids);
 }
 
 /* Fits each generated position given the ones before (chi-square, p >

@@ -49,6 +49,24 @@ static void base_logits(float *l)
         l[i] = (float)log(base_p[i]);
 }
 
+/* The probabilities a sampler made with sp gives logits l (no history),
+ * into p; returns how many tokens it keeps. */
+static int probs_of(plume_sampling_params sp, const float *l, float *p)
+{
+    plume_sampler *s = make(sp);
+    int kept = plume_sampler_probs(s, l, NULL, 0, p);
+    plume_sampler_free(s);
+    return kept;
+}
+
+/* probs_of the base logits. */
+static int base_probs(plume_sampling_params sp, float *p)
+{
+    float l[NV];
+    base_logits(l);
+    return probs_of(sp, l, p);
+}
+
 static void test_greedy_is_argmax(void **state)
 {
     (void)state;
@@ -62,67 +80,52 @@ static void test_greedy_is_argmax(void **state)
 static void test_probs_unfiltered_match_softmax(void **state)
 {
     (void)state;
-    float l[NV], p[NV];
-    base_logits(l);
-    plume_sampler *s = make(params(1, 0, 1, 0));
-    assert_int_equal(plume_sampler_probs(s, l, NULL, 0, p), NV);
+    float p[NV];
+    assert_int_equal(base_probs(params(1, 0, 1, 0), p), NV);
     for (int i = 0; i < NV; i++)
         assert_float_equal(p[i], base_p[i], 1e-6);
-    plume_sampler_free(s);
 }
 
 static void test_temperature_sharpens(void **state)
 {
     (void)state;
-    float l[NV], p[NV];
-    base_logits(l);
-    plume_sampler *s = make(params(0.5f, 0, 1, 0));
-    plume_sampler_probs(s, l, NULL, 0, p);
+    float p[NV];
+    base_probs(params(0.5f, 0, 1, 0), p);
     /* T = 0.5 squares the probabilities before renormalising */
     double z = 0;
     for (int i = 0; i < NV; i++)
         z += base_p[i] * base_p[i];
     for (int i = 0; i < NV; i++)
         assert_float_equal(p[i], base_p[i] * base_p[i] / z, 1e-6);
-    plume_sampler_free(s);
 }
 
 static void test_top_k(void **state)
 {
     (void)state;
-    float l[NV], p[NV];
-    base_logits(l);
-    plume_sampler *s = make(params(1, 3, 1, 0));
-    assert_int_equal(plume_sampler_probs(s, l, NULL, 0, p), 3);
+    float p[NV];
+    assert_int_equal(base_probs(params(1, 3, 1, 0), p), 3);
     assert_float_equal(p[0], 0.30 / 0.70, 1e-6);
     assert_float_equal(p[2], 0.15 / 0.70, 1e-6);
     assert_float_equal(p[3], 0.0, 0);
-    plume_sampler_free(s);
 }
 
 static void test_top_p(void **state)
 {
     (void)state;
-    float l[NV], p[NV];
-    base_logits(l);
+    float p[NV];
     /* 0.30 + 0.25 = 0.55 < 0.6 <= 0.70: the smallest set reaching 0.6 has 3 tokens */
-    plume_sampler *s = make(params(1, 0, 0.6f, 0));
-    assert_int_equal(plume_sampler_probs(s, l, NULL, 0, p), 3);
+    assert_int_equal(base_probs(params(1, 0, 0.6f, 0), p), 3);
     assert_float_equal(p[1], 0.25 / 0.70, 1e-6);
-    plume_sampler_free(s);
 }
 
 static void test_min_p(void **state)
 {
     (void)state;
-    float l[NV], p[NV];
-    base_logits(l);
+    float p[NV];
     /* min_p 0.3 keeps tokens with p >= 0.09: the first four */
-    plume_sampler *s = make(params(1, 0, 1, 0.3f));
-    assert_int_equal(plume_sampler_probs(s, l, NULL, 0, p), 4);
+    assert_int_equal(base_probs(params(1, 0, 1, 0.3f), p), 4);
     assert_float_equal(p[3], 0.10 / 0.80, 1e-6);
     assert_float_equal(p[4], 0.0, 0);
-    plume_sampler_free(s);
 }
 
 static void test_repetition_penalty(void **state)
@@ -245,7 +248,6 @@ static void test_order_hand_cases(void **state)
     (void)state;
     float l[NV] = {0}, p[NV];
     double o[NV];
-    plume_sampler *s;
     /* A. Temperature before top-p.  p = (0.5, 0.3, 0.2), T = 0.5 squares them:
      * (0.25, 0.09, 0.04) / 0.38 = (0.6579, 0.2368, 0.1053); top-p 0.85 stops
      * at 0.8947 after two tokens: (0.25, 0.09) / 0.34.  Top-p on the
@@ -255,10 +257,8 @@ static void test_order_hand_cases(void **state)
     for (int i = 0; i < NV; i++)
         l[i] = i < 3 ? (float)log(pa[i]) : -1e30f;
     const double want_a[NV] = {0.25 / 0.34, 0.09 / 0.34};
-    s = make(params(0.5f, 0, 0.85f, 0));
-    plume_sampler_probs(s, l, NULL, 0, p);
+    probs_of(params(0.5f, 0, 0.85f, 0), l, p);
     expect_probs(p, want_a, NV, 1e-6);
-    plume_sampler_free(s);
     /* B. Temperature before min-p.  p = (0.6, 0.3, 0.1), T = 2 takes square
      * roots: (0.7746, 0.5477, 0.3162) / 1.6385 = (0.4727, 0.3343, 0.1930);
      * min-p 0.3 keeps p >= 0.3 x 0.4727 = 0.1418: all three.  On the
@@ -268,10 +268,8 @@ static void test_order_hand_cases(void **state)
         l[i] = (float)log(pb[i]);
     double zb = sqrt(0.6) + sqrt(0.3) + sqrt(0.1);
     const double want_b[NV] = {sqrt(0.6) / zb, sqrt(0.3) / zb, sqrt(0.1) / zb};
-    s = make(params(2.0f, 0, 1, 0.3f));
-    plume_sampler_probs(s, l, NULL, 0, p);
+    probs_of(params(2.0f, 0, 1, 0.3f), l, p);
     expect_probs(p, want_b, NV, 1e-6);
-    plume_sampler_free(s);
     /* C. All four.  p = (0.35, 0.25, 0.15, 0.12, 0.08, 0.05), T = 0.7:
      * p^(1/0.7) normalised = (0.43166, 0.26693, 0.12867, 0.09355, 0.05242,
      * 0.02678); top-k 4 renormalises the first four to (0.46879, 0.28988,
@@ -285,10 +283,8 @@ static void test_order_hand_cases(void **state)
         l[i] = i < 6 ? (float)log(pc[i]) : -1e30f;
     const double want_c[NV] = {0.46879138 / 0.89840891, 0.28988469 / 0.89840891,
                                0.13973284 / 0.89840891};
-    s = make(params(0.7f, 4, 0.9f, 0.25f));
-    plume_sampler_probs(s, l, NULL, 0, p);
+    probs_of(params(0.7f, 4, 0.9f, 0.25f), l, p);
     expect_probs(p, want_c, NV, 2e-6);
-    plume_sampler_free(s);
     /* D. Min-p before top-p (vLLM's order).  p = (0.4, 0.3, 0.2, 0.1), T = 1:
      * min-p 0.3 keeps p >= 0.12, the first three, renormalised (4, 3, 2) / 9;
      * top-p 0.75 then stops at 7/9 = 0.778 after two: (4, 3) / 7.  Top-p
@@ -298,10 +294,8 @@ static void test_order_hand_cases(void **state)
     for (int i = 0; i < NV; i++)
         l[i] = i < 4 ? (float)log(pd[i]) : -1e30f;
     const double want_d[NV] = {4.0 / 7, 3.0 / 7};
-    s = make(params(1.0f, 0, 0.75f, 0.3f));
-    plume_sampler_probs(s, l, NULL, 0, p);
+    probs_of(params(1.0f, 0, 0.75f, 0.3f), l, p);
     expect_probs(p, want_d, NV, 1e-6);
-    plume_sampler_free(s);
     for (int i = 0; i < NV; i++)
         l[i] = i < 6 ? (float)log(pc[i]) : -1e30f;
     /* the oracle agrees on C */

@@ -26,6 +26,7 @@
 
 #include "../sample/oracle.h"
 #include "../sample/target_law.h"
+#include "../support/engine_fixture.h"
 
 static char g_dir[1024];
 static plume_engine_params g_ep; /* the defaults */
@@ -39,6 +40,7 @@ typedef struct fixture {
     int32_t n_prompt[N_REQ];
     int32_t ref[N_REQ][N_OUT];
 } fixture;
+_Static_assert(offsetof(fixture, m) == 0, "test_free_model_fixture frees the first member");
 
 static char *path_of(const char *name)
 {
@@ -56,28 +58,18 @@ static int32_t rnd(int32_t n)
     return (int32_t)((rs >> 33) % (uint64_t)n);
 }
 
-static plume_request_params req(int32_t max_tokens)
-{
-    plume_request_params p = plume_request_defaults();
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    return p;
-}
-
 /* serves every request (no_spec[i]: request i does not speculate) */
 static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][N_OUT], const bool *no_spec)
 {
     plume_error err = {0};
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_params rp = req(N_OUT);
+        plume_request_params rp = test_request(N_OUT);
         rp.no_speculation = no_spec && no_spec[i];
         ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &rp, &err);
         assert_true(ids[i] >= 0);
     }
-    while (plume_engine_has_work(e))
-        if (plume_engine_step(e, &err) < 0)
-            fail_msg("step: %s", err.msg);
+    test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
         plume_request_result r;
         assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
@@ -107,30 +99,20 @@ static int set_draft(plume_engine *e, const char *model, int k, plume_error *err
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    plume_error err = {0};
-    if (plume_model_load(path_of("target.gguf"), &f->m, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
+    if (test_load_model(path_of("target.gguf"), &f->m))
         return -1;
-    }
     for (int i = 0; i < N_REQ; i++) {
         f->n_prompt[i] = 4 + rnd(40);
         for (int j = 0; j < f->n_prompt[i]; j++)
             f->prompt[i][j] = 32 + rnd(250);
     }
+    plume_error err = {0};
     plume_engine *e;
     if (plume_engine_create(f->m, &g_ep, &e, &err))
         return -1;
     serve(e, f, f->ref, NULL);
     plume_engine_free(e);
     *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    plume_model_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -143,9 +125,8 @@ static void check_ref(fixture *f, int32_t out[N_REQ][N_OUT])
 static void greedy_case(fixture *f, plume_engine_params ep, int k, const bool *no_spec,
                         plume_engine_stats *st)
 {
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, ep);
     if (set_draft(e, path_of("draft-q8_0.gguf"), k, &err))
         fail_msg("%s", err.msg);
     assert_string_equal(plume_engine_proposer_name(e), "draft");
@@ -193,9 +174,8 @@ static void test_greedy_preemption(void **state)
 static void test_small_draft_cache(void **state)
 {
     fixture *f = *state;
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     plume_settings *s = draft_settings(path_of("draft-q8_0.gguf"));
     assert_int_equal(plume_settings_set(s, "kv_max_tokens", "64", &err), 0);
     assert_int_equal(plume_settings_set(s, "max_batch_tokens", "16", &err), 0);
@@ -211,9 +191,8 @@ static void test_small_draft_cache(void **state)
 static void test_vocab_check_and_settings(void **state)
 {
     fixture *f = *state;
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     assert_int_equal(set_draft(e, path_of("altvocab.gguf"), 4, &err), -1);
     if (!strstr(err.msg, "another vocabulary") || !strstr(err.msg, "token 256 is") ||
         !strstr(err.msg, "altvocab.gguf"))
@@ -239,9 +218,8 @@ static void test_vocab_check_and_settings(void **state)
 static void test_swap_on_live_engine(void **state)
 {
     fixture *f = *state;
-    plume_engine *e;
     plume_error err = {0};
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     const char *seq[] = {"draft", "ngram", NULL, "draft", "poor", NULL, "ngram"};
     for (size_t r = 0; r < sizeof seq / sizeof *seq; r++) {
         int rc = !seq[r] ? plume_engine_set_proposer(e, NULL, NULL, 0, &err)
@@ -275,39 +253,14 @@ static void law_case(fixture *f, const char *draft, bool poor)
     const int32_t nv = plume_model_n_vocab(f->m);
     const int n_prompt = 6;
     const int32_t *prompt = f->prompt[2];
-    plume_request_params rp = req(LAW_TOKENS);
-    rp.sampling.temperature = 1.2f;
-    rp.sampling.top_k = 7;
-    rp.sampling.top_p = 1.0f;
-    rp.sampling.min_p = 0.0f;
-    rp.sampling.repetition_penalty = 1.3f;
-    rp.sampling.repeat_last_n = -1;
+    plume_request_params rp = law_request(LAW_TOKENS, 1.2f, 7);
     law_tree *t = law_tree_new(f->m, &rp.sampling, prompt, n_prompt, LAW_TOKENS);
     plume_error err = {0};
 
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(f->m, &g_ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(f->m, g_ep);
     if (set_draft(e, path_of(draft), 2, &err))
         fail_msg("%s", err.msg);
-    for (int base = 0; base < n_req; base += 200) {
-        int64_t ids[200];
-        int n = n_req - base < 200 ? n_req - base : 200;
-        for (int r = 0; r < n; r++) {
-            rp.sampling.seed = 5000 + (uint64_t)(base + r);
-            ids[r] = plume_engine_add_tokens(e, prompt, (size_t)n_prompt, &rp, &err);
-            assert_true(ids[r] >= 0);
-        }
-        while (plume_engine_has_work(e))
-            if (plume_engine_step(e, &err) < 0)
-                fail_msg("step: %s", err.msg);
-        for (int r = 0; r < n; r++) {
-            plume_request_result res;
-            assert_int_equal(plume_engine_result(e, ids[r], &res), 0);
-            assert_int_equal((int)res.n_output, LAW_TOKENS);
-            law_count(t, res.output_ids, nv);
-            plume_engine_release(e, ids[r]);
-        }
-    }
+    law_sample(t, e, prompt, n_prompt, rp, n_req, 200, 5000, nv);
     plume_engine_stats st = plume_engine_get_stats(e);
     plume_engine_free(e);
     assert_true(st.spec_drafted > 0);
@@ -353,5 +306,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sampled_poor_draft_follows_target_law),
         cmocka_unit_test(test_sampled_close_draft_follows_target_law),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_free_model_fixture);
 }

@@ -24,6 +24,8 @@
 #include "plume/tokenizer.h"
 #include "structured.h"
 
+#include "../support/engine_fixture.h"
+
 static const char *model_path;
 
 static plume_settings *constraint(const char *key, const char *value)
@@ -49,8 +51,7 @@ static void run(plume_model *m, plume_settings **cs, int n_c, int n, float temp,
     plume_error err = {0};
     plume_engine_params ep = plume_engine_defaults();
     ep.kv_max_tokens = 4096;
-    plume_engine *e;
-    assert_int_equal(plume_engine_create(m, &ep, &e, &err), 0);
+    plume_engine *e = test_engine_new(m, ep);
     plume_registry *reg = NULL;
     if (spec) {
         assert_int_equal(plume_registry_create(&reg, &err), 0);
@@ -77,8 +78,7 @@ static void run(plume_model *m, plume_settings **cs, int n_c, int n, float temp,
         if (ids[i] < 0)
             fail_msg("%s", err.msg);
     }
-    while (plume_engine_has_work(e))
-        assert_true(plume_engine_step(e, &err) >= 0);
+    test_run_all(e);
     out->n_drafted = 0;
     for (int i = 0; i < n; i++) {
         plume_request_result r;
@@ -224,14 +224,10 @@ static void test_accept_rollback(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_structured_engine TINY.gguf\n");
-        return 2;
-    }
-    model_path = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accept_rollback),
         cmocka_unit_test(test_engine),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return test_main_on_model(argc, argv, "test_structured_engine TINY.gguf", &model_path, tests,
+                              sizeof tests / sizeof *tests, NULL, NULL);
 }

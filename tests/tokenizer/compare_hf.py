@@ -29,7 +29,9 @@ import random
 import subprocess
 import sys
 import tempfile
-import types
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from gguf_tokenize import install_reader_stub  # noqa: E402
 
 SKIP = 77
 LLAMA3_RX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
@@ -48,20 +50,12 @@ def hf_tokenizer(model_path):
     """(tokenizers.Tokenizer as the model's own tokenizer.json would build it,
     the converter's unmodified tokenizer, pre-tokenizer name)."""
     try:
-        from gguf import GGUFReader
+        import gguf  # noqa: F401
         import tokenizers
         from tokenizers import pre_tokenizers
     except ImportError as e:
         skip(f"python packages missing ({e}); use the project's .venv")
-
-    def read_gguf_metadata(path, string_arrays=()):
-        r = GGUFReader(path)
-        md = {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}
-        return md, tuple(t.name for t in r.tensors)
-
-    mod = types.ModuleType("transformers.integrations.gguf.reader")
-    mod.read_gguf_metadata = read_gguf_metadata
-    sys.modules["transformers.integrations.gguf.reader"] = mod
+    install_reader_stub()
     try:
         from transformers.integrations.gguf import gguf_tokenizer_mapping as m
     except ImportError as e:

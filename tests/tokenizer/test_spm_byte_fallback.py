@@ -19,12 +19,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 
 import _venv  # noqa: E402
 
-_venv.ensure()
-try:
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, trainers
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+_venv.require("tokenizers")
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, trainers  # noqa: E402
 
 from make_tiny_model import CORPUS  # noqa: E402
 

@@ -699,6 +699,26 @@ static gguf_file *write_gguf(tt_buf *b, char *path, size_t cap)
     return f;
 }
 
+/* The tokenizer of the GGUF b holds, written to a temporary file (its name
+ * in path, the open file in *f); fails the test when it does not load. */
+static plume_tokenizer *tokenizer_of(tt_buf *b, char *path, size_t cap, gguf_file **f)
+{
+    *f = write_gguf(b, path, cap);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    if (plume_tokenizer_from_gguf(*f, &t, &err) != 0)
+        fail_msg("from_gguf: %s", err.msg);
+    return t;
+}
+
+/* Frees t, closes f and removes its file. */
+static void drop_tokenizer(plume_tokenizer *t, gguf_file *f, const char *path)
+{
+    plume_tokenizer_free(t);
+    gguf_close(f);
+    unlink(path);
+}
+
 static void spm_gguf_vocab(tt_buf *b, const char *model)
 {
     char bytes[256][8];
@@ -740,11 +760,8 @@ static void test_spm_gguf(void **state)
     spm_gguf_vocab(&b, "llama");
     tt_kv_str(&b, "tokenizer.chat_template", "<start_of_turn>user");
     char path[256];
-    gguf_file *f = write_gguf(&b, path, sizeof path);
-    plume_tokenizer *t = NULL;
-    plume_error err = {0};
-    if (plume_tokenizer_from_gguf(f, &t, &err) != 0)
-        fail_msg("from_gguf: %s", err.msg);
+    gguf_file *f;
+    plume_tokenizer *t = tokenizer_of(&b, path, sizeof path, &f);
     assert_string_equal(plume_tokenizer_model(t), "llama");
     assert_int_equal(plume_tokenizer_bos(t), G_BOS); /* llama.cpp defaults */
     assert_int_equal(plume_tokenizer_eos(t), G_EOS);
@@ -761,9 +778,7 @@ static void test_spm_gguf(void **state)
     assert_true(plume_tokenizer_is_eog(t, G_ENDT));
     assert_false(plume_tokenizer_is_eog(t, G_BOS));
     assert_string_equal(plume_chat_template_name(t), "gemma");
-    plume_tokenizer_free(t);
-    gguf_close(f);
-    unlink(path);
+    drop_tokenizer(t, f, path);
 }
 
 /* A GGUF without a chat template renders its family's turns (Gemma's, from
@@ -777,11 +792,8 @@ static void test_gguf_family_template(void **state)
     tt_kv_str(&b, "general.architecture", "gemma3");
     tt_kv_str(&b, "tokenizer.chat_template.tool_use", "T{{ messages|length }}");
     char path[256];
-    gguf_file *f = write_gguf(&b, path, sizeof path);
-    plume_tokenizer *t = NULL;
-    plume_error err = {0};
-    if (plume_tokenizer_from_gguf(f, &t, &err) != 0)
-        fail_msg("from_gguf: %s", err.msg);
+    gguf_file *f;
+    plume_tokenizer *t = tokenizer_of(&b, path, sizeof path, &f);
     assert_null(plume_chat_template_name(t));
     assert_string_equal(plume_chat_template_source(t), "family");
     plume_chat_msg conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hey."}};
@@ -792,12 +804,11 @@ static void test_gguf_family_template(void **state)
     free(s);
     plume_chat_request req = {.messages_json = "[{\"role\":\"user\",\"content\":\"x\"}]",
                               .template_name = "tool_use"};
+    plume_error err = {0};
     assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
     assert_string_equal(s, "T1");
     free(s);
-    plume_tokenizer_free(t);
-    gguf_close(f);
-    unlink(path);
+    drop_tokenizer(t, f, path);
 }
 
 static void test_gguf_errors(void **state)

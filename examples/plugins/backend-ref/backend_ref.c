@@ -244,14 +244,24 @@ static void ref_buf_free(plume_backend *b, plume_buf *buf)
     b->bufs[v - 1] = (ref_buffer){NULL, 0};
 }
 
+/* get_buf for bytes [off, off+bytes) of h, refusing a range whose end
+ * overflows size_t. */
+static ref_buffer *get_buf_range(plume_backend *b, const plume_buf *h, size_t off, size_t bytes,
+                                 const char *op, const char *arg, plume_error *err)
+{
+    if (off > SIZE_MAX - bytes) {
+        plume_err(err, PLUME_ERR_INVALID, "backend ref: %s: offset %zu + %zu bytes overflows", op,
+                  off, bytes);
+        return NULL;
+    }
+    return get_buf(b, h, off + bytes, op, arg, err);
+}
+
 /* dst[off .. off+bytes) = src[0 .. bytes). */
 static int ref_upload(plume_backend *b, plume_buf *dst, size_t off, const void *src, size_t bytes,
                       plume_error *err)
 {
-    if (off > SIZE_MAX - bytes)
-        return plume_err(err, PLUME_ERR_INVALID, "backend ref: upload: offset %zu + %zu bytes "
-                                                 "overflows", off, bytes);
-    ref_buffer *d = get_buf(b, dst, off + bytes, "upload", "dst", err);
+    ref_buffer *d = get_buf_range(b, dst, off, bytes, "upload", "dst", err);
     if (!d)
         return -1;
     if (bytes)
@@ -263,10 +273,7 @@ static int ref_upload(plume_backend *b, plume_buf *dst, size_t off, const void *
 static int ref_download(plume_backend *b, void *dst, const plume_buf *src, size_t off,
                         size_t bytes, plume_error *err)
 {
-    if (off > SIZE_MAX - bytes)
-        return plume_err(err, PLUME_ERR_INVALID, "backend ref: download: offset %zu + %zu "
-                                                 "bytes overflows", off, bytes);
-    ref_buffer *s = get_buf(b, src, off + bytes, "download", "src", err);
+    ref_buffer *s = get_buf_range(b, src, off, bytes, "download", "src", err);
     if (!s)
         return -1;
     if (bytes)

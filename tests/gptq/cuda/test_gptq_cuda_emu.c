@@ -66,8 +66,7 @@ static void check_layer(const gptq_cuda_layer_desc *dp, const gptq_layer *ref, c
     float *x = malloc((size_t)(TMAX * K) * sizeof *x);
     float *yr = malloc((size_t)(TMAX * N) * sizeof *yr), *y = malloc((size_t)(TMAX * N) * sizeof *y);
     double *S = malloc((size_t)(TMAX * N) * sizeof *S);
-    for (int64_t i = 0; i < TMAX * K; i++)
-        x[i] = rndf();
+    rnd_fill(x, TMAX * K, 1.0f);
     if (gptq_forward_ref(ref, x, TMAX, yr, &err)) {
         printf("FAIL reference (%s): %s\n", desc, err.msg);
         failures++;
@@ -197,14 +196,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
             W[n * K + k] = 0.05f * rndf() + (sym ? 0.0f : 0.02f);
         bias[n] = rndf();
     }
-    for (int64_t i = 0; i < K; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = K - 1; i > 0; i--) {
-        int64_t j = rnd() % (uint32_t)(i + 1);
-        int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    shuffle(perm, K);
     gptq_qconfig qc = {.bits = bits, .group_size = gs, .sym = sym, .fmt = fmt};
     gptq_tensors t = {0};
     if (gptq_rtn_quantize(W, N, K, &qc, act ? perm : NULL, &t, &err)) {

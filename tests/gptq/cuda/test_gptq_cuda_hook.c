@@ -20,6 +20,7 @@
 #define GPTQ_CUDA_EMU 1
 #include "gptq_cuda_emu.h"
 
+#include "../../support/check.h"
 #include "../gptq_test_rng.h"
 #include "gptq_layer.h"
 #include "gptq_pack.h"
@@ -28,15 +29,6 @@
 #include "plume/backend.h"
 
 static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* ---- the fake backend ---- */
 
@@ -265,8 +257,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
     int32_t *perm = malloc(sizeof *perm * (size_t)K);
     for (int64_t i = 0; i < N * K; i++)
         W[i] = 0.05f * rndf();
-    for (int64_t n = 0; n < N; n++)
-        bias[n] = rndf();
+    rnd_fill(bias, N, 1.0f);
     shuffle(perm, K);
     gptq_qconfig qc = {.bits = bits, .group_size = gs, .sym = sym, .fmt = fmt};
     gptq_tensors t = {0};
@@ -287,8 +278,7 @@ static void run(int bits, bool sym, gptq_zero_format fmt, bool act, int64_t gs, 
     float *x = malloc(sizeof *x * (size_t)(TMAX * K));
     float *y = malloc(sizeof *y * (size_t)(TMAX * N)), *yr = malloc(sizeof *yr * (size_t)(TMAX * N));
     float *y1 = malloc(sizeof *y1 * (size_t)N);
-    for (int64_t i = 0; i < TMAX * K; i++)
-        x[i] = rndf();
+    rnd_fill(x, TMAX * K, 1.0f);
     CHECK(!gptq_forward_ref(ref, x, TMAX, yr, &err), "%s: reference forward: %s", desc, err.msg);
 
     /* ---- device ---- */

@@ -99,8 +99,7 @@ static void tlayer_make(tlayer *L, int64_t K, int64_t N, const gptq_qconfig *qc,
     L->N = N;
     L->bits = qc->bits;
     float *W = malloc(sizeof(float) * (size_t)(N * K));
-    for (int64_t i = 0; i < N * K; i++)
-        W[i] = rndf() * 0.1f;
+    rnd_fill(W, N * K, 0.1f);
     int32_t *p = malloc(sizeof(int32_t) * (size_t)K);
     shuffle(p, K);
     if (gptq_rtn_quantize(W, N, K, qc, desc_act ? p : NULL, &L->t, &err))
@@ -128,8 +127,7 @@ static void tlayer_make(tlayer *L, int64_t K, int64_t N, const gptq_qconfig *qc,
                 L->perm[pos++] = (int32_t)k;
     if (with_bias) {
         L->bias = malloc(sizeof(float) * (size_t)N);
-        for (int64_t n = 0; n < N; n++)
-            L->bias[n] = rndf();
+        rnd_fill(L->bias, N, 1.0f);
     }
     gptq_load_config lc = {qc->bits, qc->group_size, qc->sym, desc_act, qc->fmt};
     if (gptq_layer_build(L->t.qweight, L->t.qzeros, L->t.scales, L->t.g_idx, L->bias, K, N, L->G,

@@ -52,14 +52,10 @@ sys.path.insert(0, REF)
 
 import _venv  # noqa: E402
 
-_venv.ensure()
+_venv.require("numpy", "safetensors.numpy")
 
-try:
-    import numpy as np
-    from safetensors.numpy import load_file, save_file
-except ImportError as e:
-    print("SKIP: missing Python package: %s" % e)
-    sys.exit(77)
+import numpy as np  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 
 import make_tiny_model  # noqa: E402
 from harness import BUILD_ROOT, DATA, SMOL, check, plume_logits, run  # noqa: E402
@@ -115,22 +111,7 @@ def dequant_layer(t, prefix, bits, fmt):
 
 def dequantized_copy(qdir, fdir, bits, fmt):
     """A float HF checkpoint computing what qdir's GPTQ layers compute."""
-    os.makedirs(fdir, exist_ok=True)
-    t = load_file(os.path.join(qdir, "model.safetensors"))
-    out = {}
-    prefixes = sorted({k[: -len(".qweight")] for k in t if k.endswith(".qweight")})
-    for p in prefixes:
-        out[p + ".weight"], _, _ = dequant_layer(t, p, bits, fmt)
-    for k, v in t.items():
-        if not any(k.startswith(p + ".") for p in prefixes) or k.endswith(".bias"):
-            out[k] = v.astype(np.float32)
-    save_file(out, os.path.join(fdir, "model.safetensors"))
-    cfg = json.load(open(os.path.join(qdir, "config.json")))
-    del cfg["quantization_config"]
-    json.dump(cfg, open(os.path.join(fdir, "config.json"), "w"))
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(qdir, f), fdir)
-    return t, prefixes
+    return harness.float_copy(qdir, fdir, lambda t, p: dequant_layer(t, p, bits, fmt)[0])
 
 
 # ---- tiny ----
