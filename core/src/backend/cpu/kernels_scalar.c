@@ -374,18 +374,10 @@ static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
     const int slice = attn_slice_len(hd);
-    for (int i = 0; i < nr * nq; i++) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
-    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
-    const int n_max = n_pos0 + nr - 1;
-    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
-    const int lo0 = plume_attn_lo(n_pos0, window);
-    int p0 = lo0 / slice * slice;
-    if (p0 < c0)
-        p0 = c0;
-    for (; p0 < end; p0 += slice) {
+    const plume_attn_range rg =
+        plume_attn_partial_begin(nr, nq, hd, n_pos0, window, c0, slice, m, l, o);
+    const int end = rg.end, lo0 = rg.lo0;
+    for (int p0 = rg.p0; p0 < end; p0 += slice) {
         const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
         const int e = end - p0 < slice ? end : p0 + slice;
         attn_gather(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kb, vb);
@@ -409,23 +401,13 @@ static void attn_merge(float *M, float *L, float *O, const float *m, const float
     for (int i = 0; i < n; i++) {
         float *Oi = O + (size_t)i * O_stride;
         const float *oi = o + (size_t)i * hd;
-        if (m[i] == -INFINITY)
+        float a, b;
+        if (!plume_attn_merge_begin(&M[i], &L[i], Oi, m[i], l[i], oi, hd, &a, &b))
             continue;
-        if (M[i] == -INFINITY) {
-            M[i] = m[i];
-            L[i] = l[i];
-            memcpy(Oi, oi, sizeof(float) * (size_t)hd);
-            continue;
-        }
-        const float mx = M[i] > m[i] ? M[i] : m[i];
-        const float a = expf(M[i] - mx), b = expf(m[i] - mx);
         for (int d = 0; d < hd; d++) {
             const float x = Oi[d] * a, y = oi[d] * b;
             Oi[d] = x + y;
         }
-        const float x = L[i] * a, y = l[i] * b;
-        L[i] = x + y;
-        M[i] = mx;
     }
 }
 
