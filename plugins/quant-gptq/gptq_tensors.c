@@ -93,5 +93,4 @@ void gptq_layer_copy_free(gptq_layer_copy *c)
     free(c->g_idx);
     free(c->scales);
     free(c->bias);
-    memset(c, 0, sizeof *c);
 }
