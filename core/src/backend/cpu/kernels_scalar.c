@@ -102,16 +102,6 @@ static void mm_r(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, in
     }
 }
 
-#define MM_R(name, kr)                                                                         \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        mm_r(kr, w, n_rows, a, n_tok, y, ldy);                                                 \
-    }
-MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
-MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
-MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
-
 /* Weight e (0..31) of row lane r in block b of a repack_k.h format: u. */
 static inline int rpk_u(plume_rpk_fmt f, const uint8_t *b, int r, int e)
 {
@@ -173,21 +163,34 @@ static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, i
     }
 }
 
-#define MM_RK(name, kr)                                                                        \
+/* Either family of layouts (repack.h, repack_k.h). */
+static inline void mm_r_any(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+                            int n_tok, float *y, int64_t ldy)
+{
+    if (kr >= PLUME_KR_Q5_0)
+        mm_rk(kr, w, n_rows, a, n_tok, y, ldy);
+    else
+        mm_r(kr, w, n_rows, a, n_tok, y, ldy);
+}
+
+#define MM_R(name, kr)                                                                         \
     static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
                      int64_t ldy)                                                              \
     {                                                                                          \
-        mm_rk(kr, w, n_rows, a, n_tok, y, ldy);                                                \
+        mm_r_any(kr, w, n_rows, a, n_tok, y, ldy);                                             \
     }
-MM_RK(mm_r_q5_0, PLUME_KR_Q5_0)
-MM_RK(mm_r_q5_1, PLUME_KR_Q5_1)
-MM_RK(mm_r_iq4_nl, PLUME_KR_IQ4_NL)
-MM_RK(mm_r_q4_k, PLUME_KR_Q4_K)
-MM_RK(mm_r_q5_k, PLUME_KR_Q5_K)
-MM_RK(mm_r_q6_k, PLUME_KR_Q6_K)
-MM_RK(mm_r_q2_k, PLUME_KR_Q2_K)
-MM_RK(mm_r_q3_k, PLUME_KR_Q3_K)
-MM_RK(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
+MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
+MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
+MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
+MM_R(mm_r_q5_0, PLUME_KR_Q5_0)
+MM_R(mm_r_q5_1, PLUME_KR_Q5_1)
+MM_R(mm_r_iq4_nl, PLUME_KR_IQ4_NL)
+MM_R(mm_r_q4_k, PLUME_KR_Q4_K)
+MM_R(mm_r_q5_k, PLUME_KR_Q5_K)
+MM_R(mm_r_q6_k, PLUME_KR_Q6_K)
+MM_R(mm_r_q2_k, PLUME_KR_Q2_K)
+MM_R(mm_r_q3_k, PLUME_KR_Q3_K)
+MM_R(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
 
 static inline float wval(int kf, const uint8_t *row, int64_t k)
 {
