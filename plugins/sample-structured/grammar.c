@@ -156,6 +156,21 @@ int32_t g_seq(ss_grammar *g, const int32_t *rules, size_t n)
     return one_alt_rule(g, NULL, rules, n);
 }
 
+int g_seq_push(ss_grammar *g, ss_seq_acc *s, int32_t x)
+{
+    if (s->n == sizeof s->items / sizeof s->items[0]) {
+        const int32_t r = g_seq(g, s->items, s->n);
+        if (r < 0)
+            return -1;
+        s->items[0] = r;
+        s->n = 1;
+    }
+    s->items[s->n++] = x;
+    return 0;
+}
+
+int32_t g_seq_end(ss_grammar *g, const ss_seq_acc *s) { return g_seq(g, s->items, s->n); }
+
 int32_t g_alts(ss_grammar *g, const int32_t *rules, size_t n)
 {
     int32_t r = g_new_rule(g);
