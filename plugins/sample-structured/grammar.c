@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 void g_init(ss_grammar *g, plume_error *err)
 {
     memset(g, 0, sizeof *g);
@@ -42,19 +44,13 @@ static int nomem(ss_grammar *g)
     return -1;
 }
 
-/* Grows *p (elements of size sz, capacity *cap) to hold need. */
+/* Grows *p (elements of size sz, capacity *cap) to hold need (ss_grow). */
 static int grow(ss_grammar *g, void **p, uint32_t *cap, uint32_t need, size_t sz)
 {
-    if (need <= *cap)
-        return 0;
-    uint32_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * sz);
-    if (!q)
+    const size_t c = ss_grow(p, *cap, need, sz, 64);
+    if (!c)
         return nomem(g);
-    *p = q;
-    *cap = c;
+    *cap = (uint32_t)c;
     return 0;
 }
 
@@ -299,15 +295,11 @@ static int check_left_recursion(ss_grammar *g, const bool *nullable)
             for (uint32_t p = g->alt[g->rule_first[r] + a]; g->el[p].kind != GE_END; p++) {
                 if (g->el[p].kind == GE_SET)
                     break;
-                if (ne == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    edge *q = realloc(ed, cap * sizeof *q);
-                    if (!q) {
-                        free(ed);
-                        free(eoff);
-                        return nomem(g);
-                    }
-                    ed = q;
+                cap = ss_grow((void **)&ed, cap, ne + 1, sizeof *ed, 256);
+                if (!cap) {
+                    free(ed);
+                    free(eoff);
+                    return nomem(g);
                 }
                 ed[ne++] = (edge){g->el[p].val, g->el[p + 1].kind == GE_END};
                 if (!nullable[g->el[p].val])

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "regex.h"
 
 typedef struct ref_memo {
@@ -508,14 +509,11 @@ static int32_t compile_ref(js *c, const char *ref, const char *path, int depth)
     int32_t r = g_new_rule(c->g);
     if (r < 0)
         return -1;
-    if (c->n_refs == c->cap_refs) {
-        size_t cap = c->cap_refs ? 2 * c->cap_refs : 16;
-        ref_memo *m = realloc(c->refs, cap * sizeof *m);
-        if (!m)
-            return js_err(c, path, "%s", "out of memory");
-        c->refs = m;
-        c->cap_refs = cap;
-    }
+    const size_t cap =
+        ss_grow((void **)&c->refs, c->cap_refs, c->n_refs + 1, sizeof *c->refs, 16);
+    if (!cap)
+        return js_err(c, path, "%s", "out of memory");
+    c->cap_refs = cap;
     c->refs[c->n_refs++] = (ref_memo){node, r};
     int32_t body = compile(c, node, ref, depth + 1);
     ss_item it = it_ref(body);
