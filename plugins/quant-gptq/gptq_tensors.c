@@ -17,23 +17,6 @@ bool gptq_tensor_is_float(const plume_tensor *t)
                  t->type == PLUME_DTYPE_BF16);
 }
 
-int32_t *gptq_tensor_copy_i32(const plume_tensor *t)
-{
-    int32_t *p = malloc(t->nbytes ? t->nbytes : 4);
-    if (p)
-        memcpy(p, t->data, t->nbytes);
-    return p;
-}
-
-float *gptq_tensor_copy_f32(const plume_tensor *t)
-{
-    int64_t n = plume_tensor_nelements(t);
-    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    if (p)
-        plume_dequantize((plume_dtype)t->type, t->data, p, n);
-    return p;
-}
-
 int gptq_layer_tensors_find(const plume_weights *w, const char *method, const char *prefix,
                             gptq_layer_tensors *t, plume_error *err)
 {
@@ -73,24 +56,42 @@ int gptq_layer_tensors_check_bias(const gptq_layer_tensors *t, const char *metho
     return 0;
 }
 
+/* Bytes put() takes for t (absent: none). */
+static size_t put_bytes(const plume_tensor *t, bool as_f32)
+{
+    return !t ? 0 : as_f32 ? (size_t)plume_tensor_nelements(t) * sizeof(float) : t->nbytes;
+}
+
+/* Copies t (absent: NULL) to *at, its int32 values as stored or its values
+ * as f32, and moves *at past them; returns where they went. */
+static void *put(const plume_tensor *t, bool as_f32, unsigned char **at)
+{
+    if (!t)
+        return NULL;
+    void *p = *at;
+    if (as_f32)
+        plume_dequantize((plume_dtype)t->type, t->data, p, plume_tensor_nelements(t));
+    else
+        memcpy(p, t->data, t->nbytes);
+    *at += put_bytes(t, as_f32);
+    return p;
+}
+
 int gptq_layer_copy_make(const gptq_layer_tensors *t, const char *method, const char *prefix,
                          gptq_layer_copy *c, plume_error *err)
 {
-    c->qweight = gptq_tensor_copy_i32(t->qw);
-    c->qzeros = gptq_tensor_copy_i32(t->qz);
-    c->g_idx = t->gi ? gptq_tensor_copy_i32(t->gi) : NULL;
-    c->scales = gptq_tensor_copy_f32(t->sc);
-    c->bias = t->bi ? gptq_tensor_copy_f32(t->bi) : NULL;
-    if (!c->qweight || !c->qzeros || !c->scales || (t->gi && !c->g_idx) || (t->bi && !c->bias))
+    memset(c, 0, sizeof *c);
+    const size_t bytes = put_bytes(t->qw, false) + put_bytes(t->qz, false) +
+                         put_bytes(t->gi, false) + put_bytes(t->sc, true) + put_bytes(t->bi, true);
+    unsigned char *at = c->block = malloc(bytes ? bytes : 1);
+    if (!at)
         return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory loading %s", method, prefix);
+    c->qweight = put(t->qw, false, &at);
+    c->qzeros = put(t->qz, false, &at);
+    c->g_idx = put(t->gi, false, &at);
+    c->scales = put(t->sc, true, &at);
+    c->bias = put(t->bi, true, &at);
     return 0;
 }
 
-void gptq_layer_copy_free(gptq_layer_copy *c)
-{
-    free(c->qweight);
-    free(c->qzeros);
-    free(c->g_idx);
-    free(c->scales);
-    free(c->bias);
-}
+void gptq_layer_copy_free(gptq_layer_copy *c) { free(c->block); }

@@ -15,11 +15,6 @@
 bool gptq_tensor_is_i32(const plume_tensor *t);
 /* An F32, F16 or BF16 tensor. */
 bool gptq_tensor_is_float(const plume_tensor *t);
-/* A malloc'd copy of an int32 tensor's data (views may be unaligned); NULL
- * when out of memory. */
-int32_t *gptq_tensor_copy_i32(const plume_tensor *t);
-/* A malloc'd f32 copy of a float tensor; NULL when out of memory. */
-float *gptq_tensor_copy_f32(const plume_tensor *t);
 
 /* A layer's packed tensors as both providers read them (qweight, qzeros,
  * scales; g_idx and bias may be absent). */
@@ -44,10 +39,13 @@ int gptq_layer_tensors_check_types(const gptq_layer_tensors *t, const char *meth
 int gptq_layer_tensors_check_bias(const gptq_layer_tensors *t, const char *method,
                                   const char *prefix, int64_t n, plume_error *err);
 
-/* Host copies of a layer's tensors (g_idx and bias NULL when absent). */
+/* Host copies of a layer's tensors, aligned (views may not be): the int32
+ * ones as stored, scales and bias as f32; g_idx and bias NULL when absent.
+ * All live in one allocation, block. */
 typedef struct gptq_layer_copy {
     int32_t *qweight, *qzeros, *g_idx;
     float *scales, *bias;
+    void *block;
 } gptq_layer_copy;
 
 /* Copies t's tensors into c (freed with gptq_layer_copy_free, also on
