@@ -20,23 +20,34 @@ static uint32_t hash2(uint32_t a, uint32_t b)
     return (uint32_t)(h >> 32);
 }
 
-static int ntab_grow(ss_pda *p)
+/* Rebuilds the open-addressing table *tab (entries i + 1, 0 empty) at
+ * twice its capacity (1024 at first) for entries 0 .. n-1, entry i at
+ * hash_of(p, i).  0, or -1 when out of memory (the table unchanged). */
+static int tab_grow(ss_pda *p, uint32_t **tab, uint32_t *cap, uint32_t n,
+                    uint32_t (*hash_of)(const ss_pda *p, uint32_t i))
 {
-    uint32_t cap = p->ntab_cap ? p->ntab_cap * 2 : 1024;
-    uint32_t *t = calloc(cap, sizeof *t);
+    const uint32_t c = *cap ? *cap * 2 : 1024;
+    uint32_t *t = calloc(c, sizeof *t);
     if (!t)
         return -1;
-    for (uint32_t i = 0; i < p->n_nodes; i++) {
-        uint32_t h = hash2(p->nodes[i].pos, p->nodes[i].parent) & (cap - 1);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t h = hash_of(p, i) & (c - 1);
         while (t[h])
-            h = (h + 1) & (cap - 1);
+            h = (h + 1) & (c - 1);
         t[h] = i + 1;
     }
-    free(p->ntab);
-    p->ntab = t;
-    p->ntab_cap = cap;
+    free(*tab);
+    *tab = t;
+    *cap = c;
     return 0;
 }
+
+static uint32_t node_hash(const ss_pda *p, uint32_t i)
+{
+    return hash2(p->nodes[i].pos, p->nodes[i].parent);
+}
+
+static int ntab_grow(ss_pda *p) { return tab_grow(p, &p->ntab, &p->ntab_cap, p->n_nodes, node_hash); }
 
 /* The node of stack (pos, parent): found or made.  -2 on failure. */
 static int64_t node_of(ss_pda *p, uint32_t pos, uint32_t parent)
@@ -225,23 +236,9 @@ static uint32_t hash_list(const uint32_t *s, uint32_t n)
     return h ? h : 1;
 }
 
-static int dtab_grow(ss_pda *p)
-{
-    uint32_t cap = p->dtab_cap ? p->dtab_cap * 2 : 1024;
-    uint32_t *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (uint32_t i = 0; i < p->n_ds; i++) {
-        uint32_t h = p->ds[i].hash & (cap - 1);
-        while (t[h])
-            h = (h + 1) & (cap - 1);
-        t[h] = i + 1;
-    }
-    free(p->dtab);
-    p->dtab = t;
-    p->dtab_cap = cap;
-    return 0;
-}
+static uint32_t ds_hash(const ss_pda *p, uint32_t i) { return p->ds[i].hash; }
+
+static int dtab_grow(ss_pda *p) { return tab_grow(p, &p->dtab, &p->dtab_cap, p->n_ds, ds_hash); }
 
 int32_t ss_pda_intern(ss_pda *p, const uint32_t *s, uint32_t n)
 {
