@@ -285,12 +285,7 @@ KX_INLINE void yr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
     }
 }
 
-#define YR_MM(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        yr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
+#define YR_MM(name, kr) PLUME_MM_R_ENTRY(name, yr_mm, kr)
 YR_MM(yr_mm_q4_0, PLUME_KR_Q4_0)
 YR_MM(yr_mm_q4_1, PLUME_KR_Q4_1)
 YR_MM(yr_mm_q8_0, PLUME_KR_Q8_0)

@@ -231,12 +231,7 @@ KX_INLINE void z_mm_q(const int kq, const uint8_t *w, size_t rb, int n_rows, con
     }
 }
 
-#define Z_MM_Q(name, kq)                                                                        \
-    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
-                     float *y, int64_t ldy)                                                     \
-    {                                                                                           \
-        z_mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                            \
-    }
+#define Z_MM_Q(name, kq) PLUME_MM_Q_ENTRY(name, z_mm_q, kq)
 Z_MM_Q(z_mm_q4_0, PLUME_KQ_Q4_0)
 Z_MM_Q(z_mm_q4_1, PLUME_KQ_Q4_1)
 Z_MM_Q(z_mm_q8_0, PLUME_KQ_Q8_0)
@@ -550,12 +545,7 @@ KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
     }
 }
 
-#define ZR_MM(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        zr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
+#define ZR_MM(name, kr) PLUME_MM_R_ENTRY(name, zr_mm, kr)
 ZR_MM(zr_mm_q4_0, PLUME_KR_Q4_0)
 ZR_MM(zr_mm_q4_1, PLUME_KR_Q4_1)
 ZR_MM(zr_mm_q8_0, PLUME_KR_Q8_0)

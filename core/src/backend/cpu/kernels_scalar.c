@@ -54,12 +54,7 @@ static void mm_q(int kq, const uint8_t *w, size_t rb, int n_rows, const plume_q8
     }
 }
 
-#define MM_Q(name, kq)                                                                          \
-    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
-                     float *y, int64_t ldy)                                                     \
-    {                                                                                           \
-        mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                              \
-    }
+#define MM_Q(name, kq) PLUME_MM_Q_ENTRY(name, mm_q, kq)
 MM_Q(mm_q4_0, PLUME_KQ_Q4_0)
 MM_Q(mm_q4_1, PLUME_KQ_Q4_1)
 MM_Q(mm_q8_0, PLUME_KQ_Q8_0)
@@ -173,12 +168,7 @@ static inline void mm_r_any(int kr, const uint8_t *w, int n_rows, const plume_q8
         mm_r(kr, w, n_rows, a, n_tok, y, ldy);
 }
 
-#define MM_R(name, kr)                                                                         \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        mm_r_any(kr, w, n_rows, a, n_tok, y, ldy);                                             \
-    }
+#define MM_R(name, kr) PLUME_MM_R_ENTRY(name, mm_r_any, kr)
 MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
 MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
 MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
@@ -223,12 +213,7 @@ static void mm_f(int kf, const uint8_t *w, size_t rb, int64_t K, int n_rows, con
     }
 }
 
-#define MM_F(name, kf)                                                                        \
-    static void name(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,     \
-                     int64_t ldx, int n_tok, float *y, int64_t ldy)                          \
-    {                                                                                         \
-        mm_f(kf, w, rb, K, n_rows, x, ldx, n_tok, y, ldy);                                    \
-    }
+#define MM_F(name, kf) PLUME_MM_F_ENTRY(name, mm_f, kf)
 MM_F(mm_f32, PLUME_KF_F32)
 MM_F(mm_f16, PLUME_KF_F16)
 MM_F(mm_bf16, PLUME_KF_BF16)

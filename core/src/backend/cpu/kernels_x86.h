@@ -193,12 +193,7 @@ KX_INLINE void kx_mm_q(const int kq, const uint8_t *w, size_t rb, int n_rows,
 }
 
 #if !defined(KX_OWN_MM_Q) || !KX_OWN_MM_Q
-#define KX_MM_Q(name, kq)                                                                       \
-    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
-                     float *y, int64_t ldy)                                                     \
-    {                                                                                           \
-        kx_mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                           \
-    }
+#define KX_MM_Q(name, kq) PLUME_MM_Q_ENTRY(name, kx_mm_q, kq)
 KX_MM_Q(kx_mm_q4_0, PLUME_KQ_Q4_0)
 KX_MM_Q(kx_mm_q4_1, PLUME_KQ_Q4_1)
 KX_MM_Q(kx_mm_q8_0, PLUME_KQ_Q8_0)
@@ -321,12 +316,7 @@ KX_INLINE void kx_mm_f(const int kf, const uint8_t *w, size_t rb, int64_t K, int
     }
 }
 
-#define KX_MM_F(name, kf)                                                                     \
-    static void name(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,     \
-                     int64_t ldx, int n_tok, float *y, int64_t ldy)                          \
-    {                                                                                         \
-        kx_mm_f(kf, w, rb, K, n_rows, x, ldx, n_tok, y, ldy);                                 \
-    }
+#define KX_MM_F(name, kf) PLUME_MM_F_ENTRY(name, kx_mm_f, kf)
 KX_MM_F(kx_mm_f32, PLUME_KF_F32)
 KX_MM_F(kx_mm_f16, PLUME_KF_F16)
 KX_MM_F(kx_mm_bf16, PLUME_KF_BF16)
