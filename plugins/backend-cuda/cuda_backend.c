@@ -58,17 +58,14 @@ static const float *CF(const plume_buf *b) { return (const float *)b; }
 
 /* ---- errors ---- */
 
+#define WHO "cuda backend"
+
 static int cu_fail(plume_error *err, cudaError_t e, const char *what)
 {
-    return cc_fail(err, e, "cuda backend", what);
+    return cc_fail(err, e, WHO, what);
 }
 
-#define CU(call, what)                                                                             \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            return cu_fail(err, e_, what);                                                         \
-    } while (0)
+#define CU(call, what) CC_CHECK(call, WHO, what)
 
 /* ---- availability ---- */
 
@@ -570,15 +567,7 @@ static int cuda_gather_out_rows(plume_backend *be, const plume_step *st, plume_b
 
 static int scratch(cuda_backend *b, size_t bytes, plume_error *err)
 {
-    if (bytes <= b->scratch_cap)
-        return 0;
-    CU(cudaStreamSynchronize(b->stream), "synchronize (scratch)");
-    (void)cudaFree(b->scratch);
-    b->scratch = NULL;
-    b->scratch_cap = 0;
-    CU(cudaMalloc(&b->scratch, bytes), "cudaMalloc (GEMM scratch)");
-    b->scratch_cap = bytes;
-    return 0;
+    return cc_scratch_reserve(b->stream, &b->scratch, &b->scratch_cap, bytes, WHO, err);
 }
 
 /* cuBLAS f16 GEMM of one weight: x once to f16, then W itself (f16) or
@@ -612,7 +601,7 @@ static int cuda_matmul(plume_backend *be, const plume_bweight *const *w, int n_w
             LAUNCH(ck_launch_gemv(&w[i]->w, CF(x), n_rows, F(y[i]), b->stream), "row matmul");
         return 0;
     }
-    if (!b->blas && cc_blas_create(b->stream, "cuda backend", "the backend's matmul: rows", &b->blas, err))
+    if (!b->blas && cc_blas_create(b->stream, WHO, "the backend's matmul: rows", &b->blas, err))
         return -1;
     const int64_t K = w[0]->w.K;
     const size_t xh_bytes = ((size_t)n_rows * (size_t)K * 2 + 255) & ~(size_t)255;
@@ -668,7 +657,7 @@ static int cuda_device_gemm(plume_backend *be, const plume_device_gemm *g, plume
                          (int)g->n_out, (int)g->n_rows, (int)g->k, (int)g->ldy);
     if (!g->n_rows)
         return 0;
-    if (!b->blas && cc_blas_create(b->stream, "cuda backend", NULL, &b->blas, err))
+    if (!b->blas && cc_blas_create(b->stream, WHO, NULL, &b->blas, err))
         return -1;
     /* column-major: w is n_out x k (ld n_out), x k x n_rows (ld k), y
      * n_out x n_rows (ld ldy): Y = W · X */
@@ -726,7 +715,7 @@ int ck_bench_read_bandwidth(plume_backend *be, size_t bytes, int reps, double *g
 int ck_bench_f16_gemm(plume_backend *be, int n, int reps, double *tflops, plume_error *err)
 {
     cuda_backend *b = CB(be);
-    if (!b->blas && cc_blas_create(b->stream, "cuda backend", "the backend's matmul: rows", &b->blas, err))
+    if (!b->blas && cc_blas_create(b->stream, WHO, "the backend's matmul: rows", &b->blas, err))
         return -1;
     const size_t bytes = (size_t)n * (size_t)n * 2;
     void *a = NULL, *x = NULL;

@@ -21,6 +21,21 @@ int cc_fail(plume_error *err, cudaError_t e, const char *who, const char *what)
                      cudaGetErrorName(e));
 }
 
+int cc_scratch_reserve(cudaStream_t stream, void **buf, size_t *cap, size_t bytes,
+                       const char *who, plume_error *err)
+{
+    if (bytes <= *cap)
+        return 0;
+    CC_CHECK(cudaStreamSynchronize(stream), who,
+             "cudaStreamSynchronize (before growing the scratch)");
+    (void)cudaFree(*buf);
+    *buf = NULL;
+    *cap = 0;
+    CC_CHECK(cudaMalloc(buf, bytes), who, "cudaMalloc (scratch)");
+    *cap = bytes;
+    return 0;
+}
+
 bool cc_device_usable(int device, cudaError_t (*probe)(void), const char *kernels, char *why,
                       size_t n)
 {

@@ -20,6 +20,22 @@
  * else PLUME_ERR_INTERNAL.  Clears a non-sticky error first. */
 int cc_fail(plume_error *err, cudaError_t e, const char *who, const char *what);
 
+/* Runs call (a cudaError_t expression); when it fails, returns cc_fail's -1
+ * from the enclosing function, whose plume_error *err is filled. */
+#define CC_CHECK(call, who, what)                                                                  \
+    do {                                                                                           \
+        cudaError_t cc_e_ = (call);                                                                \
+        if (cc_e_ != cudaSuccess)                                                                  \
+            return cc_fail(err, cc_e_, who, what);                                                 \
+    } while (0)
+
+/* Makes *buf (a cudaMalloc'd scratch of *cap bytes; NULL and 0 at first)
+ * hold at least bytes: when it must grow, waits for stream (kernels may
+ * still read the old one), frees it and allocates bytes.  0, or -1 with
+ * err from cc_fail (who) and *buf NULL, *cap 0. */
+int cc_scratch_reserve(cudaStream_t stream, void **buf, size_t *cap, size_t bytes,
+                       const char *who, plume_error *err);
+
 /* True when device `device` exists and probe() (cudaFuncGetAttributes on
  * the caller's kernels, run after cudaSetDevice(device)) succeeds; else
  * false with why: "no CUDA device (cudaGetDeviceCount: ...)", the missing

@@ -16,13 +16,6 @@
 #include "gptq_tensors.h"
 #include "int4_linear.h"
 
-/* the device kernels (quant-gptq's): built with nvcc or not at all */
-#ifdef PLUME_GPTQ_CUDA
-#define DEV_KERNELS gptq_cuda_dev_kernels()
-#else
-#define DEV_KERNELS NULL
-#endif
-
 /* ---- config ---- */
 
 static const char *const k_keys[] = {"quant_method", "bits", "group_size", "zero_point",
@@ -99,18 +92,12 @@ static int awq_probe(const plume_weights *w, const char *prefix)
 
 /* Checks the tensors' shapes against formats.md §2.1 and the config; sets
  * K, N, G.  ggml order: ne[0] is the PyTorch last dim. */
-static int check_shapes(const char *prefix, const plume_tensor *qw, const plume_tensor *qz,
-                        const plume_tensor *sc, const plume_tensor *bi, const awq_load_config *c,
-                        int64_t *K, int64_t *N, int64_t *G, plume_error *err)
+static int check_shapes(const char *prefix, const gptq_layer_tensors *t,
+                        const awq_load_config *c, int64_t *K, int64_t *N, int64_t *G, plume_error *err)
 {
-    if (!gptq_tensor_is_i32(qw) || qw->n_dims != 2 || !gptq_tensor_is_i32(qz) || qz->n_dims != 2)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "awq: %s.qweight and %s.qzeros must be 2-D int32 tensors", prefix,
-                         prefix);
-    if (!gptq_tensor_is_float(sc) || sc->n_dims != 2)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "awq: %s.scales must be a 2-D F16, BF16 or F32 tensor (type %s)", prefix,
-                         plume_dtype_name(sc->type));
+    if (gptq_layer_tensors_check_types(t, "awq", prefix, err))
+        return -1;
+    const plume_tensor *qw = t->qw, *qz = t->qz, *sc = t->sc;
     /* qweight [K, N/8], qzeros [G, N/8], scales [G, N] */
     const int64_t k = qw->ne[1], n = sc->ne[0], g = sc->ne[1];
     if (qw->ne[0] * 8 != n) {
@@ -138,9 +125,8 @@ static int check_shapes(const char *prefix, const plume_tensor *qw, const plume_
                          "group_size = %" PRId64 " needs in_features a multiple of it and "
                          "in_features / group_size groups (check group_size in the config)",
                          prefix, k, g, c->group_size);
-    if (bi && (!gptq_tensor_is_float(bi) || plume_tensor_nelements(bi) != n))
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "awq: %s.bias must be a float tensor of %" PRId64 " entries", prefix, n);
+    if (gptq_layer_tensors_check_bias(t, "awq", prefix, n, err))
+        return -1;
     *K = k;
     *N = n;
     *G = g;
@@ -174,44 +160,35 @@ static int awq_load(const plume_weights *w, const char *prefix, const plume_sett
     awq_load_config cfg;
     if (awq_config_from_settings(s, &cfg, err))
         return -1;
-    const plume_tensor *qw = plume_weights_find(w, prefix, "qweight"),
-                       *qz = plume_weights_find(w, prefix, "qzeros"),
-                       *sc = plume_weights_find(w, prefix, "scales"),
-                       *bi = plume_weights_find(w, prefix, "bias");
-    if (!qw || !qz || !sc)
-        return plume_err(err, PLUME_ERR_FORMAT, "awq: layer %s lacks %s.%s", prefix, prefix,
-                         !qw ? "qweight" : !qz ? "qzeros" : "scales");
-    if (plume_weights_find(w, prefix, "g_idx"))
+    gptq_layer_tensors t;
+    if (gptq_layer_tensors_find(w, "awq", prefix, &t, err))
+        return -1;
+    if (t.gi)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "awq: layer %s has a g_idx tensor, which AWQ checkpoints never have "
                          "(a GPTQ checkpoint? check quant_method in the config)",
                          prefix);
     int64_t K = 0, N = 0, G = 0;
-    if (check_shapes(prefix, qw, qz, sc, bi, &cfg, &K, &N, &G, err))
+    if (check_shapes(prefix, &t, &cfg, &K, &N, &G, err))
         return -1;
-    int32_t *qwd = gptq_tensor_copy_i32(qw), *qzd = gptq_tensor_copy_i32(qz);
-    float *scd = gptq_tensor_copy_f32(sc), *bid = bi ? gptq_tensor_copy_f32(bi) : NULL;
+    gptq_layer_copy c;
     int rc = -1;
     awq_cuda_host h = {0};
-    if (!qwd || !qzd || !scd || (bi && !bid)) {
-        plume_err(err, PLUME_ERR_NOMEM, "awq: out of memory loading %s", prefix);
+    if (gptq_layer_copy_make(&t, "awq", prefix, &c, err))
         goto done;
-    }
     /* the same codes as GPTQ 4-bit arrays with true zeros (gptq_v2), which
      * both the host layer and the CUDA kernels take */
-    if (awq_cuda_desc(qwd, qzd, scd, bid, K, N, cfg.group_size, &h, err)) {
+    if (awq_cuda_desc(c.qweight, c.qzeros, c.scales, c.bias, K, N, cfg.group_size, &h, err)) {
         plume_err_prefix(err, "layer %s", prefix);
         goto done;
     }
     const gptq_load_config gcfg = {.bits = 4, .group_size = cfg.group_size, .sym = false,
                                    .desc_act = false, .fmt = GPTQ_ZERO_V2};
-    rc = int4_linear_load("awq", prefix, &h.desc, &gcfg, DEV_KERNELS, bvt, b, out, err);
+    rc = int4_linear_load("awq", prefix, &h.desc, &gcfg, int4_linear_dev_kernels(), bvt, b, out,
+                          err);
 done:
     awq_cuda_host_free(&h);
-    free(qwd);
-    free(qzd);
-    free(scd);
-    free(bid);
+    gptq_layer_copy_free(&c);
     return rc;
 }
 

@@ -535,18 +535,10 @@ int gptq_quantize(const float *W, int64_t N, int64_t K, const double *H,
     w.z_stat = malloc((size_t)(G * N) * sizeof *w.z_stat);
     w.zeros = malloc((size_t)(G * N) * sizeof *w.zeros);
     w.codes = malloc((size_t)(K * N));
-    out->K = K;
-    out->N = N;
-    out->G = G;
-    out->bits = bits;
-    out->qweight = malloc((size_t)(gptq_packed_len(K, bits) * N) * sizeof(int32_t));
-    out->qzeros = malloc((size_t)(G * gptq_packed_len(N, bits)) * sizeof(int32_t));
-    out->scales = malloc((size_t)(G * N) * sizeof(float));
-    out->g_idx = malloc((size_t)K * sizeof(int32_t));
+    const int alloc_rc = gptq_tensors_alloc(out, K, N, G, bits);
     int rc = -1;
     if (!w.perm || !w.Wd || !w.U || !w.W1 || !w.E || !w.row || !w.s_cur || !w.z_cur ||
-        !w.s_stat || !w.z_stat || !w.zeros || !w.codes || !out->qweight || !out->qzeros ||
-        !out->scales || !out->g_idx) {
+        !w.s_stat || !w.z_stat || !w.zeros || !w.codes || alloc_rc) {
         plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory for a %" PRId64 "x%" PRId64 " layer",
                   N, K);
         goto done;

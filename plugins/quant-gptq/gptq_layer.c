@@ -244,18 +244,9 @@ int gptq_layer_build_named(const int32_t *qweight, const int32_t *qzeros, const 
 {
     if (gptq_check_bits(cfg->bits, err))
         return -1;
-    const int bits = cfg->bits, align = gptq_pack_align(bits);
-    if (K <= 0 || N <= 0 || K % align || N % align)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq: in_features %" PRId64 " and out_features %" PRId64
-                         " must be positive multiples of %d for bits = %d",
-                         K, N, align, bits);
-    const int64_t want_g = gptq_n_groups(K, cfg->group_size);
-    if (G != want_g)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq: scales/qzeros have %" PRId64 " groups but group_size = %" PRId64
-                         " over %" PRId64 " inputs needs %" PRId64,
-                         G, cfg->group_size, K, want_g);
+    const int bits = cfg->bits;
+    if (gptq_check_layer_shape("gptq", K, N, G, bits, cfg->group_size, err))
+        return -1;
     if (cfg->desc_act && !g_idx)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "gptq: desc_act = true needs a g_idx tensor, and the layer has none");

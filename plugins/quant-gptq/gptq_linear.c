@@ -15,13 +15,6 @@
 #include "gptq_tensors.h"
 #include "int4_linear.h"
 
-/* the device kernels: built with nvcc or not at all */
-#ifdef PLUME_GPTQ_CUDA
-#define DEV_KERNELS gptq_cuda_dev_kernels()
-#else
-#define DEV_KERNELS NULL
-#endif
-
 
 /* ---- config ---- */
 
@@ -88,22 +81,11 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
     gptq_load_config cfg;
     if (gptq_config_from_settings(s, &cfg, err))
         return -1;
-    const plume_tensor *qw = plume_weights_find(w, prefix, "qweight"),
-                       *qz = plume_weights_find(w, prefix, "qzeros"),
-                       *sc = plume_weights_find(w, prefix, "scales"),
-                       *gi = plume_weights_find(w, prefix, "g_idx"),
-                       *bi = plume_weights_find(w, prefix, "bias");
-    if (!qw || !qz || !sc)
-        return plume_err(err, PLUME_ERR_FORMAT, "gptq: layer %s lacks %s.%s", prefix, prefix,
-                         !qw ? "qweight" : !qz ? "qzeros" : "scales");
-    if (!gptq_tensor_is_i32(qw) || qw->n_dims != 2 || !gptq_tensor_is_i32(qz) || qz->n_dims != 2)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq: %s.qweight and %s.qzeros must be 2-D int32 tensors", prefix,
-                         prefix);
-    if (!gptq_tensor_is_float(sc) || sc->n_dims != 2)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq: %s.scales must be a 2-D F16, BF16 or F32 tensor (type %s)", prefix,
-                         plume_dtype_name(sc->type));
+    gptq_layer_tensors t;
+    if (gptq_layer_tensors_find(w, "gptq", prefix, &t, err) ||
+        gptq_layer_tensors_check_types(&t, "gptq", prefix, err))
+        return -1;
+    const plume_tensor *qw = t.qw, *qz = t.qz, *sc = t.sc, *gi = t.gi;
     /* ggml order: ne[0] is the PyTorch last dim (formats.md §1.1 shapes:
      * qweight [K·b/32, N], qzeros [G, N·b/32], scales [G, N]). */
     int64_t N = qw->ne[0], K = qw->ne[1] * 32 / cfg.bits, G = sc->ne[1];
@@ -127,28 +109,20 @@ static int gptq_load(const plume_weights *w, const char *prefix, const plume_set
                          "gptq: %s.g_idx must be a 1-D int32 tensor of %" PRId64
                          " entries (in_features with bits = %d)",
                          prefix, K, cfg.bits);
-    if (bi && (!gptq_tensor_is_float(bi) || plume_tensor_nelements(bi) != N))
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq: %s.bias must be a float tensor of %" PRId64 " entries", prefix, N);
-    int32_t *qwd = gptq_tensor_copy_i32(qw), *qzd = gptq_tensor_copy_i32(qz), *gid = gi ? gptq_tensor_copy_i32(gi) : NULL;
-    float *scd = gptq_tensor_copy_f32(sc), *bid = bi ? gptq_tensor_copy_f32(bi) : NULL;
+    if (gptq_layer_tensors_check_bias(&t, "gptq", prefix, N, err))
+        return -1;
+    gptq_layer_copy c;
     int rc = -1;
-    if (!qwd || !qzd || !scd || (gi && !gid) || (bi && !bid)) {
-        plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory loading %s", prefix);
+    if (gptq_layer_copy_make(&t, "gptq", prefix, &c, err))
         goto done;
-    }
     /* Without desc_act the checkpoint's g_idx is k // group_size by
      * construction; it is still used as given (the kernels take any g_idx). */
-    const gptq_cuda_layer_desc d = {.qweight = qwd, .qzeros = qzd, .scales = scd, .g_idx = gid,
-                                    .bias = bid, .K = K, .N = N, .G = G, .bits = cfg.bits,
-                                    .group_size = cfg.group_size, .fmt = cfg.fmt};
-    rc = int4_linear_load("gptq", prefix, &d, &cfg, DEV_KERNELS, bvt, b, out, err);
+    const gptq_cuda_layer_desc d = {.qweight = c.qweight, .qzeros = c.qzeros, .scales = c.scales,
+                                    .g_idx = c.g_idx, .bias = c.bias, .K = K, .N = N, .G = G,
+                                    .bits = cfg.bits, .group_size = cfg.group_size, .fmt = cfg.fmt};
+    rc = int4_linear_load("gptq", prefix, &d, &cfg, int4_linear_dev_kernels(), bvt, b, out, err);
 done:
-    free(qwd);
-    free(qzd);
-    free(gid);
-    free(scd);
-    free(bid);
+    gptq_layer_copy_free(&c);
     return rc;
 }
 

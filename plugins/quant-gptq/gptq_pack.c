@@ -107,6 +107,24 @@ int64_t gptq_n_groups(int64_t K, int64_t group_size)
     return (K + group_size - 1) / group_size;
 }
 
+int gptq_check_layer_shape(const char *who, int64_t K, int64_t N, int64_t G, int bits,
+                           int64_t group_size, plume_error *err)
+{
+    const int align = gptq_pack_align(bits);
+    if (K <= 0 || N <= 0 || K % align || N % align)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: in_features %" PRId64 " and out_features %" PRId64
+                         " must be positive multiples of %d for bits = %d",
+                         who, K, N, align, bits);
+    const int64_t want_g = gptq_n_groups(K, group_size);
+    if (G != want_g)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: scales/qzeros have %" PRId64 " groups but group_size = %" PRId64
+                         " over %" PRId64 " inputs needs %" PRId64,
+                         who, G, group_size, K, want_g);
+    return 0;
+}
+
 void gptq_default_g_idx(int64_t K, int64_t group_size, int32_t *g_idx)
 {
     for (int64_t k = 0; k < K; k++)

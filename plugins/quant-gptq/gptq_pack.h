@@ -100,6 +100,13 @@ void gptq_default_g_idx(int64_t K, int64_t group_size, int32_t *g_idx);
  * group_size <= 0). */
 int64_t gptq_n_groups(int64_t K, int64_t group_size);
 
+/* 0 when a K-input, N-output layer of G groups fits bits and group_size: K
+ * and N positive multiples of gptq_pack_align(bits), G =
+ * gptq_n_groups(K, group_size); else -1 with PLUME_ERR_FORMAT, the message
+ * starting "<who>: ". */
+int gptq_check_layer_shape(const char *who, int64_t K, int64_t N, int64_t G, int bits,
+                           int64_t group_size, plume_error *err);
+
 /* 0 when every g_idx[k] lies in [0, G); else -1 naming the first bad k. */
 int gptq_check_g_idx(const int32_t *g_idx, int64_t K, int64_t G, plume_error *err);
 

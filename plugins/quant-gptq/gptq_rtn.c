@@ -6,6 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+int gptq_tensors_alloc(gptq_tensors *t, int64_t K, int64_t N, int64_t G, int bits)
+{
+    t->K = K;
+    t->N = N;
+    t->G = G;
+    t->bits = bits;
+    t->qweight = malloc((size_t)(gptq_packed_len(K, bits) * N) * sizeof(int32_t));
+    t->qzeros = malloc((size_t)(G * gptq_packed_len(N, bits)) * sizeof(int32_t));
+    t->scales = malloc((size_t)(G * N) * sizeof(float));
+    t->g_idx = malloc((size_t)K * sizeof(int32_t));
+    return t->qweight && t->qzeros && t->scales && t->g_idx ? 0 : -1;
+}
+
 void gptq_tensors_free(gptq_tensors *t)
 {
     if (!t)
@@ -70,21 +83,13 @@ int gptq_rtn_quantize(const float *W, int64_t N, int64_t K, const gptq_qconfig *
                          K, N, pf, bits);
     int64_t gs = cfg->group_size > 0 && cfg->group_size < K ? cfg->group_size : K;
     int64_t G = (K + gs - 1) / gs;
-    out->K = K;
-    out->N = N;
-    out->G = G;
-    out->bits = bits;
-    out->qweight = malloc((size_t)(gptq_packed_len(K, bits) * N) * sizeof(int32_t));
-    out->qzeros = malloc((size_t)(G * gptq_packed_len(N, bits)) * sizeof(int32_t));
-    out->scales = malloc((size_t)(G * N) * sizeof(float));
-    out->g_idx = malloc((size_t)K * sizeof(int32_t));
+    const int alloc_rc = gptq_tensors_alloc(out, K, N, G, bits);
     int32_t *zeros = malloc((size_t)(G * N) * sizeof(int32_t));
     uint8_t *codes = malloc((size_t)(K * N));
     float *row = malloc((size_t)gs * sizeof(float));
     int32_t *inv = malloc((size_t)K * sizeof(int32_t));
     int rc = -1;
-    if (!out->qweight || !out->qzeros || !out->scales || !out->g_idx || !zeros || !codes || !row ||
-        !inv) {
+    if (alloc_rc || !zeros || !codes || !row || !inv) {
         plume_err(err, PLUME_ERR_NOMEM, "gptq rtn: out of memory");
         goto done;
     }

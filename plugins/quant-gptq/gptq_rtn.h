@@ -30,6 +30,10 @@ typedef struct gptq_tensors {
     int32_t *g_idx;   /* [K] */
 } gptq_tensors;
 
+/* Sets t's shape and allocates its four arrays for a K x N layer of G
+ * groups at bits bits; 0, or -1 when one allocation failed (the caller says
+ * so; gptq_tensors_free frees what was allocated). */
+int gptq_tensors_alloc(gptq_tensors *t, int64_t K, int64_t N, int64_t G, int bits);
 void gptq_tensors_free(gptq_tensors *t);
 
 /* The quantizer's find_params (§1.3, [gptq-ref] quant.py) over the values

@@ -1,6 +1,7 @@
 /* Checkpoint tensors as the quant plugins read them. */
 #include "gptq_tensors.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,19 +17,81 @@ bool gptq_tensor_is_float(const plume_tensor *t)
                  t->type == PLUME_DTYPE_BF16);
 }
 
-int32_t *gptq_tensor_copy_i32(const plume_tensor *t)
+int gptq_layer_tensors_find(const plume_weights *w, const char *method, const char *prefix,
+                            gptq_layer_tensors *t, plume_error *err)
 {
-    int32_t *p = malloc(t->nbytes ? t->nbytes : 4);
-    if (p)
+    t->qw = plume_weights_find(w, prefix, "qweight");
+    t->qz = plume_weights_find(w, prefix, "qzeros");
+    t->sc = plume_weights_find(w, prefix, "scales");
+    t->gi = plume_weights_find(w, prefix, "g_idx");
+    t->bi = plume_weights_find(w, prefix, "bias");
+    if (!t->qw || !t->qz || !t->sc)
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: layer %s lacks %s.%s", method, prefix, prefix,
+                         !t->qw ? "qweight" : !t->qz ? "qzeros" : "scales");
+    return 0;
+}
+
+int gptq_layer_tensors_check_types(const gptq_layer_tensors *t, const char *method,
+                                   const char *prefix, plume_error *err)
+{
+    if (!gptq_tensor_is_i32(t->qw) || t->qw->n_dims != 2 || !gptq_tensor_is_i32(t->qz) ||
+        t->qz->n_dims != 2)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s.qweight and %s.qzeros must be 2-D int32 tensors", method, prefix,
+                         prefix);
+    if (!gptq_tensor_is_float(t->sc) || t->sc->n_dims != 2)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s.scales must be a 2-D F16, BF16 or F32 tensor (type %s)", method,
+                         prefix, plume_dtype_name(t->sc->type));
+    return 0;
+}
+
+int gptq_layer_tensors_check_bias(const gptq_layer_tensors *t, const char *method,
+                                  const char *prefix, int64_t n, plume_error *err)
+{
+    if (t->bi && (!gptq_tensor_is_float(t->bi) || plume_tensor_nelements(t->bi) != n))
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: %s.bias must be a float tensor of %" PRId64 " entries", method,
+                         prefix, n);
+    return 0;
+}
+
+/* Bytes put() takes for t (absent: none). */
+static size_t put_bytes(const plume_tensor *t, bool as_f32)
+{
+    return !t ? 0 : as_f32 ? (size_t)plume_tensor_nelements(t) * sizeof(float) : t->nbytes;
+}
+
+/* Copies t (absent: NULL) to *at, its int32 values as stored or its values
+ * as f32, and moves *at past them; returns where they went. */
+static void *put(const plume_tensor *t, bool as_f32, unsigned char **at)
+{
+    if (!t)
+        return NULL;
+    void *p = *at;
+    if (as_f32)
+        plume_dequantize((plume_dtype)t->type, t->data, p, plume_tensor_nelements(t));
+    else
         memcpy(p, t->data, t->nbytes);
+    *at += put_bytes(t, as_f32);
     return p;
 }
 
-float *gptq_tensor_copy_f32(const plume_tensor *t)
+int gptq_layer_copy_make(const gptq_layer_tensors *t, const char *method, const char *prefix,
+                         gptq_layer_copy *c, plume_error *err)
 {
-    int64_t n = plume_tensor_nelements(t);
-    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    if (p)
-        plume_dequantize((plume_dtype)t->type, t->data, p, n);
-    return p;
+    memset(c, 0, sizeof *c);
+    const size_t bytes = put_bytes(t->qw, false) + put_bytes(t->qz, false) +
+                         put_bytes(t->gi, false) + put_bytes(t->sc, true) + put_bytes(t->bi, true);
+    unsigned char *at = c->block = malloc(bytes ? bytes : 1);
+    if (!at)
+        return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory loading %s", method, prefix);
+    c->qweight = put(t->qw, false, &at);
+    c->qzeros = put(t->qz, false, &at);
+    c->g_idx = put(t->gi, false, &at);
+    c->scales = put(t->sc, true, &at);
+    c->bias = put(t->bi, true, &at);
+    return 0;
 }
+
+void gptq_layer_copy_free(gptq_layer_copy *c) { free(c->block); }

@@ -157,6 +157,15 @@ static int dev_forward(const char *method, int4_dev *v, const plume_buf *xb, int
 
 /* ---- the shared slots ---- */
 
+const gptq_dev_kernels *int4_linear_dev_kernels(void)
+{
+#ifdef PLUME_GPTQ_CUDA
+    return gptq_cuda_dev_kernels();
+#else
+    return NULL;
+#endif
+}
+
 int int4_linear_load(const char *method, const char *prefix, const gptq_cuda_layer_desc *d,
                      const gptq_load_config *cfg, const gptq_dev_kernels *k,
                      const plume_backend_vtable *bvt, plume_backend *b, plume_linear **out,

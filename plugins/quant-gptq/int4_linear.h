@@ -35,6 +35,10 @@ int int4_linear_load(const char *method, const char *prefix, const gptq_cuda_lay
                      const plume_backend_vtable *bvt, plume_backend *b, plume_linear **out,
                      plume_error *err);
 
+/* The device kernels the providers pass to int4_linear_load: quant-gptq's
+ * CUDA kernels (gptq_cuda_dev_kernels()) in a build with nvcc, else NULL. */
+const gptq_dev_kernels *int4_linear_dev_kernels(void);
+
 /* The plume_linear_vtable slots, shared by both providers. */
 void int4_linear_destroy(plume_linear *l);
 void int4_linear_shape(const plume_linear *l, int64_t *in, int64_t *out);

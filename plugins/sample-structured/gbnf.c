@@ -261,8 +261,7 @@ static int32_t parse_item(gp *p)
 
 static int32_t parse_seq(gp *p)
 {
-    int32_t items[64];
-    size_t n = 0;
+    ss_seq_acc seq = {.n = 0};
     for (;;) {
         skip(p, p->depth > 0);
         if (p->i < p->n && p->s[p->i] == '\n') { /* a newline ends the rule unless one continues */
@@ -281,16 +280,10 @@ static int32_t parse_seq(gp *p)
         if (p->depth == 0 && at_rule_start(p))
             break;
         int32_t x = parse_item(p);
-        if (x < 0)
+        if (x < 0 || g_seq_push(p->g, &seq, x))
             return -1;
-        if (n == 64) {
-            int32_t r = g_seq(p->g, items, n);
-            n = 0;
-            items[n++] = r;
-        }
-        items[n++] = x;
     }
-    return g_seq(p->g, items, n);
+    return g_seq_end(p->g, &seq);
 }
 
 static int32_t parse_alts(gp *p)

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 void g_init(ss_grammar *g, plume_error *err)
 {
     memset(g, 0, sizeof *g);
@@ -42,18 +44,25 @@ static int nomem(ss_grammar *g)
     return -1;
 }
 
-/* Grows *p (elements of size sz, capacity *cap) to hold need. */
+/* Grows *p (elements of size sz, capacity *cap) to hold need (ss_grow). */
 static int grow(ss_grammar *g, void **p, uint32_t *cap, uint32_t need, size_t sz)
 {
-    if (need <= *cap)
-        return 0;
-    uint32_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * sz);
-    if (!q)
+    const size_t c = ss_grow(p, *cap, need, sz, 64);
+    if (!c)
         return nomem(g);
-    *p = q;
+    *cap = (uint32_t)c;
+    return 0;
+}
+
+/* Grows two parallel uint32_t arrays that share the capacity *cap. */
+static int grow_pair(ss_grammar *g, uint32_t **a, uint32_t **b, uint32_t *cap, uint32_t need)
+{
+    uint32_t c = *cap;
+    if (grow(g, (void **)a, &c, need, sizeof(uint32_t)))
+        return -1;
+    c = *cap;
+    if (grow(g, (void **)b, &c, need, sizeof(uint32_t)))
+        return -1;
     *cap = c;
     return 0;
 }
@@ -64,13 +73,8 @@ int32_t g_new_rule(ss_grammar *g)
         return -1;
     if (g->n_rule >= SS_MAX_RULES)
         return too_big(g, "rules", SS_MAX_RULES);
-    uint32_t cap = g->cap_rule;
-    if (grow(g, (void **)&g->rule_first, &cap, g->n_rule + 1, sizeof(uint32_t)))
+    if (grow_pair(g, &g->rule_first, &g->rule_n, &g->cap_rule, g->n_rule + 1))
         return -1;
-    cap = g->cap_rule;
-    if (grow(g, (void **)&g->rule_n, &cap, g->n_rule + 1, sizeof(uint32_t)))
-        return -1;
-    g->cap_rule = cap;
     g->rule_n[g->n_rule] = 0;
     g->rule_first[g->n_rule] = 0;
     return (int32_t)g->n_rule++;
@@ -87,13 +91,8 @@ int g_add_alt(ss_grammar *g, int32_t rule, const ss_item *items, size_t n)
         return too_big(g, "elements", SS_MAX_ELEMS);
     if (grow(g, (void **)&g->el, &g->cap_el, g->n_el + (uint32_t)n + 1, sizeof(ss_elem)))
         return -1;
-    uint32_t cap = g->cap_alt;
-    if (grow(g, (void **)&g->alt, &cap, g->n_alt + 1, sizeof(uint32_t)))
+    if (grow_pair(g, &g->alt, &g->alt_rule, &g->cap_alt, g->n_alt + 1))
         return -1;
-    cap = g->cap_alt;
-    if (grow(g, (void **)&g->alt_rule, &cap, g->n_alt + 1, sizeof(uint32_t)))
-        return -1;
-    g->cap_alt = cap;
     g->alt[g->n_alt] = g->n_el;
     g->alt_rule[g->n_alt++] = (uint32_t)rule;
     g->rule_n[rule]++;
@@ -127,7 +126,9 @@ int32_t g_byte(ss_grammar *g, uint8_t b)
     return i;
 }
 
-int32_t g_lit(ss_grammar *g, const char *s, size_t n)
+/* A new rule of one alternative of n items: item i the byte s[i] when s
+ * is given, else a reference to rules[i]. */
+static int32_t one_alt_rule(ss_grammar *g, const char *s, const int32_t *rules, size_t n)
 {
     int32_t r = g_new_rule(g);
     if (r < 0)
@@ -137,29 +138,34 @@ int32_t g_lit(ss_grammar *g, const char *s, size_t n)
     if (!items)
         return nomem(g);
     for (size_t i = 0; i < n; i++)
-        items[i] = it_set(g_byte(g, (uint8_t)s[i]));
+        items[i] = s ? it_set(g_byte(g, (uint8_t)s[i])) : it_ref(rules[i]);
     int rc = g_add_alt(g, r, items, n);
     if (items != buf)
         free(items);
     return rc ? -1 : r;
 }
 
+int32_t g_lit(ss_grammar *g, const char *s, size_t n) { return one_alt_rule(g, s, NULL, n); }
+
 int32_t g_seq(ss_grammar *g, const int32_t *rules, size_t n)
 {
-    int32_t r = g_new_rule(g);
-    if (r < 0)
-        return -1;
-    ss_item buf[32] = {{0}};
-    ss_item *items = n <= 32 ? buf : malloc(n * sizeof *items);
-    if (!items)
-        return nomem(g);
-    for (size_t i = 0; i < n; i++)
-        items[i] = it_ref(rules[i]);
-    int rc = g_add_alt(g, r, items, n);
-    if (items != buf)
-        free(items);
-    return rc ? -1 : r;
+    return one_alt_rule(g, NULL, rules, n);
 }
+
+int g_seq_push(ss_grammar *g, ss_seq_acc *s, int32_t x)
+{
+    if (s->n == sizeof s->items / sizeof s->items[0]) {
+        const int32_t r = g_seq(g, s->items, s->n);
+        if (r < 0)
+            return -1;
+        s->items[0] = r;
+        s->n = 1;
+    }
+    s->items[s->n++] = x;
+    return 0;
+}
+
+int32_t g_seq_end(ss_grammar *g, const ss_seq_acc *s) { return g_seq(g, s->items, s->n); }
 
 int32_t g_alts(ss_grammar *g, const int32_t *rules, size_t n)
 {
@@ -289,15 +295,11 @@ static int check_left_recursion(ss_grammar *g, const bool *nullable)
             for (uint32_t p = g->alt[g->rule_first[r] + a]; g->el[p].kind != GE_END; p++) {
                 if (g->el[p].kind == GE_SET)
                     break;
-                if (ne == cap) {
-                    cap = cap ? 2 * cap : 256;
-                    edge *q = realloc(ed, cap * sizeof *q);
-                    if (!q) {
-                        free(ed);
-                        free(eoff);
-                        return nomem(g);
-                    }
-                    ed = q;
+                cap = ss_grow((void **)&ed, cap, ne + 1, sizeof *ed, 256);
+                if (!cap) {
+                    free(ed);
+                    free(eoff);
+                    return nomem(g);
                 }
                 ed[ne++] = (edge){g->el[p].val, g->el[p + 1].kind == GE_END};
                 if (!nullable[g->el[p].val])
@@ -423,13 +425,15 @@ int g_finish(ss_grammar *g, int32_t root)
     uint32_t *occ_off = calloc((size_t)g->n_rule + 1, sizeof *occ_off);
     uint32_t *occ = malloc(((size_t)g->n_el + 1) * sizeof *occ);
     uint32_t *queue = malloc(((size_t)g->n_rule + 1) * sizeof *queue);
-    if (!nullable || !pending || !alt_of || !occ_off || !occ || !queue) {
+    uint32_t *fillp = malloc(((size_t)g->n_rule + 1) * sizeof *fillp);
+    if (!nullable || !pending || !alt_of || !occ_off || !occ || !queue || !fillp) {
         free(nullable);
         free(pending);
         free(alt_of);
         free(occ_off);
         free(occ);
         free(queue);
+        free(fillp);
         return nomem(g);
     }
     for (uint32_t r = 0; r < g->n_rule; r++)
@@ -451,16 +455,6 @@ int g_finish(ss_grammar *g, int32_t root)
     }
     for (uint32_t r = 0; r < g->n_rule; r++)
         occ_off[r + 1] += occ_off[r];
-    uint32_t *fillp = malloc(((size_t)g->n_rule + 1) * sizeof *fillp);
-    if (!fillp) {
-        free(nullable);
-        free(pending);
-        free(alt_of);
-        free(occ_off);
-        free(occ);
-        free(queue);
-        return nomem(g);
-    }
     memcpy(fillp, occ_off, ((size_t)g->n_rule + 1) * sizeof *fillp);
     for (uint32_t a = 0; a < g->n_alt; a++)
         if (pending[a] != UINT32_MAX)

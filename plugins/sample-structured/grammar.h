@@ -85,6 +85,18 @@ int32_t g_opt(ss_grammar *g, int32_t x);
 int32_t g_utf8_char(ss_grammar *g, const ss_set *ascii_ok); /* one UTF-8 character: an ASCII
                                                               byte of ascii_ok or any multi-byte one */
 
+/* A sequence of any length, as a parser meets its items: they are held 64
+ * at a time, a full chunk folded into a rule that becomes the first item
+ * of the next.  Start with {.n = 0}. */
+typedef struct ss_seq_acc {
+    int32_t items[64];
+    size_t n;
+} ss_seq_acc;
+/* Appends rule x; -1 when a fold failed (the message in g->err). */
+int g_seq_push(ss_grammar *g, ss_seq_acc *s, int32_t x);
+/* The whole sequence as one rule (g_seq of what is held), or -1. */
+int32_t g_seq_end(ss_grammar *g, const ss_seq_acc *s);
+
 /* Lays the grammar out with root as its start rule; refuses a rule
  * without alternatives and left recursion that would grow the stack
  * (A ::= A x).  -1 with the message in g->err. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
 #include "regex.h"
 
 typedef struct ref_memo {
@@ -276,52 +277,57 @@ static int num_kw(js *c, json_t *s, const char *k, const char *path, bool *has, 
     return 0;
 }
 
-static int32_t compile_integer(js *c, json_t *s, const char *path)
+/* The numeric bounds of an integer or number schema: has[i] when keyword
+ * k_bounds[i] is given, v[i] its value. */
+enum { B_MIN, B_MAX, B_XMIN, B_XMAX };
+static const char *const k_bounds[4] = {"minimum", "maximum", "exclusiveMinimum",
+                                        "exclusiveMaximum"};
+typedef struct bounds {
+    bool has[4];
+    double v[4];
+} bounds;
+
+/* Reads s's four bounds with num_kw and refuses multipleOf; 0, or -1 with
+ * the error set. */
+static int read_bounds(js *c, json_t *s, const char *path, bounds *b)
 {
-    bool hmin, hmax, hxmin, hxmax;
-    double vmin = 0, vmax = 0, vxmin = 0, vxmax = 0;
-    if (num_kw(c, s, "minimum", path, &hmin, &vmin) || num_kw(c, s, "maximum", path, &hmax, &vmax) ||
-        num_kw(c, s, "exclusiveMinimum", path, &hxmin, &vxmin) ||
-        num_kw(c, s, "exclusiveMaximum", path, &hxmax, &vxmax))
-        return -1;
+    for (int i = 0; i < 4; i++) {
+        b->v[i] = 0;
+        if (num_kw(c, s, k_bounds[i], path, &b->has[i], &b->v[i]))
+            return -1;
+    }
     if (json_object_get(s, "multipleOf"))
         return js_err(c, path, "unsupported keyword '%s'", "multipleOf");
-    if (!hmin && !hmax && !hxmin && !hxmax)
-        return integer_any(c);
+    return 0;
+}
+
+/* An integer with at least one bound. */
+static int32_t integer_bounded(js *c, const bounds *b, const char *path)
+{
     int64_t lo = -INT_BOUND, hi = INT_BOUND;
-    if (hmin && (int64_t)ceil(vmin) > lo)
-        lo = (int64_t)ceil(vmin);
-    if (hxmin && (int64_t)floor(vxmin) + 1 > lo)
-        lo = (int64_t)floor(vxmin) + 1;
-    if (hmax && (int64_t)floor(vmax) < hi)
-        hi = (int64_t)floor(vmax);
-    if (hxmax && (int64_t)ceil(vxmax) - 1 < hi)
-        hi = (int64_t)ceil(vxmax) - 1;
+    if (b->has[B_MIN] && (int64_t)ceil(b->v[B_MIN]) > lo)
+        lo = (int64_t)ceil(b->v[B_MIN]);
+    if (b->has[B_XMIN] && (int64_t)floor(b->v[B_XMIN]) + 1 > lo)
+        lo = (int64_t)floor(b->v[B_XMIN]) + 1;
+    if (b->has[B_MAX] && (int64_t)floor(b->v[B_MAX]) < hi)
+        hi = (int64_t)floor(b->v[B_MAX]);
+    if (b->has[B_XMAX] && (int64_t)ceil(b->v[B_XMAX]) - 1 < hi)
+        hi = (int64_t)ceil(b->v[B_XMAX]) - 1;
     if (lo > hi)
         return js_err(c, path, "%s: no integer lies between the bounds", "minimum/maximum");
     return int_range(c, lo, hi);
 }
 
-static int32_t compile_number(js *c, json_t *s, const char *path)
+/* A number with at least one bound. */
+static int32_t number_bounded(js *c, const bounds *b, const char *path)
 {
-    bool hmin, hmax, hxmin, hxmax;
-    double vmin = 0, vmax = 0, vxmin = 0, vxmax = 0;
-    if (num_kw(c, s, "minimum", path, &hmin, &vmin) || num_kw(c, s, "maximum", path, &hmax, &vmax) ||
-        num_kw(c, s, "exclusiveMinimum", path, &hxmin, &vxmin) ||
-        num_kw(c, s, "exclusiveMaximum", path, &hxmax, &vxmax))
-        return -1;
-    if (json_object_get(s, "multipleOf"))
-        return js_err(c, path, "unsupported keyword '%s'", "multipleOf");
-    if (!hmin && !hmax && !hxmin && !hxmax)
-        return number_any(c);
     /* bounds on a number: integer-valued and >= 0 (the common 0..1, 0..100) */
     const char *bad = NULL;
-    double vals[4] = {vmin, vmax, vxmin, vxmax};
-    bool has[4] = {hmin, hmax, hxmin, hxmax};
-    static const char *names[4] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
     for (int i = 0; i < 4; i++)
-        if (has[i] && (vals[i] < 0 || vals[i] != floor(vals[i])))
-            bad = names[i];
+        if (b->has[i] && (b->v[i] < 0 || b->v[i] != floor(b->v[i])))
+            bad = k_bounds[i];
+    const bool hmin = b->has[B_MIN], hmax = b->has[B_MAX], hxmin = b->has[B_XMIN],
+               hxmax = b->has[B_XMAX];
     if (bad)
         return js_err(c, path, "'%s' on a number must be a whole number >= 0 (use type "
                                "integer, or drop the bound)",
@@ -330,8 +336,8 @@ static int32_t compile_number(js *c, json_t *s, const char *path)
         return js_err(c, path, "'%s' with minimum together is not supported", "exclusiveMinimum");
     if (hmax && hxmax)
         return js_err(c, path, "'%s' with maximum together is not supported", "exclusiveMaximum");
-    int64_t lo = hmin ? (int64_t)vmin : hxmin ? (int64_t)vxmin : 0;
-    int64_t hi = hmax ? (int64_t)vmax : hxmax ? (int64_t)vxmax : INT_BOUND;
+    int64_t lo = hmin ? (int64_t)b->v[B_MIN] : hxmin ? (int64_t)b->v[B_XMIN] : 0;
+    int64_t hi = hmax ? (int64_t)b->v[B_MAX] : hxmax ? (int64_t)b->v[B_XMAX] : INT_BOUND;
     if (lo > hi || (hxmin && hxmax && lo >= hi) || ((hxmin || hxmax) && lo == hi))
         return js_err(c, path, "%s: no number lies between the bounds", "minimum/maximum");
     int32_t frac = g_opt(c->g, fraction(c));
@@ -342,8 +348,8 @@ static int32_t compile_number(js *c, json_t *s, const char *path)
         alts[k++] = seq2(c, uint_range(c, (uint64_t)lo + 1, (uint64_t)hi - 1), frac);
     /* exactly lo: lo itself when inclusive, lo.<some nonzero digit> always (lo < hi) */
     ss_set nz = {{0}};
-    for (int b = '1'; b <= '9'; b++)
-        ss_set_add(&nz, (uint8_t)b);
+    for (int ch = '1'; ch <= '9'; ch++)
+        ss_set_add(&nz, (uint8_t)ch);
     int32_t nonzero_frac = g_seq(c->g, (int32_t[]){lit(c, "."), digits(c, 0, 14), g_setrule(c->g, &nz)}, 3);
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)lo);
@@ -359,6 +365,18 @@ static int32_t compile_number(js *c, json_t *s, const char *path)
                          g_opt(c->g, seq2(c, lit(c, "."), g_repeat(c->g, lit(c, "0"), 1, 3))));
     }
     return g_alts(c->g, alts, k);
+}
+
+/* An integer (integer true) or number schema: its bounds, or any when it
+ * has none. */
+static int32_t compile_numeric(js *c, json_t *s, const char *path, bool integer)
+{
+    bounds b;
+    if (read_bounds(c, s, path, &b))
+        return -1;
+    if (!b.has[B_MIN] && !b.has[B_MAX] && !b.has[B_XMIN] && !b.has[B_XMAX])
+        return integer ? integer_any(c) : number_any(c);
+    return integer ? integer_bounded(c, &b, path) : number_bounded(c, &b, path);
 }
 
 /* ---- strings ---- */
@@ -491,14 +509,11 @@ static int32_t compile_ref(js *c, const char *ref, const char *path, int depth)
     int32_t r = g_new_rule(c->g);
     if (r < 0)
         return -1;
-    if (c->n_refs == c->cap_refs) {
-        size_t cap = c->cap_refs ? 2 * c->cap_refs : 16;
-        ref_memo *m = realloc(c->refs, cap * sizeof *m);
-        if (!m)
-            return js_err(c, path, "%s", "out of memory");
-        c->refs = m;
-        c->cap_refs = cap;
-    }
+    const size_t cap =
+        ss_grow((void **)&c->refs, c->cap_refs, c->n_refs + 1, sizeof *c->refs, 16);
+    if (!cap)
+        return js_err(c, path, "%s", "out of memory");
+    c->cap_refs = cap;
     c->refs[c->n_refs++] = (ref_memo){node, r};
     int32_t body = compile(c, node, ref, depth + 1);
     ss_item it = it_ref(body);
@@ -783,9 +798,9 @@ static int32_t compile_typed(js *c, json_t *s, const char *type, const char *pat
     if (!strcmp(type, "string"))
         return compile_string(c, s, path);
     if (!strcmp(type, "integer"))
-        return compile_integer(c, s, path);
+        return compile_numeric(c, s, path, true);
     if (!strcmp(type, "number"))
-        return compile_number(c, s, path);
+        return compile_numeric(c, s, path, false);
     if (!strcmp(type, "boolean")) {
         if (c->boolean < 0)
             c->boolean = alt2(c, lit(c, "true"), lit(c, "false"));
@@ -930,7 +945,7 @@ static int32_t compile(js *c, json_t *s, const char *path, int depth)
         return compile_string(c, s, path);
     if (json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
         json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum"))
-        return compile_number(c, s, path);
+        return compile_numeric(c, s, path, false);
     return value_any(c);
 }
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 static int fail(ss_pda *p, const char *msg)
 {
     plume_err(&p->err, PLUME_ERR_RANGE, "%s", msg);
@@ -18,23 +20,34 @@ static uint32_t hash2(uint32_t a, uint32_t b)
     return (uint32_t)(h >> 32);
 }
 
-static int ntab_grow(ss_pda *p)
+/* Rebuilds the open-addressing table *tab (entries i + 1, 0 empty) at
+ * twice its capacity (1024 at first) for entries 0 .. n-1, entry i at
+ * hash_of(p, i).  0, or -1 when out of memory (the table unchanged). */
+static int tab_grow(ss_pda *p, uint32_t **tab, uint32_t *cap, uint32_t n,
+                    uint32_t (*hash_of)(const ss_pda *p, uint32_t i))
 {
-    uint32_t cap = p->ntab_cap ? p->ntab_cap * 2 : 1024;
-    uint32_t *t = calloc(cap, sizeof *t);
+    const uint32_t c = *cap ? *cap * 2 : 1024;
+    uint32_t *t = calloc(c, sizeof *t);
     if (!t)
         return -1;
-    for (uint32_t i = 0; i < p->n_nodes; i++) {
-        uint32_t h = hash2(p->nodes[i].pos, p->nodes[i].parent) & (cap - 1);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t h = hash_of(p, i) & (c - 1);
         while (t[h])
-            h = (h + 1) & (cap - 1);
+            h = (h + 1) & (c - 1);
         t[h] = i + 1;
     }
-    free(p->ntab);
-    p->ntab = t;
-    p->ntab_cap = cap;
+    free(*tab);
+    *tab = t;
+    *cap = c;
     return 0;
 }
+
+static uint32_t node_hash(const ss_pda *p, uint32_t i)
+{
+    return hash2(p->nodes[i].pos, p->nodes[i].parent);
+}
+
+static int ntab_grow(ss_pda *p) { return tab_grow(p, &p->ntab, &p->ntab_cap, p->n_nodes, node_hash); }
 
 /* The node of stack (pos, parent): found or made.  -2 on failure. */
 static int64_t node_of(ss_pda *p, uint32_t pos, uint32_t parent)
@@ -48,18 +61,13 @@ static int64_t node_of(ss_pda *p, uint32_t pos, uint32_t parent)
     if (p->n_nodes >= SS_MAX_NODES)
         return fail(p, "the structured-output grammar reached its bound of parse stacks "
                        "(deeper nesting than it allows); give a shallower schema or grammar");
-    if (p->n_nodes == p->cap_nodes) {
-        uint32_t cap = p->cap_nodes ? p->cap_nodes * 2 : 1024;
-        ss_node *nn = realloc(p->nodes, cap * sizeof *nn);
-        if (!nn)
+    if (p->n_nodes == p->cap_nodes) { /* nodes and their marks share the capacity */
+        const size_t cap = ss_grow((void **)&p->nodes, p->cap_nodes, p->n_nodes + 1,
+                                   sizeof *p->nodes, 1024);
+        if (!cap || !ss_grow((void **)&p->mark, p->cap_nodes, cap, sizeof *p->mark, cap))
             return nomem(p);
-        p->nodes = nn;
-        uint32_t *m = realloc(p->mark, cap * sizeof *m);
-        if (!m)
-            return nomem(p);
-        memset(m + p->cap_nodes, 0, (cap - p->cap_nodes) * sizeof *m);
-        p->mark = m;
-        p->cap_nodes = cap;
+        memset(p->mark + p->cap_nodes, 0, (cap - p->cap_nodes) * sizeof *p->mark);
+        p->cap_nodes = (uint32_t)cap;
     }
     uint32_t id = p->n_nodes++;
     p->nodes[id] = (ss_node){pos, parent, -1, 0};
@@ -75,12 +83,10 @@ static int push_work(ss_pda *p, uint32_t id, uint32_t *nw)
         return 0;
     p->mark[id] = p->stamp;
     if (*nw == p->cap_work) {
-        uint32_t cap = p->cap_work ? p->cap_work * 2 : 256;
-        uint32_t *w = realloc(p->work, cap * sizeof *w);
-        if (!w)
+        const size_t cap = ss_grow((void **)&p->work, p->cap_work, *nw + 1, sizeof *p->work, 256);
+        if (!cap)
             return nomem(p);
-        p->work = w;
-        p->cap_work = cap;
+        p->cap_work = (uint32_t)cap;
     }
     p->work[(*nw)++] = id;
     return 0;
@@ -161,16 +167,13 @@ static int advance(ss_pda *p, uint32_t id)
         return -2;
     }
     if (p->n_succ + (uint32_t)c > p->cap_succ) {
-        uint32_t cap = p->cap_succ ? p->cap_succ : 4096;
-        while (cap < p->n_succ + (uint32_t)c)
-            cap *= 2;
-        uint32_t *s = realloc(p->succ, cap * sizeof *s);
-        if (!s) {
+        const size_t cap = ss_grow((void **)&p->succ, p->cap_succ, p->n_succ + (uint32_t)c,
+                                   sizeof *p->succ, 4096);
+        if (!cap) {
             free(tmp);
             return nomem(p);
         }
-        p->succ = s;
-        p->cap_succ = cap;
+        p->cap_succ = (uint32_t)cap;
     }
     memcpy(p->succ + p->n_succ, tmp, (size_t)c * sizeof *tmp);
     free(tmp);
@@ -233,23 +236,9 @@ static uint32_t hash_list(const uint32_t *s, uint32_t n)
     return h ? h : 1;
 }
 
-static int dtab_grow(ss_pda *p)
-{
-    uint32_t cap = p->dtab_cap ? p->dtab_cap * 2 : 1024;
-    uint32_t *t = calloc(cap, sizeof *t);
-    if (!t)
-        return -1;
-    for (uint32_t i = 0; i < p->n_ds; i++) {
-        uint32_t h = p->ds[i].hash & (cap - 1);
-        while (t[h])
-            h = (h + 1) & (cap - 1);
-        t[h] = i + 1;
-    }
-    free(p->dtab);
-    p->dtab = t;
-    p->dtab_cap = cap;
-    return 0;
-}
+static uint32_t ds_hash(const ss_pda *p, uint32_t i) { return p->ds[i].hash; }
+
+static int dtab_grow(ss_pda *p) { return tab_grow(p, &p->dtab, &p->dtab_cap, p->n_ds, ds_hash); }
 
 int32_t ss_pda_intern(ss_pda *p, const uint32_t *s, uint32_t n)
 {
@@ -262,24 +251,15 @@ int32_t ss_pda_intern(ss_pda *p, const uint32_t *s, uint32_t n)
         if (d->hash == hv && d->len == n && !memcmp(p->stk + d->off, s, n * sizeof *s))
             return (int32_t)(p->dtab[h] - 1);
     }
-    if (p->n_ds == p->cap_ds) {
-        uint32_t cap = p->cap_ds ? p->cap_ds * 2 : 256;
-        ss_dstate *d = realloc(p->ds, cap * sizeof *d);
-        if (!d)
-            return nomem(p);
-        p->ds = d;
-        p->cap_ds = cap;
-    }
-    if (p->n_stk + n > p->cap_stk) {
-        uint32_t cap = p->cap_stk ? p->cap_stk : 4096;
-        while (cap < p->n_stk + n)
-            cap *= 2;
-        uint32_t *st = realloc(p->stk, cap * sizeof *st);
-        if (!st)
-            return nomem(p);
-        p->stk = st;
-        p->cap_stk = cap;
-    }
+    const size_t cap_ds = ss_grow((void **)&p->ds, p->cap_ds, p->n_ds + 1, sizeof *p->ds, 256);
+    if (!cap_ds)
+        return nomem(p);
+    p->cap_ds = (uint32_t)cap_ds;
+    const size_t cap_stk =
+        ss_grow((void **)&p->stk, p->cap_stk, (size_t)p->n_stk + n, sizeof *p->stk, 4096);
+    if (!cap_stk)
+        return nomem(p);
+    p->cap_stk = (uint32_t)cap_stk;
     memcpy(p->stk + p->n_stk, s, n * sizeof *s);
     uint32_t id = p->n_ds++;
     p->ds[id] = (ss_dstate){p->n_stk, n, hv, NULL, NULL, 0, n > 0 && s[0] == 0};

@@ -358,27 +358,17 @@ static int32_t parse_repeat(rx *r)
 
 static int32_t parse_seq(rx *r)
 {
-    int32_t items[64];
-    size_t n = 0;
-    int32_t acc = -1; /* sequences longer than 64 fold into nested rules */
+    ss_seq_acc seq = {.n = 0}; /* sequences longer than 64 fold into nested rules */
     while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
         if (r->s[r->i] == '$' && r->i + 1 == r->n && r->depth == 0) {
             r->i++;
             break;
         }
         int32_t x = parse_repeat(r);
-        if (x < 0)
+        if (x < 0 || g_seq_push(r->g, &seq, x))
             return -1;
-        if (n == 64) {
-            acc = g_seq(r->g, items, n);
-            if (acc < 0)
-                return -1;
-            items[0] = acc;
-            n = 1;
-        }
-        items[n++] = x;
     }
-    return g_seq(r->g, items, n);
+    return g_seq_end(r->g, &seq);
 }
 
 static int32_t parse_alt(rx *r)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "constraint.h"
+#include "grow.h"
 #include "vocab.h"
 
 static const char *const constraint_keys[SS_KIND_COUNT] = {"json_schema", "json_object", "regex",
@@ -162,24 +163,16 @@ static int push_state(plume_sampler_state *st, int32_t d)
 {
     uint32_t n;
     const uint32_t *s = ss_pda_stacks(&st->c->pda, d, &n);
-    if (st->n_stk + n > st->cap_stk) {
-        size_t cap = st->cap_stk ? st->cap_stk : 256;
-        while (cap < st->n_stk + n)
-            cap *= 2;
-        uint32_t *b = realloc(st->stk, cap * sizeof *b);
-        if (!b)
-            return -1;
-        st->stk = b;
-        st->cap_stk = cap;
-    }
-    if (st->n_states + 2 > st->cap_states) {
-        size_t cap = st->cap_states ? 2 * st->cap_states : 64;
-        size_t *o = realloc(st->off, cap * sizeof *o);
-        if (!o)
-            return -1;
-        st->off = o;
-        st->cap_states = cap;
-    }
+    const size_t cap_stk =
+        ss_grow((void **)&st->stk, st->cap_stk, st->n_stk + n, sizeof *st->stk, 256);
+    if (!cap_stk)
+        return -1;
+    st->cap_stk = cap_stk;
+    const size_t cap_states =
+        ss_grow((void **)&st->off, st->cap_states, st->n_states + 2, sizeof *st->off, 64);
+    if (!cap_states)
+        return -1;
+    st->cap_states = cap_states;
     memcpy(st->stk + st->n_stk, s, n * sizeof *s);
     if (st->n_states == 0)
         st->off[0] = 0;

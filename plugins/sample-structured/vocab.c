@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h"
+
 void ss_vocab_free(ss_vocab *v)
 {
     free(v->tok_off);
@@ -90,16 +92,12 @@ static int build_trie(ss_vocab *v, plume_error *err)
             depth--;
         }
         for (uint32_t d = l; d < len; d++) {
-            if (nn == cap) {
-                cap *= 2;
-                ss_trie_node *q = realloc(nodes, cap * sizeof *q);
-                if (!q) {
-                    free(nodes);
-                    free(path);
-                    free(ids);
-                    return plume_err(err, PLUME_ERR_NOMEM, "out of memory indexing the vocabulary");
-                }
-                nodes = q;
+            cap = ss_grow((void **)&nodes, cap, nn + 1, sizeof *nodes, 1024);
+            if (!cap) {
+                free(nodes);
+                free(path);
+                free(ids);
+                return plume_err(err, PLUME_ERR_NOMEM, "out of memory indexing the vocabulary");
             }
             nodes[nn] = (ss_trie_node){0, i, 0, (uint16_t)(d + 1), s[d]};
             path[++depth] = (uint32_t)nn++;
@@ -178,14 +176,9 @@ int ss_vocab_build(ss_vocab *v, const plume_tokenizer *tok, int32_t n_vocab, plu
         int len = plume_token_bytes(tok, t, false, NULL, 0);
         if (len <= 0)
             continue;
-        if (used + (size_t)len > cap) {
-            while (used + (size_t)len > cap)
-                cap *= 2;
-            uint8_t *b = realloc(v->bytes, cap);
-            if (!b)
-                goto nomem;
-            v->bytes = b;
-        }
+        cap = ss_grow((void **)&v->bytes, cap, used + (size_t)len, 1, 64);
+        if (!cap)
+            goto nomem;
         plume_token_bytes(tok, t, false, (char *)v->bytes + used, (size_t)len);
         used += (size_t)len;
     }

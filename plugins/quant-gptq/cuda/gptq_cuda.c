@@ -21,17 +21,14 @@
 
 /* ---- errors ---- */
 
+#define WHO "gptq-cuda"
+
 static int cu_fail(plume_error *err, cudaError_t e, const char *what)
 {
-    return cc_fail(err, e, "gptq-cuda", what);
+    return cc_fail(err, e, WHO, what);
 }
 
-#define CU(call, what)                                                                     \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess)                                                             \
-            return cu_fail(err, e_, what);                                                 \
-    } while (0)
+#define CU(call, what) CC_CHECK(call, WHO, what)
 
 /* ---- availability ---- */
 
@@ -146,13 +143,7 @@ static int ws_reserve(gptq_cuda_ctx *c, size_t bytes, plume_error *err)
     if (bytes <= c->ws_bytes)
         return 0;
     bytes = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
-    CU(cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (before growing the scratch)");
-    (void)cudaFree(c->ws);
-    c->ws = NULL;
-    c->ws_bytes = 0;
-    CU(cudaMalloc(&c->ws, bytes), "cudaMalloc (scratch)");
-    c->ws_bytes = bytes;
-    return 0;
+    return cc_scratch_reserve(c->stream, &c->ws, &c->ws_bytes, bytes, WHO, err);
 }
 
 /* ---- memory helpers ---- */
@@ -354,7 +345,7 @@ static int forward_gemv(gptq_cuda_ctx *c, const gptq_cuda_layer *l, const float 
 static int blas_ready(gptq_cuda_ctx *c, plume_error *err)
 {
     if (!c->blas) {
-        if (cc_blas_create(c->stream, "gptq-cuda", "the gemv path", &c->blas, err))
+        if (cc_blas_create(c->stream, WHO, "the gemv path", &c->blas, err))
             return -1;
     } else if (c->blas_stream != c->stream && cc_blas_set_stream(c->blas, c->stream, err))
         return -1;

@@ -31,23 +31,14 @@ int gptq_cuda_prepare(const gptq_cuda_layer_desc *d, gptq_cuda_host_layout *h, p
                          "gptq-cuda: zero format must be v1 (gptq) or v2 (gptq_v2), got %d",
                          (int)d->fmt);
     const int64_t K = d->K, N = d->N, G = d->G;
-    const int bits = d->bits, align = gptq_pack_align(bits);
-    if (K <= 0 || N <= 0 || K % align || N % align)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq-cuda: in_features %" PRId64 " and out_features %" PRId64
-                         " must be positive multiples of %d for bits = %d",
-                         K, N, align, bits);
+    const int bits = d->bits;
+    if (gptq_check_layer_shape("gptq-cuda", K, N, G, bits, d->group_size, err))
+        return -1;
     if (K > INT32_MAX / 2 || N > INT32_MAX / 2)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "gptq-cuda: a %" PRId64 "x%" PRId64 " layer is too large (each "
                          "dimension must be below 2^30)",
                          N, K);
-    const int64_t want_g = gptq_n_groups(K, d->group_size);
-    if (G != want_g)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "gptq-cuda: scales/qzeros have %" PRId64 " groups but group_size = %" PRId64
-                         " over %" PRId64 " inputs needs %" PRId64,
-                         G, d->group_size, K, want_g);
     if (d->g_idx && gptq_check_g_idx(d->g_idx, K, G, err))
         return plume_err_prefix(err, "gptq-cuda");
 

@@ -1,5 +1,6 @@
-/* What every dispatch level's attn_paged_tile shares (dispatch.h): the
- * first key a row attends to, and the driver that runs a tile as passes of
+/* What every dispatch level's attention kernels share (dispatch.h): the
+ * first key a row attends to, the start of attn_partial and the
+ * bookkeeping of attn_merge, and the driver that runs a tile as passes of
  * rows x queries, each the in-order merge of the level's attn_partial over
  * the chunks, then normalized.  Static inline: each kernel file compiles it
  * with its own partial and merge. */
@@ -9,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cpu/dispatch.h"
 
@@ -17,6 +19,63 @@
 static inline int plume_attn_lo(int n_pos, int window)
 {
     return window > 0 && n_pos > window ? n_pos - window : 0;
+}
+
+/* The keys one chunk of attn_partial gives rows n_pos0 .. n_pos0 + nr - 1. */
+typedef struct plume_attn_range {
+    int n_max; /* the keys of the last row: 0 .. n_max - 1 */
+    int end;   /* one past the last key of the chunk any row sees */
+    int lo0;   /* the first row's first key */
+    int p0;    /* the first slice's start: lo0 down to a multiple of the
+                  slice length, and not before the chunk (c0) */
+} plume_attn_range;
+
+/* The start of every level's attn_partial: m = -inf, l = 0 and o = 0 for
+ * the nr x nq queries, and the range of keys of the chunk at c0 read in
+ * slices of slice keys. */
+static inline plume_attn_range plume_attn_partial_begin(int nr, int nq, int hd, int n_pos0,
+                                                        int window, int c0, int slice, float *m,
+                                                        float *l, float *o)
+{
+    for (int i = 0; i < nr * nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
+    plume_attn_range r;
+    r.n_max = n_pos0 + nr - 1;
+    r.end = r.n_max < c0 + PLUME_ATTN_CHUNK ? r.n_max : c0 + PLUME_ATTN_CHUNK;
+    r.lo0 = plume_attn_lo(n_pos0, window);
+    r.p0 = r.lo0 / slice * slice;
+    if (r.p0 < c0)
+        r.p0 = c0;
+    return r;
+}
+
+/* One query of every level's attn_merge, all but the blend of the outputs:
+ * 0 when nothing is left to do (the chunk had no key (m = -inf), or it is
+ * the query's first, whose m, l and o become M, L and Oi); else 1, with M
+ * the new maximum, L merged and *a, *b the weights of Oi and oi, which the
+ * caller blends as Oi·a + oi·b (two products, then the sum: never fused,
+ * as L here). */
+static inline int plume_attn_merge_begin(float *M, float *L, float *Oi, float m, float l,
+                                         const float *oi, int hd, float *a, float *b)
+{
+    if (m == -INFINITY)
+        return 0;
+    if (*M == -INFINITY) {
+        *M = m;
+        *L = l;
+        memcpy(Oi, oi, sizeof(float) * (size_t)hd);
+        return 0;
+    }
+    const float mx = *M > m ? *M : m;
+    *a = expf(*M - mx);
+    *b = expf(m - mx);
+    const float x = *L * *a, y = l * *b;
+    *L = x + y;
+    *M = mx;
+    return 1;
 }
 
 typedef void (*plume_attn_partial_fn)(const float *q, int64_t q_stride, int nr, int nq,

@@ -231,18 +231,10 @@ static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq
     const float *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE];
     _Alignas(32) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
     const int slice = kx_attn_slice_len(kv_type, hd);
-    for (int i = 0; i < nr * nq; i++) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
-    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
-    const int n_max = n_pos0 + nr - 1; /* keys of the last row */
-    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
-    const int lo0 = plume_attn_lo(n_pos0, window); /* the first row's first key */
-    int p0 = lo0 / slice * slice;
-    if (p0 < c0)
-        p0 = c0;
-    for (; p0 < end; p0 += slice) {
+    const plume_attn_range rg =
+        plume_attn_partial_begin(nr, nq, hd, n_pos0, window, c0, slice, m, l, o);
+    const int end = rg.end, lo0 = rg.lo0;
+    for (int p0 = rg.p0; p0 < end; p0 += slice) {
         const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
         const int e = end - p0 < slice ? end : p0 + slice;
         kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
@@ -637,18 +629,10 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
     _Alignas(64) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
     const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
     const int row_bytes = hd * (int)esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
-    for (int i = 0; i < nr * nq; i++) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
-    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
-    const int n_max = n_pos0 + nr - 1; /* keys of the last row */
-    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
-    const int lo0 = plume_attn_lo(n_pos0, window); /* the first row's first key */
-    int p0 = lo0 / KX_ATTN_SLICE * KX_ATTN_SLICE;
-    if (p0 < c0)
-        p0 = c0;
-    for (; p0 < end; p0 += KX_ATTN_SLICE) {
+    const plume_attn_range rg =
+        plume_attn_partial_begin(nr, nq, hd, n_pos0, window, c0, KX_ATTN_SLICE, m, l, o);
+    const int n_max = rg.n_max, end = rg.end, lo0 = rg.lo0;
+    for (int p0 = rg.p0; p0 < end; p0 += KX_ATTN_SLICE) {
         const int g = p0 > lo0 ? p0 : lo0; /* looked up: g .. e-1 */
         const int e = end - p0 < KX_ATTN_SLICE ? end : p0 + KX_ATTN_SLICE;
         for (int p = g; p < e; p++) {
@@ -727,16 +711,9 @@ static void kx_attn_merge(float *M, float *L, float *O, const float *m, const fl
     for (int i = 0; i < n; i++) {
         float *Oi = O + (size_t)i * O_stride;
         const float *oi = o + (size_t)i * hd;
-        if (m[i] == -INFINITY) /* no key in this chunk */
+        float a, b;
+        if (!plume_attn_merge_begin(&M[i], &L[i], Oi, m[i], l[i], oi, hd, &a, &b))
             continue;
-        if (M[i] == -INFINITY) {
-            M[i] = m[i];
-            L[i] = l[i];
-            memcpy(Oi, oi, sizeof(float) * (size_t)hd);
-            continue;
-        }
-        const float mx = M[i] > m[i] ? M[i] : m[i];
-        const float a = expf(M[i] - mx), b = expf(m[i] - mx);
         const __m256 av = _mm256_set1_ps(a), bv = _mm256_set1_ps(b);
         int d = 0;
         for (; d + 8 <= hd; d += 8)
@@ -746,9 +723,6 @@ static void kx_attn_merge(float *M, float *L, float *O, const float *m, const fl
             const float x = Oi[d] * a, y = oi[d] * b;
             Oi[d] = x + y;
         }
-        const float x = L[i] * a, y = l[i] * b;
-        L[i] = x + y;
-        M[i] = mx;
     }
 }
 

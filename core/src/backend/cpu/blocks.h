@@ -40,6 +40,16 @@ static inline void plume_q4k_scale_min(int j, const uint8_t *q, int *sc, int *m)
     }
 }
 
+/* The 32 nibbles of the 16 bytes at q: the low ones in v[0..15], the high
+ * ones in v[16..31] (Q4_0's and Q4_1's order). */
+static inline void plume_nibbles32(const uint8_t *q, int8_t *v)
+{
+    for (int i = 0; i < 16; i++) {
+        v[i] = (int8_t)(q[i] & 0xF);
+        v[i + 16] = (int8_t)(q[i] >> 4);
+    }
+}
+
 /* Sub-block j (of 32 weights) of a row in format kq (PLUME_KQ_*). */
 static inline void plume_sub32_get(int kq, const uint8_t *row, int64_t j, plume_sub32 *o)
 {
@@ -48,20 +58,14 @@ static inline void plume_sub32_get(int kq, const uint8_t *row, int64_t j, plume_
         const uint8_t *b = row + j * 18;
         o->d0 = o->d1 = plume_ld_f16(b);
         o->m = -8.0f * o->d0;
-        for (int i = 0; i < 16; i++) {
-            o->v[i] = (int8_t)(b[2 + i] & 0xF);
-            o->v[i + 16] = (int8_t)(b[2 + i] >> 4);
-        }
+        plume_nibbles32(b + 2, o->v);
         break;
     }
     case PLUME_KQ_Q4_1: {
         const uint8_t *b = row + j * 20;
         o->d0 = o->d1 = plume_ld_f16(b);
         o->m = plume_ld_f16(b + 2);
-        for (int i = 0; i < 16; i++) {
-            o->v[i] = (int8_t)(b[4 + i] & 0xF);
-            o->v[i + 16] = (int8_t)(b[4 + i] >> 4);
-        }
+        plume_nibbles32(b + 4, o->v);
         break;
     }
     case PLUME_KQ_Q8_0: {

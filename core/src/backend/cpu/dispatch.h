@@ -65,6 +65,29 @@ typedef void (*plume_mm_f_fn)(const uint8_t *w, size_t rb, int64_t K, int n_rows
 typedef void (*plume_mm_r_fn)(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok,
                               float *y, int64_t ldy);
 
+/* Each defines `static void name`, a plume_mm_q_fn, plume_mm_f_fn or
+ * plume_mm_r_fn that runs a level's impl(fmt, ...) for the one format fmt
+ * (a PLUME_KQ_*, PLUME_KF_* or PLUME_KR_* constant): impl, inlined, is
+ * compiled for that format alone. */
+#define PLUME_MM_Q_ENTRY(name, impl, fmt)                                                       \
+    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
+                     float *y, int64_t ldy)                                                     \
+    {                                                                                           \
+        impl(fmt, w, rb, n_rows, a, n_tok, y, ldy);                                             \
+    }
+#define PLUME_MM_F_ENTRY(name, impl, fmt)                                                     \
+    static void name(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,     \
+                     int64_t ldx, int n_tok, float *y, int64_t ldy)                          \
+    {                                                                                         \
+        impl(fmt, w, rb, K, n_rows, x, ldx, n_tok, y, ldy);                                   \
+    }
+#define PLUME_MM_R_ENTRY(name, impl, fmt)                                                      \
+    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
+                     int64_t ldy)                                                              \
+    {                                                                                          \
+        impl(fmt, w, n_rows, a, n_tok, y, ldy);                                                \
+    }
+
 /* Keys per split-K chunk of the attention kernels: a row's result is the
  * in-order merge of its partials over chunks at absolute positions c *
  * PLUME_ATTN_CHUNK, however the work is divided. */

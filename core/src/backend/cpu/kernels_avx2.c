@@ -285,12 +285,7 @@ KX_INLINE void yr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
     }
 }
 
-#define YR_MM(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        yr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
+#define YR_MM(name, kr) PLUME_MM_R_ENTRY(name, yr_mm, kr)
 YR_MM(yr_mm_q4_0, PLUME_KR_Q4_0)
 YR_MM(yr_mm_q4_1, PLUME_KR_Q4_1)
 YR_MM(yr_mm_q8_0, PLUME_KR_Q8_0)
@@ -311,21 +306,7 @@ static double fma_peak(long iters)
 {
     __asm__ volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm1, %%ymm1, %%ymm1" ::: "xmm0", "xmm1");
     for (long it = 0; it < iters; it++)
-        __asm__ volatile(
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm4\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm5\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm6\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm7\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm8\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm9\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm10\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm11\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm12\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm13\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm14\n\t"
-            "vfmadd231ps %%ymm0, %%ymm1, %%ymm15\n\t"
-            ::: "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-              "xmm13", "xmm14", "xmm15");
+        __asm__ volatile(KX_CHAINS12("vfmadd231ps", "ymm") ::: KX_CHAINS12_CLOBBERS);
     return 2.0 * 8.0 * 12.0 * (double)iters;
 }
 
@@ -355,31 +336,16 @@ static double int8_peak(long iters)
             "vpmaddubsw %%ymm0, %%ymm1, %%ymm9\n\t"
             "vpmaddwd %%ymm2, %%ymm9, %%ymm9\n\t"
             "vpaddd %%ymm9, %%ymm15, %%ymm15\n\t"
-            ::: "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-              "xmm13", "xmm14", "xmm15");
+            ::: KX_CHAINS12_CLOBBERS);
     return 2.0 * 32.0 * 6.0 * (double)iters;
 }
 
 static const plume_kernels K = {
     .level = PLUME_CPU_AVX2,
-    .quantize_q8 = kx_quantize_q8,
     .mm_q = {kx_mm_q4_0, kx_mm_q4_1, kx_mm_q8_0, kx_mm_q4_k, kx_mm_q6_k},
-    .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16},
     .mm_r = {yr_mm_q4_0, yr_mm_q4_1, yr_mm_q8_0, yk_mm_q5_0, yk_mm_q5_1, yk_mm_iq4_nl,
              yk_mm_q4_k, yk_mm_q5_k, yk_mm_q6_k, yk_mm_q2_k, yk_mm_q3_k, yk_mm_iq4_xs},
-    .dot = kx_dotf,
-    .axpy = kx_axpy,
-    .rmsnorm = kx_rmsnorm,
-    .rope = kx_rope,
-    .swiglu = kx_swiglu,
-    .geglu = kx_geglu,
-    .attn_step = kx_attn_step,
-    .attn_partial = kx_attn_partial,
-    .attn_merge = kx_attn_merge,
-    .attn_paged = kx_attn_paged,
-    .attn_paged_tile = kx_attn_paged_tile,
-    .softmax_exp = kx_softmax_exp,
-    .read_sum = kx_read_sum,
+    KX_SHARED_KERNELS,
     .fma_peak = fma_peak,
     .int8_peak = int8_peak,
 };

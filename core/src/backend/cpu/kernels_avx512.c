@@ -231,12 +231,7 @@ KX_INLINE void z_mm_q(const int kq, const uint8_t *w, size_t rb, int n_rows, con
     }
 }
 
-#define Z_MM_Q(name, kq)                                                                        \
-    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
-                     float *y, int64_t ldy)                                                     \
-    {                                                                                           \
-        z_mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                            \
-    }
+#define Z_MM_Q(name, kq) PLUME_MM_Q_ENTRY(name, z_mm_q, kq)
 Z_MM_Q(z_mm_q4_0, PLUME_KQ_Q4_0)
 Z_MM_Q(z_mm_q4_1, PLUME_KQ_Q4_1)
 Z_MM_Q(z_mm_q8_0, PLUME_KQ_Q8_0)
@@ -306,10 +301,21 @@ KX_INLINE void zr_chains(const int T, __m512i *I, const __m512i *W, const int8_t
     }
 }
 
+/* I[t] = corr · Σq of block j (0 when corr is 0) plus the block's 32
+ * products (zr_chains), for the T tokens from t0. */
+KX_INLINE void zr_sums(const int T, __m512i *I, const __m512i *W, const plume_q8_act *a, int t0,
+                       int64_t j, int64_t nb, int32_t corr)
+{
+    const int64_t K = a->K;
+    const int8_t *q0 = a->q + (size_t)t0 * (size_t)K + 32 * j;
+    for (int t = 0; t < T; t++)
+        I[t] = corr ? _mm512_set1_epi32(corr * a->isum[(size_t)(t0 + t) * nb + j]) : zr_zero();
+    zr_chains(T, I, W, q0, K);
+}
+
 KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
-    const int64_t K = a->K;
     const size_t bb = plume_rp_block_bytes(kr), doff = plume_rp_d_off(kr);
     const int32_t corr = plume_rp_corr(kr);
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
@@ -336,10 +342,7 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                               ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff + 32)))
                               : _mm512_setzero_ps();
         __m512i I[ZR_T];
-        const int8_t *q0 = a->q + (size_t)t0 * (size_t)K + 32 * j;
-        for (int t = 0; t < T; t++)
-            I[t] = corr ? _mm512_set1_epi32(corr * a->isum[(size_t)(t0 + t) * nb + j]) : zr_zero();
-        zr_chains(T, I, W, q0, K);
+        zr_sums(T, I, W, a, t0, j, nb, corr);
         for (int t = 0; t < T; t++) {
             const size_t tt = (size_t)(t0 + t);
             const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[tt * nb + j]));
@@ -459,10 +462,7 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         }
         if (!two) { /* zr_tile's interleaved chains; the float steps below */
             __m512i I[ZK_T];
-            const int8_t *q0 = a->q + (size_t)t0 * (size_t)K + 32 * j;
-            for (int t = 0; t < T; t++)
-                I[t] = corr ? _mm512_set1_epi32(corr * a->isum[(size_t)(t0 + t) * nb + j]) : zr_zero();
-            zr_chains(T, I, W, q0, K);
+            zr_sums(T, I, W, a, t0, j, nb, corr);
             for (int t = 0; t < T; t++) {
                 const size_t tt = (size_t)(t0 + t);
                 facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]),
@@ -545,12 +545,7 @@ KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
     }
 }
 
-#define ZR_MM(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        zr_mm(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
+#define ZR_MM(name, kr) PLUME_MM_R_ENTRY(name, zr_mm, kr)
 ZR_MM(zr_mm_q4_0, PLUME_KR_Q4_0)
 ZR_MM(zr_mm_q4_1, PLUME_KR_Q4_1)
 ZR_MM(zr_mm_q8_0, PLUME_KR_Q8_0)
@@ -571,21 +566,7 @@ static double fma_peak(long iters)
 {
     __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n\tvpxord %%zmm1, %%zmm1, %%zmm1" ::: "xmm0", "xmm1");
     for (long it = 0; it < iters; it++)
-        __asm__ volatile(
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm4\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm5\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm6\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm7\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm8\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm9\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm10\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm11\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm12\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm13\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm14\n\t"
-            "vfmadd231ps %%zmm0, %%zmm1, %%zmm15\n\t"
-            ::: "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-              "xmm13", "xmm14", "xmm15");
+        __asm__ volatile(KX_CHAINS12("vfmadd231ps", "zmm") ::: KX_CHAINS12_CLOBBERS);
     return 2.0 * 16.0 * 12.0 * (double)iters;
 }
 
@@ -594,44 +575,16 @@ static double int8_peak(long iters)
 {
     __asm__ volatile("vpxord %%zmm0, %%zmm0, %%zmm0\n\tvpxord %%zmm1, %%zmm1, %%zmm1" ::: "xmm0", "xmm1");
     for (long it = 0; it < iters; it++)
-        __asm__ volatile(
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm4\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm5\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm6\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm7\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm8\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm9\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm10\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm11\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm12\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm13\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm14\n\t"
-            "vpdpbusd %%zmm0, %%zmm1, %%zmm15\n\t"
-            ::: "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-              "xmm13", "xmm14", "xmm15");
+        __asm__ volatile(KX_CHAINS12("vpdpbusd", "zmm") ::: KX_CHAINS12_CLOBBERS);
     return 2.0 * 64.0 * 12.0 * (double)iters;
 }
 
 static const plume_kernels K = {
     .level = PLUME_CPU_AVX512,
-    .quantize_q8 = kx_quantize_q8,
     .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
-    .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16},
     .mm_r = {zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1, zk_mm_iq4_nl,
              zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs},
-    .dot = kx_dotf,
-    .axpy = kx_axpy,
-    .rmsnorm = kx_rmsnorm,
-    .rope = kx_rope,
-    .swiglu = kx_swiglu,
-    .geglu = kx_geglu,
-    .attn_step = kx_attn_step,
-    .attn_partial = kx_attn_partial,
-    .attn_merge = kx_attn_merge,
-    .attn_paged = kx_attn_paged,
-    .attn_paged_tile = kx_attn_paged_tile,
-    .softmax_exp = kx_softmax_exp,
-    .read_sum = kx_read_sum,
+    KX_SHARED_KERNELS,
     .fma_peak = fma_peak,
     .int8_peak = int8_peak,
 };

@@ -54,12 +54,7 @@ static void mm_q(int kq, const uint8_t *w, size_t rb, int n_rows, const plume_q8
     }
 }
 
-#define MM_Q(name, kq)                                                                          \
-    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
-                     float *y, int64_t ldy)                                                     \
-    {                                                                                           \
-        mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                              \
-    }
+#define MM_Q(name, kq) PLUME_MM_Q_ENTRY(name, mm_q, kq)
 MM_Q(mm_q4_0, PLUME_KQ_Q4_0)
 MM_Q(mm_q4_1, PLUME_KQ_Q4_1)
 MM_Q(mm_q8_0, PLUME_KQ_Q8_0)
@@ -101,16 +96,6 @@ static void mm_r(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, in
             }
     }
 }
-
-#define MM_R(name, kr)                                                                         \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        mm_r(kr, w, n_rows, a, n_tok, y, ldy);                                                 \
-    }
-MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
-MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
-MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
 
 /* Weight e (0..31) of row lane r in block b of a repack_k.h format: u. */
 static inline int rpk_u(plume_rpk_fmt f, const uint8_t *b, int r, int e)
@@ -173,21 +158,29 @@ static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, i
     }
 }
 
-#define MM_RK(name, kr)                                                                        \
-    static void name(const uint8_t *w, int n_rows, const plume_q8_act *a, int n_tok, float *y, \
-                     int64_t ldy)                                                              \
-    {                                                                                          \
-        mm_rk(kr, w, n_rows, a, n_tok, y, ldy);                                                \
-    }
-MM_RK(mm_r_q5_0, PLUME_KR_Q5_0)
-MM_RK(mm_r_q5_1, PLUME_KR_Q5_1)
-MM_RK(mm_r_iq4_nl, PLUME_KR_IQ4_NL)
-MM_RK(mm_r_q4_k, PLUME_KR_Q4_K)
-MM_RK(mm_r_q5_k, PLUME_KR_Q5_K)
-MM_RK(mm_r_q6_k, PLUME_KR_Q6_K)
-MM_RK(mm_r_q2_k, PLUME_KR_Q2_K)
-MM_RK(mm_r_q3_k, PLUME_KR_Q3_K)
-MM_RK(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
+/* Either family of layouts (repack.h, repack_k.h). */
+static inline void mm_r_any(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+                            int n_tok, float *y, int64_t ldy)
+{
+    if (kr >= PLUME_KR_Q5_0)
+        mm_rk(kr, w, n_rows, a, n_tok, y, ldy);
+    else
+        mm_r(kr, w, n_rows, a, n_tok, y, ldy);
+}
+
+#define MM_R(name, kr) PLUME_MM_R_ENTRY(name, mm_r_any, kr)
+MM_R(mm_r_q4_0, PLUME_KR_Q4_0)
+MM_R(mm_r_q4_1, PLUME_KR_Q4_1)
+MM_R(mm_r_q8_0, PLUME_KR_Q8_0)
+MM_R(mm_r_q5_0, PLUME_KR_Q5_0)
+MM_R(mm_r_q5_1, PLUME_KR_Q5_1)
+MM_R(mm_r_iq4_nl, PLUME_KR_IQ4_NL)
+MM_R(mm_r_q4_k, PLUME_KR_Q4_K)
+MM_R(mm_r_q5_k, PLUME_KR_Q5_K)
+MM_R(mm_r_q6_k, PLUME_KR_Q6_K)
+MM_R(mm_r_q2_k, PLUME_KR_Q2_K)
+MM_R(mm_r_q3_k, PLUME_KR_Q3_K)
+MM_R(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
 
 static inline float wval(int kf, const uint8_t *row, int64_t k)
 {
@@ -220,12 +213,7 @@ static void mm_f(int kf, const uint8_t *w, size_t rb, int64_t K, int n_rows, con
     }
 }
 
-#define MM_F(name, kf)                                                                        \
-    static void name(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,     \
-                     int64_t ldx, int n_tok, float *y, int64_t ldy)                          \
-    {                                                                                         \
-        mm_f(kf, w, rb, K, n_rows, x, ldx, n_tok, y, ldy);                                    \
-    }
+#define MM_F(name, kf) PLUME_MM_F_ENTRY(name, mm_f, kf)
 MM_F(mm_f32, PLUME_KF_F32)
 MM_F(mm_f16, PLUME_KF_F16)
 MM_F(mm_bf16, PLUME_KF_BF16)
@@ -382,18 +370,10 @@ static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const
 {
     float kb[ATTN_BUF], vb[ATTN_BUF];
     const int slice = attn_slice_len(hd);
-    for (int i = 0; i < nr * nq; i++) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-    }
-    memset(o, 0, sizeof(float) * (size_t)nr * (size_t)nq * (size_t)hd);
-    const int n_max = n_pos0 + nr - 1;
-    const int end = n_max < c0 + PLUME_ATTN_CHUNK ? n_max : c0 + PLUME_ATTN_CHUNK;
-    const int lo0 = plume_attn_lo(n_pos0, window);
-    int p0 = lo0 / slice * slice;
-    if (p0 < c0)
-        p0 = c0;
-    for (; p0 < end; p0 += slice) {
+    const plume_attn_range rg =
+        plume_attn_partial_begin(nr, nq, hd, n_pos0, window, c0, slice, m, l, o);
+    const int end = rg.end, lo0 = rg.lo0;
+    for (int p0 = rg.p0; p0 < end; p0 += slice) {
         const int g = p0 > lo0 ? p0 : lo0; /* gathered: g .. e-1 */
         const int e = end - p0 < slice ? end : p0 + slice;
         attn_gather(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kb, vb);
@@ -417,23 +397,13 @@ static void attn_merge(float *M, float *L, float *O, const float *m, const float
     for (int i = 0; i < n; i++) {
         float *Oi = O + (size_t)i * O_stride;
         const float *oi = o + (size_t)i * hd;
-        if (m[i] == -INFINITY)
+        float a, b;
+        if (!plume_attn_merge_begin(&M[i], &L[i], Oi, m[i], l[i], oi, hd, &a, &b))
             continue;
-        if (M[i] == -INFINITY) {
-            M[i] = m[i];
-            L[i] = l[i];
-            memcpy(Oi, oi, sizeof(float) * (size_t)hd);
-            continue;
-        }
-        const float mx = M[i] > m[i] ? M[i] : m[i];
-        const float a = expf(M[i] - mx), b = expf(m[i] - mx);
         for (int d = 0; d < hd; d++) {
             const float x = Oi[d] * a, y = oi[d] * b;
             Oi[d] = x + y;
         }
-        const float x = L[i] * a, y = l[i] * b;
-        L[i] = x + y;
-        M[i] = mx;
     }
 }
 

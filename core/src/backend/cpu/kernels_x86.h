@@ -11,7 +11,8 @@
  *   KX_OWN_MM_Q  (optional) 1: the file has its own integer matmul, so the
  *             256-bit kx_mm_q_* entry points are not emitted
  * Everything here is static; the including file builds its plume_kernels
- * table from these functions plus its own microbenchmarks. */
+ * table from these functions (KX_SHARED_KERNELS, at the end) plus its own
+ * matmuls and microbenchmarks. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -192,12 +193,7 @@ KX_INLINE void kx_mm_q(const int kq, const uint8_t *w, size_t rb, int n_rows,
 }
 
 #if !defined(KX_OWN_MM_Q) || !KX_OWN_MM_Q
-#define KX_MM_Q(name, kq)                                                                       \
-    static void name(const uint8_t *w, size_t rb, int n_rows, const plume_q8_act *a, int n_tok, \
-                     float *y, int64_t ldy)                                                     \
-    {                                                                                           \
-        kx_mm_q(kq, w, rb, n_rows, a, n_tok, y, ldy);                                           \
-    }
+#define KX_MM_Q(name, kq) PLUME_MM_Q_ENTRY(name, kx_mm_q, kq)
 KX_MM_Q(kx_mm_q4_0, PLUME_KQ_Q4_0)
 KX_MM_Q(kx_mm_q4_1, PLUME_KQ_Q4_1)
 KX_MM_Q(kx_mm_q8_0, PLUME_KQ_Q8_0)
@@ -320,12 +316,7 @@ KX_INLINE void kx_mm_f(const int kf, const uint8_t *w, size_t rb, int64_t K, int
     }
 }
 
-#define KX_MM_F(name, kf)                                                                     \
-    static void name(const uint8_t *w, size_t rb, int64_t K, int n_rows, const float *x,     \
-                     int64_t ldx, int n_tok, float *y, int64_t ldy)                          \
-    {                                                                                         \
-        kx_mm_f(kf, w, rb, K, n_rows, x, ldx, n_tok, y, ldy);                                 \
-    }
+#define KX_MM_F(name, kf) PLUME_MM_F_ENTRY(name, kx_mm_f, kf)
 KX_MM_F(kx_mm_f32, PLUME_KF_F32)
 KX_MM_F(kx_mm_f16, PLUME_KF_F16)
 KX_MM_F(kx_mm_bf16, PLUME_KF_BF16)
@@ -516,3 +507,36 @@ static float kx_read_sum(const void *buf, size_t bytes)
     const __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
     return (float)(uint32_t)_mm256_extract_epi32(a, 0);
 }
+
+/* ---- what each level's plume_kernels table takes from here ---- */
+
+/* The asm text of a peak microbenchmark's loop body: twelve independent
+ * instructions `insn %reg0, %reg1, %regN`, N = 4 .. 15 (reg "ymm" or
+ * "zmm"), each accumulating into its own register; KX_CHAINS12_CLOBBERS
+ * names those registers for the asm statement. */
+#define KX_CHAINS12(insn, reg)                                                                     \
+    insn " %%" reg "0, %%" reg "1, %%" reg "4\n\t"                                                 \
+    insn " %%" reg "0, %%" reg "1, %%" reg "5\n\t"                                                 \
+    insn " %%" reg "0, %%" reg "1, %%" reg "6\n\t"                                                 \
+    insn " %%" reg "0, %%" reg "1, %%" reg "7\n\t"                                                 \
+    insn " %%" reg "0, %%" reg "1, %%" reg "8\n\t"                                                 \
+    insn " %%" reg "0, %%" reg "1, %%" reg "9\n\t"                                                 \
+    insn " %%" reg "0, %%" reg "1, %%" reg "10\n\t"                                                \
+    insn " %%" reg "0, %%" reg "1, %%" reg "11\n\t"                                                \
+    insn " %%" reg "0, %%" reg "1, %%" reg "12\n\t"                                                \
+    insn " %%" reg "0, %%" reg "1, %%" reg "13\n\t"                                                \
+    insn " %%" reg "0, %%" reg "1, %%" reg "14\n\t"                                                \
+    insn " %%" reg "0, %%" reg "1, %%" reg "15\n\t"
+#define KX_CHAINS12_CLOBBERS                                                                       \
+    "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14",  \
+        "xmm15"
+
+/* The plume_kernels entries every x86 level takes from this file, for its
+ * table's initializer; the including file adds .level, .mm_q, .mm_r and
+ * its peaks. */
+#define KX_SHARED_KERNELS                                                                          \
+    .quantize_q8 = kx_quantize_q8, .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16}, .dot = kx_dotf,     \
+    .axpy = kx_axpy, .rmsnorm = kx_rmsnorm, .rope = kx_rope, .swiglu = kx_swiglu, .geglu = kx_geglu,\
+    .attn_step = kx_attn_step, .attn_partial = kx_attn_partial, .attn_merge = kx_attn_merge,       \
+    .attn_paged = kx_attn_paged, .attn_paged_tile = kx_attn_paged_tile,                            \
+    .softmax_exp = kx_softmax_exp, .read_sum = kx_read_sum

@@ -60,25 +60,68 @@ typedef struct mm_job {
     atomic_llong next;
 } mm_job;
 
-/* Quantizes token t of the job's activations. */
-static void quantize_token(const mm_job *j, int t)
-{
-    const int64_t nb = j->K / 32;
-    j->k->quantize_q8(j->x + (size_t)t * j->K, j->K, j->aq + (size_t)t * j->K,
-                      j->ad + (size_t)t * nb, j->as + (size_t)t * nb);
-}
+/* Quantizing a pass's activations, one token at a time: quantize(job, t)
+ * for t in 0 .. n_tok-1, each taken by the next free thread. */
+typedef struct token_job {
+    void (*quantize)(const void *job, int t);
+    const void *job;
+    int n_tok;
+    atomic_llong next;
+} token_job;
 
-static void quant_worker(void *ctx, int ith, int nth)
+static void token_worker(void *ctx, int ith, int nth)
 {
-    mm_job *j = ctx;
+    token_job *j = ctx;
     (void)ith;
     (void)nth;
     for (;;) {
         const int64_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (t >= j->n_tok)
             break;
-        quantize_token(j, (int)t);
+        j->quantize(j->job, (int)t);
     }
+}
+
+/* Runs quantize(job, t) for the n_tok tokens of K values: on the pool when
+ * it has threads to spare and the pass is large enough to pay for them,
+ * else in order on this thread. */
+static void quantize_tokens(plume_pool *pool, int64_t K, int n_tok,
+                            void (*quantize)(const void *job, int t), const void *job)
+{
+    if (plume_pool_threads(pool) > 1 && (int64_t)n_tok * K >= SERIAL_QUANT_VALUES) {
+        token_job tj = {.quantize = quantize, .job = job, .n_tok = n_tok};
+        atomic_init(&tj.next, 0);
+        plume_pool_run(pool, token_worker, &tj);
+    } else {
+        for (int t = 0; t < n_tok; t++)
+            quantize(job, t);
+    }
+}
+
+/* The pool's workspace for a pass of as many of the n_tok tokens of K
+ * values as fit (bytes(step, K); step halved until it does, into *step);
+ * NULL, saying so on stderr, when not even one token fits. */
+static uint8_t *act_workspace(plume_pool *pool, int n_tok, int64_t K,
+                              size_t (*bytes)(int n, int64_t K), int *step)
+{
+    int s = n_tok;
+    uint8_t *ws;
+    while (!(ws = plume_pool_workspace(pool, bytes(s, K))) && s > 1)
+        s = (s + 1) / 2;
+    if (!ws)
+        fprintf(stderr, "plume: out of memory for %lld quantized activations; matmul output "
+                        "set to NaN\n", (long long)K);
+    *step = s;
+    return ws;
+}
+
+/* Quantizes token t of the mm_job's activations. */
+static void quantize_token(const void *job, int t)
+{
+    const mm_job *j = job;
+    const int64_t nb = j->K / 32;
+    j->k->quantize_q8(j->x + (size_t)t * j->K, j->K, j->aq + (size_t)t * j->K,
+                      j->ad + (size_t)t * nb, j->as + (size_t)t * nb);
 }
 
 static void mm_worker(void *ctx, int ith, int nth)
@@ -176,15 +219,9 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
         plume_pool_run(pool, mm_deq_worker, &j);
         return;
     }
-    if (j.kq >= 0) {
-        while (!(ws = plume_pool_workspace(pool, act_bytes(step, K))) && step > 1)
-            step = (step + 1) / 2;
-        if (!ws) {
-            fprintf(stderr, "plume: out of memory for %lld quantized activations; matmul output "
-                            "set to NaN\n", (long long)K);
-            fill_nan(y, (size_t)n_tok * (size_t)N);
-            return;
-        }
+    if (j.kq >= 0 && !(ws = act_workspace(pool, n_tok, K, act_bytes, &step))) {
+        fill_nan(y, (size_t)n_tok * (size_t)N);
+        return;
     }
     for (int t0 = 0; t0 < n_tok; t0 += step) {
         const int nt = n_tok - t0 < step ? n_tok - t0 : step;
@@ -195,13 +232,7 @@ void plume_cpu_matmul_with(const plume_kernels *k, plume_pool *pool, const plume
             j.aq = (int8_t *)ws;
             j.ad = (float *)(ws + ((size_t)nt * (size_t)K + 63) / 64 * 64);
             j.as = j.ad + (size_t)nt * (size_t)(K / 32);
-            if (nth > 1 && (int64_t)nt * K >= SERIAL_QUANT_VALUES) {
-                atomic_init(&j.next, 0);
-                plume_pool_run(pool, quant_worker, &j);
-            } else {
-                for (int t = 0; t < nt; t++)
-                    quantize_token(&j, t);
-            }
+            quantize_tokens(pool, K, nt, quantize_token, &j);
         }
         atomic_init(&j.next, 0);
         plume_pool_run(pool, mm_worker, &j);
@@ -293,8 +324,9 @@ typedef struct mr_job {
     atomic_llong next;
 } mr_job;
 
-static void mr_quantize_token(const mr_job *j, int t)
+static void mr_quantize_token(const void *job, int t)
 {
+    const mr_job *j = job;
     const int64_t K = j->act.K, nb = K / 32;
     int8_t *q = j->aq + (size_t)t * K;
     j->k->quantize_q8(j->x + (size_t)t * K, K, q, j->ad + (size_t)t * nb, j->as + (size_t)t * nb);
@@ -312,19 +344,6 @@ static void mr_quantize_token(const mr_job *j, int t)
         is16[2 * b + 1] = s1;
         s16[2 * b] = d[b] * (float)s0;
         s16[2 * b + 1] = d[b] * (float)s1;
-    }
-}
-
-static void mr_quant_worker(void *ctx, int ith, int nth)
-{
-    mr_job *j = ctx;
-    (void)ith;
-    (void)nth;
-    for (;;) {
-        const int64_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (t >= j->n_tok)
-            break;
-        mr_quantize_token(j, (int)t);
     }
 }
 
@@ -381,13 +400,7 @@ void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const flo
     j.ai16 = j.ai + (size_t)n * (size_t)nb;
     j.as16 = (float *)(j.ai16 + 2 * (size_t)n * (size_t)nb);
     j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16};
-    if (plume_pool_threads(pool) > 1 && (int64_t)n * K >= SERIAL_QUANT_VALUES) {
-        atomic_init(&j.next, 0);
-        plume_pool_run(pool, mr_quant_worker, &j);
-    } else {
-        for (int t = 0; t < n; t++)
-            mr_quantize_token(&j, t);
-    }
+    quantize_tokens(pool, K, n, mr_quantize_token, &j);
     *act = j.act;
 }
 
@@ -425,12 +438,8 @@ void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
     if (j.chunk < 1)
         j.chunk = 1;
     int step = n_tok;
-    uint8_t *ws;
-    while (!(ws = plume_pool_workspace(pool, plume_cpu_act_bytes(step, K))) && step > 1)
-        step = (step + 1) / 2;
+    uint8_t *ws = act_workspace(pool, n_tok, K, plume_cpu_act_bytes, &step);
     if (!ws) {
-        fprintf(stderr, "plume: out of memory for %lld quantized activations; matmul output "
-                        "set to NaN\n", (long long)K);
         for (int i = 0; i < j.n; i++)
             fill_nan(j.y[i], (size_t)n_tok * (size_t)j.w[i]->N);
         return;
