@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 #define RX_GPT2 \
@@ -134,14 +135,10 @@ void tok_pretok_free(tok_pretok *p)
 
 int tok_spans_push(tok_spans *s, size_t off, size_t len)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 64;
-        tok_span *v = realloc(s->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        s->v = v;
-        s->cap = nc;
-    }
+    tok_span *v = plume_grow(s->v, &s->cap, s->n + 1, 64, sizeof *v);
+    if (!v)
+        return -1;
+    s->v = v;
     s->v[s->n].off = off;
     s->v[s->n].len = len;
     s->n++;

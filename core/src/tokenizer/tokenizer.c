@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 char *tok_strndup(const char *s, size_t n)
@@ -17,14 +18,10 @@ char *tok_strndup(const char *s, size_t n)
 
 int tok_ids_push(int32_t **ids, size_t *n, size_t *cap, int32_t id)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        int32_t *v = realloc(*ids, nc * sizeof *v);
-        if (!v)
-            return -1;
-        *ids = v;
-        *cap = nc;
-    }
+    int32_t *v = plume_grow(*ids, cap, *n + 1, 64, sizeof *v);
+    if (!v)
+        return -1;
+    *ids = v;
     (*ids)[(*n)++] = id;
     return 0;
 }
