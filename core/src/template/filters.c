@@ -190,14 +190,8 @@ static jv f_items(jrt *rt, jv in, const jargs *a)
     if (in.kind != JV_DICT || in.u.d->ns)
         jrt_fail(rt, PLUME_ERR_INVALID, "can only get item pairs from a mapping, not %s",
                  jv_type_name(in));
-    for (size_t i = 0; i < in.u.d->n; i++) {
-        jv t = jv_list(rt, 2);
-        t.u.l->tuple = true;
-        t.u.l->items[0] = in.u.d->keys[i];
-        t.u.l->items[1] = in.u.d->vals[i];
-        t.u.l->n = 2;
-        jlist_push(rt, out.u.l, t);
-    }
+    for (size_t i = 0; i < in.u.d->n; i++)
+        jlist_push(rt, out.u.l, jv_pair(rt, in.u.d->keys[i], in.u.d->vals[i]));
     return out;
 }
 
@@ -646,10 +640,7 @@ static jv f_wordcount(jrt *rt, jv in, const jargs *a)
 
 static jv f_format(jrt *rt, jv in, const jargs *a)
 {
-    jv t = jv_list(rt, a->n);
-    jcopy(t.u.l->items, a->pos, a->n * sizeof(jv));
-    t.u.l->n = a->n;
-    t.u.l->tuple = true;
+    jv t = jv_list_of(rt, a->pos, a->n, true);
     /* value % args, through the evaluator's % operator */
     jv fmt = jv_to_str(rt, in);
     return jeval_percent(rt, fmt, t);
