@@ -186,6 +186,19 @@ static int64_t slice_bound(jrt *rt, jv v, int64_t dflt)
              jv_type_name(v));
 }
 
+/* A slice bound given as a number: a negative one counts from the end of
+ * the len items; the result is clamped to [lo, hi]. */
+static int64_t clamp_bound(int64_t x, int64_t len, int64_t lo, int64_t hi)
+{
+    if (x < 0) {
+        x += len;
+        if (x < lo)
+            x = lo;
+    } else if (x > hi)
+        x = hi;
+    return x;
+}
+
 /* Python's slice.indices(): start, stop, step over n items. */
 static void slice_indices(jrt *rt, jv s0, jv s1, jv s2, size_t n, int64_t *start, int64_t *stop,
                           int64_t *step)
@@ -197,22 +210,10 @@ static void slice_indices(jrt *rt, jv s0, jv s1, jv s2, size_t n, int64_t *start
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? len - 1 : len;
     int64_t a = slice_bound(rt, s0, st < 0 ? hi : lo);
     int64_t b = slice_bound(rt, s1, st < 0 ? lo : hi);
-    if (s0.kind == JV_INT || s0.kind == JV_BOOL) {
-        if (a < 0) {
-            a += len;
-            if (a < lo)
-                a = lo;
-        } else if (a > hi)
-            a = hi;
-    }
-    if (s1.kind == JV_INT || s1.kind == JV_BOOL) {
-        if (b < 0) {
-            b += len;
-            if (b < lo)
-                b = lo;
-        } else if (b > hi)
-            b = hi;
-    }
+    if (s0.kind == JV_INT || s0.kind == JV_BOOL)
+        a = clamp_bound(a, len, lo, hi);
+    if (s1.kind == JV_INT || s1.kind == JV_BOOL)
+        b = clamp_bound(b, len, lo, hi);
     *start = a;
     *stop = b;
     *step = st;

@@ -783,34 +783,24 @@ static bool t_divisibleby(jrt *rt, jv v, const jargs *a)
 }
 static bool t_even(jrt *rt, jv v, const jargs *a) { (void)a; return jarg_int(rt, v, "the value") % 2 == 0; }
 static bool t_odd(jrt *rt, jv v, const jargs *a) { (void)a; return jarg_int(rt, v, "the value") % 2 != 0; }
-static bool t_lower(jrt *rt, jv v, const jargs *a)
+/* Python's str.isupper() (upper) or str.islower() on ASCII letters: at
+ * least one letter of that case and none of the other. */
+static bool all_cased(jrt *rt, jv v, bool upper)
 {
-    (void)a;
     const jstr *s = soft_str(rt, v);
     bool cased = false;
     for (size_t i = 0; i < s->len; i++) {
         char c = s->data[i];
-        if (c >= 'A' && c <= 'Z')
+        bool is_upper = c >= 'A' && c <= 'Z', is_lower = c >= 'a' && c <= 'z';
+        if (upper ? is_lower : is_upper)
             return false;
-        if (c >= 'a' && c <= 'z')
+        if (upper ? is_upper : is_lower)
             cased = true;
     }
     return cased;
 }
-static bool t_upper(jrt *rt, jv v, const jargs *a)
-{
-    (void)a;
-    const jstr *s = soft_str(rt, v);
-    bool cased = false;
-    for (size_t i = 0; i < s->len; i++) {
-        char c = s->data[i];
-        if (c >= 'a' && c <= 'z')
-            return false;
-        if (c >= 'A' && c <= 'Z')
-            cased = true;
-    }
-    return cased;
-}
+static bool t_lower(jrt *rt, jv v, const jargs *a) { (void)a; return all_cased(rt, v, false); }
+static bool t_upper(jrt *rt, jv v, const jargs *a) { (void)a; return all_cased(rt, v, true); }
 static bool t_escaped(jrt *rt, jv v, const jargs *a) { (void)rt; (void)v; (void)a; return false; }
 static bool t_filter(jrt *rt, jv v, const jargs *a)
 {
