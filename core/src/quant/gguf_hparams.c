@@ -20,20 +20,13 @@ void gguf_write_hparams(gguf_writer *w, const char *a, const plume_model_config 
         {"attention.value_length", c->head_dim},
         {"rope.dimension_count", c->head_dim},
     };
-    const struct {
-        const char *suffix;
-        float v;
-    } f32s[] = {
-        {"rope.freq_base", c->rope_theta},
-        {"attention.layer_norm_rms_epsilon", c->rms_eps},
-    };
     char k[128];
     for (size_t i = 0; i < sizeof u32s / sizeof u32s[0]; i++) {
         snprintf(k, sizeof k, "%s.%s", a, u32s[i].suffix);
         gguf_writer_kv_u32(w, k, (uint32_t)u32s[i].v);
     }
-    for (size_t i = 0; i < sizeof f32s / sizeof f32s[0]; i++) {
-        snprintf(k, sizeof k, "%s.%s", a, f32s[i].suffix);
-        gguf_writer_kv_f32(w, k, f32s[i].v);
-    }
+    snprintf(k, sizeof k, "%s.rope.freq_base", a);
+    gguf_writer_kv_f32(w, k, c->rope_theta);
+    snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", a);
+    gguf_writer_kv_f32(w, k, c->rms_eps);
 }
