@@ -5,6 +5,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Returns the heap array p (from malloc or realloc, or NULL) of *cap
  * elements of `size` bytes, made to hold at least need elements: p itself
  * when need <= *cap; otherwise p reallocated to *cap (`first` when *cap is
@@ -24,5 +28,9 @@ static inline void *plume_grow(void *p, size_t *cap, size_t need, size_t first, 
         *cap = nc;
     return np;
 }
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
