@@ -404,21 +404,18 @@ void serve_loop_stop(serve_loop *l, bool abort_all)
     pthread_mutex_unlock(&l->mu);
 }
 
-bool serve_loop_stopping(serve_loop *l)
+/* *flag, one of l's, read under l's lock. */
+static bool read_locked(serve_loop *l, const bool *flag)
 {
     pthread_mutex_lock(&l->mu);
-    bool s = l->stopping;
+    bool v = *flag;
     pthread_mutex_unlock(&l->mu);
-    return s;
+    return v;
 }
 
-bool serve_loop_stopped(serve_loop *l)
-{
-    pthread_mutex_lock(&l->mu);
-    bool s = l->exited;
-    pthread_mutex_unlock(&l->mu);
-    return s;
-}
+bool serve_loop_stopping(serve_loop *l) { return read_locked(l, &l->stopping); }
+
+bool serve_loop_stopped(serve_loop *l) { return read_locked(l, &l->exited); }
 
 void serve_loop_join(serve_loop *l)
 {
