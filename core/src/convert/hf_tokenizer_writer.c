@@ -22,24 +22,6 @@ typedef struct gguf_vocab {
     size_t n_patterns;
 } gguf_vocab;
 
-static int64_t int_item(const gguf_value *v)
-{
-    switch (v->type) {
-    case GGUF_TYPE_UINT8:
-    case GGUF_TYPE_UINT16:
-    case GGUF_TYPE_UINT32:
-    case GGUF_TYPE_UINT64:
-        return (int64_t)v->u;
-    case GGUF_TYPE_INT8:
-    case GGUF_TYPE_INT16:
-    case GGUF_TYPE_INT32:
-    case GGUF_TYPE_INT64:
-        return v->i;
-    default:
-        return TOK_NORMAL;
-    }
-}
-
 static int read_vocab(const gguf_file *f, gguf_vocab *v, plume_error *err)
 {
     memset(v, 0, sizeof *v);
@@ -82,7 +64,7 @@ static int read_vocab(const gguf_file *f, gguf_vocab *v, plume_error *err)
 
 static int token_type(const gguf_vocab *v, uint64_t i)
 {
-    return v->types ? (int)int_item(&v->types[i]) : TOK_NORMAL;
+    return v->types ? (int)gguf_value_int(&v->types[i], TOK_NORMAL) : TOK_NORMAL;
 }
 
 /* A JSON string of a GGUF string (NULL when not valid UTF-8 or holding NUL). */

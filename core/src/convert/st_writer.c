@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
+
 /* dtype strings in the Rust enum's ("increasing alignment") order, with
  * their sizes in bytes; sub-byte types (F4, F6_*) are not writable here. */
 static const struct {
@@ -52,18 +54,12 @@ static void sb_putn(sbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    char *p = plume_grow(b->p, &b->cap, b->n + n + 1, 4096, 1);
+    if (!p) {
+        b->oom = true;
+        return;
     }
+    b->p = p;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = '\0';
@@ -160,14 +156,10 @@ int st_writer_add(st_writer *w, const char *name, const char *dtype, const int64
                              (long long)shape[d]);
         numel *= (uint64_t)shape[d];
     }
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? 2 * w->cap : 64;
-        st_entry *v = realloc(w->v, sizeof *v * cap);
-        if (!v)
-            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-        w->v = v;
-        w->cap = cap;
-    }
+    st_entry *v = plume_grow(w->v, &w->cap, w->n + 1, 64, sizeof *v);
+    if (!v)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    w->v = v;
     st_entry *e = &w->v[w->n];
     memset(e, 0, sizeof *e);
     if (!(e->name = strdup(name)))

@@ -185,30 +185,32 @@ static void free_unlink(plume_block_manager *bm, int32_t id)
     bm->n_free--;
 }
 
-static void free_push_tail(plume_block_manager *bm, int32_t id)
+/* Links block id into the free list between prev and next (-1: that end
+ * of the list). */
+static void free_link(plume_block_manager *bm, int32_t id, int32_t prev, int32_t next)
 {
     bm_block *b = &bm->blocks[id];
-    b->next = -1;
-    b->prev = bm->free_tail;
-    if (bm->free_tail >= 0)
-        bm->blocks[bm->free_tail].next = id;
+    b->prev = prev;
+    b->next = next;
+    if (prev >= 0)
+        bm->blocks[prev].next = id;
     else
         bm->free_head = id;
-    bm->free_tail = id;
+    if (next >= 0)
+        bm->blocks[next].prev = id;
+    else
+        bm->free_tail = id;
     bm->n_free++;
+}
+
+static void free_push_tail(plume_block_manager *bm, int32_t id)
+{
+    free_link(bm, id, bm->free_tail, -1);
 }
 
 static void free_push_head(plume_block_manager *bm, int32_t id)
 {
-    bm_block *b = &bm->blocks[id];
-    b->prev = -1;
-    b->next = bm->free_head;
-    if (bm->free_head >= 0)
-        bm->blocks[bm->free_head].prev = id;
-    else
-        bm->free_tail = id;
-    bm->free_head = id;
-    bm->n_free++;
+    free_link(bm, id, -1, bm->free_head);
 }
 
 /* ---- block state helpers ---------------------------------------------- */

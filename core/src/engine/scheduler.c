@@ -9,19 +9,6 @@
 #include "runtime/builtin.h"
 #include "plume/struct_size.h"
 
-static int grow(plume_seq_queue *q)
-{
-    if (q->n < q->cap)
-        return 0;
-    int32_t cap = q->cap ? 2 * q->cap : 16;
-    plume_seq **it = realloc(q->items, sizeof *it * (size_t)cap);
-    if (!it)
-        return -1;
-    q->items = it;
-    q->cap = cap;
-    return 0;
-}
-
 int plume_queue_reserve(plume_seq_queue *q, int32_t n)
 {
     if (n <= q->cap)
@@ -32,6 +19,14 @@ int plume_queue_reserve(plume_seq_queue *q, int32_t n)
     q->items = it;
     q->cap = n;
     return 0;
+}
+
+/* Room for one more item: the capacity doubles (16 at first). */
+static int grow(plume_seq_queue *q)
+{
+    if (q->n < q->cap)
+        return 0;
+    return plume_queue_reserve(q, q->cap ? 2 * q->cap : 16);
 }
 
 int plume_queue_push_back(plume_seq_queue *q, plume_seq *s)

@@ -3,15 +3,13 @@
 
 #include <stdlib.h>
 
-#include "model/runner.h"
+#include "model/single_seq.h"
 
 #define WINDOW_BLOCK 16
 
 struct plume_window {
     const plume_model *m;
-    plume_kv_cache *kv;
-    plume_runner *runner;
-    int32_t *block_table;
+    plume_single_seq seq;
     int32_t n_ctx, chunk;
     float *logits; /* chunk x n_vocab */
 };
@@ -30,19 +28,15 @@ int plume_window_create(const plume_model *m, int32_t n_ctx, int32_t chunk,
     w->m = m;
     w->n_ctx = n_ctx;
     w->chunk = chunk;
-    int32_t n_blocks = (n_ctx + WINDOW_BLOCK - 1) / WINDOW_BLOCK;
-    w->block_table = malloc(sizeof(int32_t) * (size_t)n_blocks);
     w->logits = malloc(sizeof(float) * (size_t)chunk * (size_t)plume_model_n_vocab(m));
-    if (!w->block_table || !w->logits) {
+    if (!w->logits) {
         plume_window_free(w);
         return plume_err(err, PLUME_ERR_NOMEM,
                          "out of memory for logits of %d positions x %d vocabulary", chunk,
                          plume_model_n_vocab(m));
     }
-    for (int32_t i = 0; i < n_blocks; i++)
-        w->block_table[i] = i;
-    if (plume_kv_cache_create(m, n_blocks, WINDOW_BLOCK, kv_dtype, &w->kv, err) ||
-        plume_runner_create(m, w->kv, chunk, &w->runner, err)) {
+    if (plume_single_seq_init(&w->seq, m, n_ctx, WINDOW_BLOCK, kv_dtype, chunk,
+                              "a perplexity window", err)) {
         plume_window_free(w);
         return -1;
     }
@@ -54,9 +48,7 @@ void plume_window_free(plume_window *w)
 {
     if (!w)
         return;
-    plume_runner_free(w->runner);
-    plume_kv_cache_free(w->kv);
-    free(w->block_table);
+    plume_single_seq_fini(&w->seq);
     free(w->logits);
     free(w);
 }
@@ -73,8 +65,8 @@ const float *plume_window_run(plume_window *w, const int32_t *tokens, int32_t n,
                   n_logits, w->chunk, w->n_ctx);
         return NULL;
     }
-    plume_batch_seq s = {tokens, n, pos0, w->block_table, n_logits};
-    if (plume_runner_forward(w->runner, &s, 1, n_logits ? w->logits : NULL, err))
+    if (plume_single_seq_forward(&w->seq, tokens, n, pos0, n_logits, n_logits ? w->logits : NULL,
+                                 err))
         return NULL;
     return w->logits;
 }

@@ -712,36 +712,33 @@ static bool is_signed(gguf_type t)
            t == GGUF_TYPE_INT64;
 }
 
-bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out)
+/* Whether v (NULL: missing) is an integer of either signedness in
+ * [lo, hi] (lo <= 0 <= hi); *out gets it. */
+static bool int_in(const gguf_value *v, int64_t lo, int64_t hi, int64_t *out)
 {
-    const gguf_value *v = gguf_get(f, key);
-    if (!v)
-        return false;
-    if (is_unsigned(v->type) && v->u <= UINT32_MAX) {
-        *out = (uint32_t)v->u;
+    if (v && is_unsigned(v->type) && v->u <= (uint64_t)hi) {
+        *out = (int64_t)v->u;
         return true;
     }
-    if (is_signed(v->type) && v->i >= 0 && v->i <= (int64_t)UINT32_MAX) {
-        *out = (uint32_t)v->i;
+    if (v && is_signed(v->type) && v->i >= lo && v->i <= hi) {
+        *out = v->i;
         return true;
     }
     return false;
 }
 
+bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out)
+{
+    int64_t x;
+    if (!int_in(gguf_get(f, key), 0, UINT32_MAX, &x))
+        return false;
+    *out = (uint32_t)x;
+    return true;
+}
+
 bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out)
 {
-    const gguf_value *v = gguf_get(f, key);
-    if (!v)
-        return false;
-    if (is_unsigned(v->type) && v->u <= (uint64_t)INT64_MAX) {
-        *out = (int64_t)v->u;
-        return true;
-    }
-    if (is_signed(v->type)) {
-        *out = v->i;
-        return true;
-    }
-    return false;
+    return int_in(gguf_get(f, key), INT64_MIN, INT64_MAX, out);
 }
 
 bool gguf_get_f32(const gguf_file *f, const char *key, float *out)

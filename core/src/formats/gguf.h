@@ -55,6 +55,20 @@ typedef struct gguf_value {
     };
 } gguf_value;
 
+/* The integer v holds (an unsigned one cast to int64_t), or def when v is
+ * not of an integer type. */
+static inline int64_t gguf_value_int(const gguf_value *v, int64_t def)
+{
+    switch (v->type) {
+    case GGUF_TYPE_UINT8: case GGUF_TYPE_UINT16: case GGUF_TYPE_UINT32: case GGUF_TYPE_UINT64:
+        return (int64_t)v->u;
+    case GGUF_TYPE_INT8: case GGUF_TYPE_INT16: case GGUF_TYPE_INT32: case GGUF_TYPE_INT64:
+        return v->i;
+    default:
+        return def;
+    }
+}
+
 typedef struct gguf_file gguf_file;
 
 /* Maps and parses a GGUF file: header, every metadata pair and every tensor

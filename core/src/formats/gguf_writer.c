@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "formats/gguf_writer.h"
 #include "plume/tensor.h"
 
@@ -43,18 +44,12 @@ static void put(wbuf *b, const void *src, size_t n)
 {
     if (b->oom)
         return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    uint8_t *p = plume_grow(b->p, &b->cap, b->n + n, 4096, 1);
+    if (!p) {
+        b->oom = true;
+        return;
     }
+    b->p = p;
     memcpy(b->p + b->n, src, n);
     b->n += n;
 }
@@ -103,16 +98,12 @@ bool gguf_writer_has_key(const gguf_writer *w, const char *key)
 
 static void key(gguf_writer *w, const char *k, size_t len, gguf_type type)
 {
-    if (w->n_keys == w->cap_keys) {
-        size_t cap = w->cap_keys ? 2 * w->cap_keys : 64;
-        char **p = realloc(w->keys, cap * sizeof *p);
-        if (!p) {
-            w->kv.oom = true;
-            return;
-        }
-        w->keys = p;
-        w->cap_keys = cap;
+    char **p = plume_grow(w->keys, &w->cap_keys, w->n_keys + 1, 64, sizeof *p);
+    if (!p) {
+        w->kv.oom = true;
+        return;
     }
+    w->keys = p;
     char *c = malloc(len + 1);
     if (!c) {
         w->kv.oom = true;
@@ -240,14 +231,10 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, int n_dims, const i
         return plume_err(err, PLUME_ERR_INVALID,
                          "tensor %s: rows of %lld cannot be stored as %s (block of %zu)", name,
                          (long long)ne[0], plume_dtype_name(type), plume_dtype_block_elems(type));
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        wtensor *p = realloc(w->t, cap * sizeof *p);
-        if (!p)
-            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-        w->t = p;
-        w->cap_t = cap;
-    }
+    wtensor *p = plume_grow(w->t, &w->cap_t, w->n_t + 1, 64, sizeof *p);
+    if (!p)
+        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
+    w->t = p;
     wtensor *t = &w->t[w->n_t++];
     memset(t, 0, sizeof *t);
     memcpy(t->name, name, len + 1);

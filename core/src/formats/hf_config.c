@@ -9,6 +9,8 @@
  * scalings default/linear/dynamic/yarn/llama3; sliding windows. */
 #include "model/config.h"
 
+#include "formats/json_file.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
@@ -127,13 +129,9 @@ static int hf_float(const char *path, json_t *root, const char *key, double def,
                     plume_error *err)
 {
     json_t *v = hf_get(root, key);
-    if (!v) {
-        *out = (float)def;
-        return 0;
-    }
-    if (!json_is_number(v))
+    if (v && !json_is_number(v))
         return plume_err(err, PLUME_ERR_FORMAT, "%s: field '%s' must be a number", path, key);
-    *out = (float)json_number_value(v);
+    *out = v ? (float)json_number_value(v) : (float)def;
     return 0;
 }
 
@@ -142,13 +140,9 @@ static int hf_bool(const char *path, json_t *root, const char *key, bool def, bo
                    plume_error *err)
 {
     json_t *v = hf_get(root, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    if (!json_is_boolean(v))
+    if (v && !json_is_boolean(v))
         return plume_err(err, PLUME_ERR_FORMAT, "%s: field '%s' must be true or false", path, key);
-    *out = json_is_true(v);
+    *out = v ? json_is_true(v) : def;
     return 0;
 }
 
@@ -553,14 +547,9 @@ int plume_config_from_hf_json(const char *path, plume_model_config *cfg, plume_e
 {
     if (!path || !cfg)
         return plume_err(err, PLUME_ERR_INVALID, "plume_config_from_hf_json: NULL argument");
-    json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_cannot_open_file)
-            return plume_err(err, PLUME_ERR_IO, "%s: cannot read: %s", path, jerr.text);
-        return plume_err(err, PLUME_ERR_FORMAT, "%s: not valid JSON: %s (line %d, column %d)", path,
-                         jerr.text, jerr.line, jerr.column);
-    }
+    json_t *root = json_file_load(path, err);
+    if (!root)
+        return -1;
     int rc;
     if (!json_is_object(root))
         rc = plume_err(err, PLUME_ERR_FORMAT, "%s: not a JSON object", path);

@@ -90,6 +90,16 @@ static bool scalar_text(json_t *v, char *buf, size_t cap)
     return true;
 }
 
+/* The string field key of qc, or else its synonym alt; NULL when neither is
+ * a string. */
+static const char *string_field(json_t *qc, const char *key, const char *alt)
+{
+    json_t *v = json_object_get(qc, key);
+    if (!json_is_string(v))
+        v = json_object_get(qc, alt);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
 /* Refuses what no method here implements, naming the field. */
 static int check_fields(json_t *qc, const char *where, plume_error *err)
 {
@@ -142,13 +152,8 @@ int plume_hf_quant_config(const char *dir, plume_settings **out, char *method, s
             goto done;
         }
     }
-    const char *m = NULL;
-    json_t *qm = json_object_get(qc, "quant_method");
-    if (!json_is_string(qm))
-        qm = json_object_get(qc, "method");
-    if (json_is_string(qm))
-        m = json_string_value(qm);
-    else if (json_object_get(qc, "version") && json_object_get(qc, "w_bit"))
+    const char *m = string_field(qc, "quant_method", "method");
+    if (!m && json_object_get(qc, "version") && json_object_get(qc, "w_bit"))
         m = "awq"; /* AutoAWQ's quant_config.json (formats.md §1.6) */
     if (!m || !*m) {
         plume_err(err, PLUME_ERR_FORMAT,
@@ -160,12 +165,7 @@ int plume_hf_quant_config(const char *dir, plume_settings **out, char *method, s
     for (; m[i] && i + 1 < cap; i++)
         method[i] = (char)tolower((unsigned char)m[i]);
     method[i] = 0;
-    const char *fmt = NULL;
-    json_t *cf = json_object_get(qc, "checkpoint_format");
-    if (!json_is_string(cf))
-        cf = json_object_get(qc, "format");
-    if (json_is_string(cf))
-        fmt = json_string_value(cf);
+    const char *fmt = string_field(qc, "checkpoint_format", "format");
     if (fmt && strcasecmp(fmt, "marlin") == 0) {
         plume_err(err, PLUME_ERR_UNSUPPORTED,
                   "%s: checkpoint_format \"marlin\" is not supported (use the plain gptq format)",

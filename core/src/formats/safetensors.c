@@ -3,6 +3,8 @@
  * or hostile file: a bad file gives an error naming it, never a crash. */
 #include "formats/safetensors.h"
 
+#include "formats/json_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -599,14 +601,9 @@ static int st_check_weight_map(const safetensors *st, const char *index, const s
 /* Opens a sharded checkpoint through its index JSON. */
 static int st_open_index(safetensors *st, const char *path, plume_error *err)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        if (json_error_code(&jerr) == json_error_cannot_open_file)
-            return plume_err(err, PLUME_ERR_IO, "%s: cannot read: %s", path, jerr.text);
-        return plume_err(err, PLUME_ERR_FORMAT, "%s: not valid JSON: %s (line %d, column %d)", path,
-                         jerr.text, jerr.line, jerr.column);
-    }
+    json_t *root = json_file_load(path, err);
+    if (!root)
+        return -1;
     st_mapping *m = NULL;
     size_t n = 0;
     char *dir = NULL;

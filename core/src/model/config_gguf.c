@@ -5,11 +5,30 @@
 
 #include "model/model_internal.h"
 
+enum { KEY_CAP = 128 };
+
+/* Writes the key <arch>.<suffix> into key (KEY_CAP bytes) and returns its
+ * value, NULL when the file has none. */
+static const gguf_value *arch_value(const gguf_file *f, const char *arch, const char *suffix,
+                                    char *key)
+{
+    snprintf(key, KEY_CAP, "%s.%s", arch, suffix);
+    return gguf_get(f, key);
+}
+
+/* Fails saying that metadata key, of v's type, must be `must`. */
+static int bad_value(const gguf_file *f, const char *key, const gguf_value *v, const char *must,
+                     plume_error *err)
+{
+    return plume_err(err, PLUME_ERR_FORMAT, "%s: metadata '%s' (%s) must be %s; fix the metadata",
+                     gguf_path(f), key, gguf_type_name(v->type), must);
+}
+
 static int need_u32(const gguf_file *f, const char *arch, const char *suffix, int32_t *out,
                     plume_error *err)
 {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    char key[KEY_CAP];
+    arch_value(f, arch, suffix, key);
     uint32_t v;
     if (!gguf_get_u32(f, key, &v))
         return plume_err(err, PLUME_ERR_FORMAT,
@@ -29,17 +48,14 @@ static int need_u32(const gguf_file *f, const char *arch, const char *suffix, in
 static int opt_u32(const gguf_file *f, const char *arch, const char *suffix, int32_t def,
                    int32_t *out, plume_error *err)
 {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    const gguf_value *v = gguf_get(f, key);
+    char key[KEY_CAP];
+    const gguf_value *v = arch_value(f, arch, suffix, key);
     uint32_t x;
     *out = def;
     if (!v)
         return 0;
     if (!gguf_get_u32(f, key, &x) || x > INT32_MAX)
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "%s: metadata '%s' (%s) must be an integer in [0, %d]; fix the metadata",
-                         gguf_path(f), key, gguf_type_name(v->type), INT32_MAX);
+        return bad_value(f, key, v, "an integer in [0, 2147483647]", err); /* INT32_MAX */
     *out = (int32_t)x;
     return 0;
 }
@@ -49,14 +65,11 @@ static int opt_u32(const gguf_file *f, const char *arch, const char *suffix, int
 static int opt_f32(const gguf_file *f, const char *arch, const char *suffix, float def,
                    float *out, plume_error *err)
 {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    const gguf_value *v = gguf_get(f, key);
+    char key[KEY_CAP];
+    const gguf_value *v = arch_value(f, arch, suffix, key);
     *out = def;
     if (v && !gguf_get_f32(f, key, out))
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "%s: metadata '%s' (%s) must be a number; fix the metadata",
-                         gguf_path(f), key, gguf_type_name(v->type));
+        return bad_value(f, key, v, "a number", err);
     return 0;
 }
 
@@ -74,14 +87,11 @@ static int gguf_rope(const gguf_file *f, const char *arch, plume_model_config *c
     memset(r, 0, sizeof *r);
     r->theta = cfg->rope_theta;
     r->truncate = true;
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    char key[KEY_CAP];
     gguf_str st;
-    const gguf_value *sv = gguf_get(f, key);
+    const gguf_value *sv = arch_value(f, arch, "rope.scaling.type", key);
     if (sv && !gguf_get_str(f, key, &st))
-        return plume_err(err, PLUME_ERR_FORMAT,
-                         "%s: metadata '%s' (%s) must be a string; fix the metadata",
-                         gguf_path(f), key, gguf_type_name(sv->type));
+        return bad_value(f, key, sv, "a string", err);
     bool none = !sv || (st.len == 4 && memcmp(st.ptr, "none", 4) == 0);
     if (!none && st.len == 6 && memcmp(st.ptr, "linear", 6) == 0)
         r->type = PLUME_ROPE_SCALING_LINEAR;
@@ -147,9 +157,8 @@ static int gguf_windows(const gguf_file *f, const char *arch, plume_model_config
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: sliding-window models with more than %d layers are not supported",
                          gguf_path(f), PLUME_MAX_LAYERS);
-    char key[128];
-    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", arch);
-    const gguf_value *pv = gguf_get(f, key);
+    char key[KEY_CAP];
+    const gguf_value *pv = arch_value(f, arch, "attention.sliding_window_pattern", key);
     gguf_type et;
     uint64_t n;
     const gguf_value *items;
@@ -280,9 +289,8 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
                                gguf_path(f), PLUME_MAX_LAYERS)
                    : 0;
     }
-    char key[128];
-    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
-    const gguf_value *v = gguf_get(f, key);
+    char key[KEY_CAP];
+    const gguf_value *v = arch_value(f, arch, "expert_weights_norm", key);
     if (v && !gguf_get_bool(f, key, &cfg->moe_norm_topk))
         return plume_err(err, PLUME_ERR_FORMAT, "%s: metadata '%s' (%s) must be a boolean",
                          gguf_path(f), key, gguf_type_name(v->type));
@@ -292,6 +300,34 @@ static int gguf_moe(const gguf_file *f, const char *arch, plume_model_config *cf
                          gguf_path(f), PLUME_MAX_LAYERS);
     return 0;
 }
+
+/* The GGUF architectures plume runs and the settings each implies.  Only
+ * llama's q/k rows are permuted by the converter; llama.cpp runs the others
+ * with NEOX rope (LLAMA_ROPE_TYPE_NEOX), unpermuted. */
+typedef struct gguf_arch {
+    const char *name;
+    plume_arch arch;
+    plume_rope_style rope_style;
+    bool qkv_bias; /* gpt-oss: and attn_output.bias, the native linears' */
+    bool qk_norm, qk_norm_full, post_norms;
+    plume_ffn_act ffn_act;
+} gguf_arch;
+
+static const gguf_arch gguf_archs[] = {
+    {.name = "llama", .arch = PLUME_ARCH_LLAMA, .rope_style = PLUME_ROPE_ADJACENT},
+    {.name = "qwen2", .arch = PLUME_ARCH_QWEN2, .rope_style = PLUME_ROPE_HALF, .qkv_bias = true},
+    {.name = "qwen3", .arch = PLUME_ARCH_QWEN3, .rope_style = PLUME_ROPE_HALF, .qk_norm = true},
+    {.name = "gemma3", .arch = PLUME_ARCH_GEMMA3, .rope_style = PLUME_ROPE_HALF, .qk_norm = true,
+     .post_norms = true, .ffn_act = PLUME_FFN_GELU_TANH},
+    {.name = "qwen3moe", .arch = PLUME_ARCH_QWEN3MOE, .rope_style = PLUME_ROPE_HALF,
+     .qk_norm = true},
+    {.name = "qwen2moe", .arch = PLUME_ARCH_QWEN2MOE, .rope_style = PLUME_ROPE_HALF,
+     .qkv_bias = true},
+    {.name = "gpt-oss", .arch = PLUME_ARCH_GPT_OSS, .rope_style = PLUME_ROPE_HALF,
+     .qkv_bias = true},
+    {.name = "olmoe", .arch = PLUME_ARCH_OLMOE, .rope_style = PLUME_ROPE_HALF,
+     .qk_norm_full = true},
+};
 
 /* GGUF architectures of mixture-of-experts families plume does not run. */
 static const char *const gguf_moe_refused[] = {
@@ -311,42 +347,11 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                          gguf_path(f));
     char arch[32];
     snprintf(arch, sizeof arch, "%.*s", (int)(a.len < 31 ? a.len : 31), a.ptr);
-    if (strcmp(arch, "llama") == 0) {
-        cfg->arch = PLUME_ARCH_LLAMA;
-        cfg->rope_style = PLUME_ROPE_ADJACENT; /* q/k rows permuted by the converter */
-    } else if (strcmp(arch, "qwen2") == 0) {
-        cfg->arch = PLUME_ARCH_QWEN2;
-        cfg->rope_style = PLUME_ROPE_HALF; /* llama.cpp runs qwen2 with NEOX rope, no permutation */
-        cfg->qkv_bias = true;
-    } else if (strcmp(arch, "qwen3") == 0) {
-        cfg->arch = PLUME_ARCH_QWEN3;
-        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted (as qwen2) */
-        cfg->qk_norm = true;
-    } else if (strcmp(arch, "gemma3") == 0) {
-        cfg->arch = PLUME_ARCH_GEMMA3;
-        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
-        cfg->qk_norm = true;
-        cfg->post_norms = true;
-        cfg->ffn_act = PLUME_FFN_GELU_TANH;
-        /* convert_hf_to_gguf.py already added 1 to every Gemma norm weight */
-        cfg->norm_plus_one = false;
-    } else if (strcmp(arch, "qwen3moe") == 0) {
-        cfg->arch = PLUME_ARCH_QWEN3MOE;
-        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
-        cfg->qk_norm = true;
-    } else if (strcmp(arch, "qwen2moe") == 0) {
-        cfg->arch = PLUME_ARCH_QWEN2MOE;
-        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted (as qwen2) */
-        cfg->qkv_bias = true;
-    } else if (strcmp(arch, "gpt-oss") == 0) {
-        cfg->arch = PLUME_ARCH_GPT_OSS;
-        cfg->rope_style = PLUME_ROPE_HALF; /* LLAMA_ROPE_TYPE_NEOX, not permuted */
-        cfg->qkv_bias = true;              /* and attn_output.bias: the native linears' */
-    } else if (strcmp(arch, "olmoe") == 0) {
-        cfg->arch = PLUME_ARCH_OLMOE;
-        cfg->rope_style = PLUME_ROPE_HALF; /* NEOX, not permuted */
-        cfg->qk_norm_full = true;
-    } else {
+    const gguf_arch *ga = NULL;
+    for (size_t i = 0; i < sizeof gguf_archs / sizeof gguf_archs[0] && !ga; i++)
+        if (strcmp(arch, gguf_archs[i].name) == 0)
+            ga = &gguf_archs[i];
+    if (!ga) {
         for (size_t i = 0; i < sizeof gguf_moe_refused / sizeof gguf_moe_refused[0]; i++)
             if (strcmp(arch, gguf_moe_refused[i]) == 0)
                 return plume_err(err, PLUME_ERR_UNSUPPORTED,
@@ -359,6 +364,15 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                          "gemma3, qwen3moe, qwen2moe, olmoe, gpt-oss)",
                          gguf_path(f), arch);
     }
+    cfg->arch = ga->arch;
+    cfg->rope_style = ga->rope_style;
+    cfg->qkv_bias = ga->qkv_bias;
+    cfg->qk_norm = ga->qk_norm;
+    cfg->qk_norm_full = ga->qk_norm_full;
+    cfg->post_norms = ga->post_norms;
+    cfg->ffn_act = ga->ffn_act;
+    /* Gemma: convert_hf_to_gguf.py already added 1 to every norm weight */
+    cfg->norm_plus_one = false;
     snprintf(cfg->arch_name, sizeof cfg->arch_name, "%s", arch);
     if (need_u32(f, arch, "embedding_length", &cfg->n_embd, err) ||
         need_u32(f, arch, "block_count", &cfg->n_layer, err) ||

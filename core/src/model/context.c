@@ -4,16 +4,14 @@
 #include <stdlib.h>
 
 #include "model/model_internal.h"
-#include "model/runner.h"
+#include "model/single_seq.h"
 
 #define CTX_BLOCK 16
 #define CTX_CHUNK 64 /* positions per forward */
 
 struct plume_context {
     const plume_model *m;
-    plume_kv_cache *kv;
-    plume_runner *runner;
-    int32_t *block_table;
+    plume_single_seq seq;
     int n_ctx;
     int n_past;
 };
@@ -29,16 +27,8 @@ int plume_context_create(const plume_model *m, int n_ctx, plume_context **out, p
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a context");
     c->m = m;
     c->n_ctx = n_ctx;
-    int32_t n_blocks = (n_ctx + CTX_BLOCK - 1) / CTX_BLOCK;
-    c->block_table = malloc(sizeof(int32_t) * (size_t)n_blocks);
-    if (!c->block_table) {
-        free(c);
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a context");
-    }
-    for (int32_t i = 0; i < n_blocks; i++)
-        c->block_table[i] = i;
-    if (plume_kv_cache_create(m, n_blocks, CTX_BLOCK, PLUME_KV_F32, &c->kv, err) ||
-        plume_runner_create(m, c->kv, CTX_CHUNK, &c->runner, err)) {
+    if (plume_single_seq_init(&c->seq, m, n_ctx, CTX_BLOCK, PLUME_KV_F32, CTX_CHUNK, "a context",
+                              err)) {
         plume_context_free(c);
         return -1;
     }
@@ -50,9 +40,7 @@ void plume_context_free(plume_context *c)
 {
     if (!c)
         return;
-    plume_runner_free(c->runner);
-    plume_kv_cache_free(c->kv);
-    free(c->block_table);
+    plume_single_seq_fini(&c->seq);
     free(c);
 }
 
@@ -73,9 +61,9 @@ int plume_decode(plume_context *c, const int32_t *tokens, size_t n, float *logit
     for (size_t done = 0; done < n;) {
         size_t chunk = n - done < CTX_CHUNK ? n - done : CTX_CHUNK;
         bool last = done + chunk == n;
-        plume_batch_seq s = {tokens + done, (int32_t)chunk, c->n_past + (int32_t)done,
-                             c->block_table, last && logits ? 1 : 0};
-        if (plume_runner_forward(c->runner, &s, 1, last ? logits : NULL, err))
+        if (plume_single_seq_forward(&c->seq, tokens + done, (int32_t)chunk,
+                                     c->n_past + (int32_t)done, last && logits ? 1 : 0,
+                                     last ? logits : NULL, err))
             return -1;
         done += chunk;
     }

@@ -91,53 +91,40 @@ static void pack_high_bits(const uint8_t q[32], uint8_t *qh)
         qh[b] = (uint8_t)(h >> (8 * b));
 }
 
-void gq_row_q4_0(const float *x, uint8_t *y, int64_t k)
+/* One row of a legacy format of 32-value blocks, each: the f16 scale d,
+ * with_min: the f16 minimum m, 5-bit codes: their 32 high bits, then the
+ * low nibbles (q4_0: 18 bytes, q4_1: 20, q5_0: 22, q5_1: 24). */
+static inline void legacy_row(const float *x, uint8_t *y, int64_t k, int bits, bool with_min)
 {
-    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 18) {
-        uint8_t q[32];
-        float d;
-        sym_codes(x, 4, q, &d);
-        put_f16(y, d);
-        pack_nibbles(q, y + 2);
-    }
-}
-
-void gq_row_q4_1(const float *x, uint8_t *y, int64_t k)
-{
-    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 20) {
-        uint8_t q[32];
+    const int block_bytes = 2 + (with_min ? 2 : 0) + (bits == 5 ? 4 : 0) + 16;
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += block_bytes) {
+        uint8_t q[32], *p = y;
         float d, m;
-        asym_codes(x, 4, q, &d, &m);
-        put_f16(y, d);
-        put_f16(y + 2, m);
-        pack_nibbles(q, y + 4);
+        if (with_min)
+            asym_codes(x, bits, q, &d, &m);
+        else
+            sym_codes(x, bits, q, &d);
+        put_f16(p, d);
+        p += 2;
+        if (with_min) {
+            put_f16(p, m);
+            p += 2;
+        }
+        if (bits == 5) {
+            pack_high_bits(q, p);
+            p += 4;
+        }
+        pack_nibbles(q, p);
     }
 }
 
-void gq_row_q5_0(const float *x, uint8_t *y, int64_t k)
-{
-    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 22) {
-        uint8_t q[32];
-        float d;
-        sym_codes(x, 5, q, &d);
-        put_f16(y, d);
-        pack_high_bits(q, y + 2);
-        pack_nibbles(q, y + 6);
-    }
-}
+void gq_row_q4_0(const float *x, uint8_t *y, int64_t k) { legacy_row(x, y, k, 4, false); }
 
-void gq_row_q5_1(const float *x, uint8_t *y, int64_t k)
-{
-    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 24) {
-        uint8_t q[32];
-        float d, m;
-        asym_codes(x, 5, q, &d, &m);
-        put_f16(y, d);
-        put_f16(y + 2, m);
-        pack_high_bits(q, y + 4);
-        pack_nibbles(q, y + 8);
-    }
-}
+void gq_row_q4_1(const float *x, uint8_t *y, int64_t k) { legacy_row(x, y, k, 4, true); }
+
+void gq_row_q5_0(const float *x, uint8_t *y, int64_t k) { legacy_row(x, y, k, 5, false); }
+
+void gq_row_q5_1(const float *x, uint8_t *y, int64_t k) { legacy_row(x, y, k, 5, true); }
 
 void gq_row_q8_0(const float *x, uint8_t *y, int64_t k)
 {

@@ -7,20 +7,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "plume/grow.h"
 #include "plume/fp16.h"
 #include "convert/convert_internal.h"
 #include "convert/st_writer.h"
 
 static int grow(quant_output *out, plume_error *err)
 {
-    if (out->n < out->cap)
-        return 0;
-    size_t cap = out->cap ? out->cap * 2 : 64;
-    quant_out_tensor *t = realloc(out->t, cap * sizeof *t);
+    quant_out_tensor *t = plume_grow(out->t, &out->cap, out->n + 1, 64, sizeof *t);
     if (!t)
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory collecting tensors");
     out->t = t;
-    out->cap = cap;
     return 0;
 }
 

@@ -57,13 +57,6 @@ static int native_load(const plume_weights *wt, const char *prefix, const plume_
                          "found %lld of type %s",
                          prefix, (long long)t->ne[1], (long long)plume_tensor_nelements(bt),
                          plume_dtype_name(bt->type));
-    plume_linear *l = calloc(1, sizeof *l);
-    if (!l)
-        return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-    l->bvt = bvt;
-    l->b = b;
-    l->in = t->ne[0];
-    l->out = t->ne[1];
     plume_tensor bv;
     if (bt) { /* as a 1-D vector, whatever shape the file gave it */
         bv = *bt;
@@ -71,13 +64,7 @@ static int native_load(const plume_weights *wt, const char *prefix, const plume_
         bv.ne[0] = t->ne[1];
         bv.ne[1] = bv.ne[2] = bv.ne[3] = 1;
     }
-    if (bvt->weight_prepare(b, t, &l->w, err) ||
-        (bt && bvt->weight_prepare(b, &bv, &l->bias, err))) {
-        native_destroy(l);
-        return -1;
-    }
-    *out = l;
-    return 0;
+    return plume_native_linear_create(bvt, b, t, bt ? &bv : NULL, out, err);
 }
 
 static void native_shape(const plume_linear *l, int64_t *in, int64_t *out)

@@ -4,6 +4,7 @@
  * temperature, then on the tempered probabilities top-k and min-p
  * (which commute), top-p on what they left, renormalise, draw. */
 #include "plume/sampler.h"
+#include "sample/draw.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -272,18 +273,7 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
 
 int32_t plume_sampler_draw(plume_sampler *s, const float *probs)
 {
-    double u = plume_rng_uniform(&s->rng);
-    double cum = 0.0;
-    int32_t last = -1;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        if (probs[i] <= 0.0f)
-            continue;
-        last = i;
-        cum += probs[i];
-        if (u < cum)
-            return i;
-    }
-    return last; /* rounding left u just above the total */
+    return plume_draw_at(probs, s->n_vocab, plume_rng_uniform(&s->rng));
 }
 
 plume_rng *plume_sampler_rng(plume_sampler *s) { return &s->rng; }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "plume/sampler.h"
+#include "sample/draw.h"
 
 /* Draws from a distribution; a point mass is returned without touching the
  * RNG, so greedy decoding stays independent of the random stream. */
@@ -15,17 +16,7 @@ static int32_t draw(plume_rng *rng, const float *p, int32_t nv)
         }
     if (count == 1)
         return only;
-    double u = plume_rng_uniform(rng), cum = 0.0;
-    int32_t last = -1;
-    for (int32_t i = 0; i < nv; i++) {
-        if (p[i] <= 0.0f)
-            continue;
-        last = i;
-        cum += p[i];
-        if (u < cum)
-            return i;
-    }
-    return last;
+    return plume_draw_at(p, nv, plume_rng_uniform(rng));
 }
 
 /* Samples from normalize(max(0, p - q)); q is a point mass on d when qrow is

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "plume/grow.h"
+
 struct serve_loop {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -83,30 +85,13 @@ static void push_token(serve_req *r, int32_t token, const char *text, size_t len
                        const plume_token_logprobs *lp)
 {
     pthread_mutex_lock(&r->mu);
-    bool ok = true;
-    if (r->n_toks == r->cap_toks) {
-        size_t cap = r->cap_toks ? 2 * r->cap_toks : 32;
-        serve_token *t = realloc(r->toks, cap * sizeof *t);
-        if (t) {
-            r->toks = t;
-            r->cap_toks = cap;
-        } else {
-            ok = false;
-        }
-    }
-    if (ok && r->text_len + len + 1 > r->text_cap) {
-        size_t cap = r->text_cap ? r->text_cap : 256;
-        while (cap < r->text_len + len + 1)
-            cap *= 2;
-        char *t = realloc(r->text, cap);
-        if (t) {
-            r->text = t;
-            r->text_cap = cap;
-        } else {
-            ok = false;
-        }
-    }
-    if (ok) {
+    serve_token *toks = plume_grow(r->toks, &r->cap_toks, r->n_toks + 1, 32, sizeof *toks);
+    if (toks)
+        r->toks = toks;
+    char *txt = toks ? plume_grow(r->text, &r->text_cap, r->text_len + len + 1, 256, 1) : NULL;
+    if (txt)
+        r->text = txt;
+    if (toks && txt) {
         memcpy(r->text + r->text_len, text, len);
         serve_token *t = &r->toks[r->n_toks++];
         t->id = token;
@@ -419,21 +404,18 @@ void serve_loop_stop(serve_loop *l, bool abort_all)
     pthread_mutex_unlock(&l->mu);
 }
 
-bool serve_loop_stopping(serve_loop *l)
+/* *flag, one of l's, read under l's lock. */
+static bool read_locked(serve_loop *l, const bool *flag)
 {
     pthread_mutex_lock(&l->mu);
-    bool s = l->stopping;
+    bool v = *flag;
     pthread_mutex_unlock(&l->mu);
-    return s;
+    return v;
 }
 
-bool serve_loop_stopped(serve_loop *l)
-{
-    pthread_mutex_lock(&l->mu);
-    bool s = l->exited;
-    pthread_mutex_unlock(&l->mu);
-    return s;
-}
+bool serve_loop_stopping(serve_loop *l) { return read_locked(l, &l->stopping); }
+
+bool serve_loop_stopped(serve_loop *l) { return read_locked(l, &l->exited); }
 
 void serve_loop_join(serve_loop *l)
 {

@@ -3,22 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
+
 int serve_body_append(serve_body *b, const char *data, size_t n, size_t max)
 {
     if (b->too_big || b->len + n > max) {
         b->too_big = true;
         return 0;
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p)
-            return -1;
-        b->data = p;
-        b->cap = cap;
-    }
+    char *p = plume_grow(b->data, &b->cap, b->len + n + 1, 4096, 1);
+    if (!p)
+        return -1;
+    b->data = p;
     memcpy(b->data + b->len, data, n);
     b->len += n;
     b->data[b->len] = '\0';

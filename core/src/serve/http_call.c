@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "plume/grow.h"
+
 struct http_call {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -62,18 +64,12 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
-    if (c->len + len + 1 > c->cap) {
-        size_t cap = c->cap ? c->cap : 8192;
-        while (cap < c->len + len + 1)
-            cap *= 2;
-        char *b = realloc(c->buf, cap);
-        if (!b) {
-            pthread_mutex_unlock(&c->mu);
-            return 0;
-        }
-        c->buf = b;
-        c->cap = cap;
+    char *b = plume_grow(c->buf, &c->cap, c->len + len + 1, 8192, 1);
+    if (!b) {
+        pthread_mutex_unlock(&c->mu);
+        return 0;
     }
+    c->buf = b;
     memcpy(c->buf + c->len, p, len);
     c->len += len;
     c->buf[c->len] = '\0';

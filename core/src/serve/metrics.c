@@ -155,6 +155,13 @@ static void metric(sbuf *b, const char *name, const char *type, const char *help
     sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* One sample of a counter with one label: name{label="value"} n. */
+static void labelled(sbuf *b, const char *name, const char *label, const char *value,
+                     long long n)
+{
+    sb_printf(b, "%s{%s=\"%s\"} %lld\n", name, label, value, n);
+}
+
 static void render_histo(sbuf *b, const char *name, const char *help, const histo *h)
 {
     metric(b, name, "histogram", help);
@@ -229,22 +236,17 @@ char *serve_metrics_render(serve_metrics *m, const char *model_name)
     metric(&b, "plume:generation_tokens_total", "counter", "Generated tokens of finished requests.");
     sb_printf(&b, "plume:generation_tokens_total %lld\n", (long long)m->generation_tokens);
     metric(&b, "plume:request_success_total", "counter", "Finished requests by finish reason.");
-    sb_printf(&b, "plume:request_success_total{finished_reason=\"stop\"} %lld\n",
-              (long long)m->req_stop);
-    sb_printf(&b, "plume:request_success_total{finished_reason=\"length\"} %lld\n",
-              (long long)m->req_length);
-    sb_printf(&b, "plume:request_success_total{finished_reason=\"abort\"} %lld\n",
-              (long long)m->req_abort);
-    sb_printf(&b, "plume:request_success_total{finished_reason=\"error\"} %lld\n",
-              (long long)m->req_error);
+    const char *ok = "plume:request_success_total";
+    labelled(&b, ok, "finished_reason", "stop", (long long)m->req_stop);
+    labelled(&b, ok, "finished_reason", "length", (long long)m->req_length);
+    labelled(&b, ok, "finished_reason", "abort", (long long)m->req_abort);
+    labelled(&b, ok, "finished_reason", "error", (long long)m->req_error);
     metric(&b, "plume:http_request_errors_total", "counter",
            "Requests refused before the engine saw them, by status class.");
-    sb_printf(&b, "plume:http_request_errors_total{status=\"4xx\"} %lld\n",
-              (long long)m->http_4xx);
-    sb_printf(&b, "plume:http_request_errors_total{status=\"429\"} %lld\n",
-              (long long)m->http_429);
-    sb_printf(&b, "plume:http_request_errors_total{status=\"503\"} %lld\n",
-              (long long)m->http_503);
+    const char *refused = "plume:http_request_errors_total";
+    labelled(&b, refused, "status", "4xx", (long long)m->http_4xx);
+    labelled(&b, refused, "status", "429", (long long)m->http_429);
+    labelled(&b, refused, "status", "503", (long long)m->http_503);
     metric(&b, "plume:spec_decode_num_draft_tokens_total", "counter",
            "Speculative decoding: tokens drafted.");
     sb_printf(&b, "plume:spec_decode_num_draft_tokens_total %lld\n", (long long)g->spec_drafted);

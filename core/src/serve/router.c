@@ -87,6 +87,20 @@ static void relay_free(void *cls)
     free(r);
 }
 
+/* Answers 502 for the call up to the role worker at url that failed, counts
+ * it in *failed and frees up. */
+static enum MHD_Result worker_failed(http_exchange *x, const char *role, const char *url,
+                                     http_call *up, atomic_llong *failed)
+{
+    enum MHD_Result rc = http_send_error(x, 502,
+                                         "the %s worker at %s failed: %s; the request was not "
+                                         "served (retry it)",
+                                         role, url, http_call_error(up));
+    atomic_fetch_add(failed, 1);
+    http_call_free(up);
+    return rc;
+}
+
 static enum MHD_Result generate(void *user, http_exchange *x)
 {
     router *rt = user;
@@ -117,14 +131,8 @@ static enum MHD_Result generate(void *user, http_exchange *x)
     const char *body = http_call_wait_body(up, &len);
     long st = http_call_wait_headers(up);
     if (!body) {
-        enum MHD_Result rc =
-            http_send_error(x, 502, "the prefill worker at %s failed: %s; the request was not "
-                                    "served (retry it)",
-                            rt->o.prefill[wp], http_call_error(up));
-        atomic_fetch_add(&rt->n_prefill_failed, 1);
-        http_call_free(up);
         json_decref(req);
-        return rc;
+        return worker_failed(x, "prefill", rt->o.prefill[wp], up, &rt->n_prefill_failed);
     }
     if (st != 200) { /* its own answer (a bad request, ...): passed on as it is */
         enum MHD_Result rc = http_send_text(x, (unsigned)st, "application/json", body, len);
@@ -159,13 +167,7 @@ static enum MHD_Result generate(void *user, http_exchange *x)
         return http_send_error(x, 500, "out of memory in the router");
     st = http_call_wait_headers(up);
     if (st == 0) {
-        enum MHD_Result rc =
-            http_send_error(x, 502, "the decode worker at %s failed: %s; the request was not "
-                                    "served (retry it)",
-                            rt->o.decode[wd], http_call_error(up));
-        atomic_fetch_add(&rt->n_decode_failed, 1);
-        http_call_free(up);
-        return rc;
+        return worker_failed(x, "decode", rt->o.decode[wd], up, &rt->n_decode_failed);
     }
     if (!stream || st != 200) {
         body = http_call_wait_body(up, &len);

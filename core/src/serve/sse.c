@@ -4,20 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
+
 static bool append(sse_buf *b, const char *s, size_t n)
 {
     if (b->off == b->len)
         b->off = b->len = 0;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return false;
-        b->p = p;
-        b->cap = cap;
-    }
+    char *p = plume_grow(b->p, &b->cap, b->len + n, 1024, 1);
+    if (!p)
+        return false;
+    b->p = p;
     memcpy(b->p + b->len, s, n);
     b->len += n;
     return true;

@@ -186,6 +186,19 @@ static int64_t slice_bound(jrt *rt, jv v, int64_t dflt)
              jv_type_name(v));
 }
 
+/* A slice bound given as a number: a negative one counts from the end of
+ * the len items; the result is clamped to [lo, hi]. */
+static int64_t clamp_bound(int64_t x, int64_t len, int64_t lo, int64_t hi)
+{
+    if (x < 0) {
+        x += len;
+        if (x < lo)
+            x = lo;
+    } else if (x > hi)
+        x = hi;
+    return x;
+}
+
 /* Python's slice.indices(): start, stop, step over n items. */
 static void slice_indices(jrt *rt, jv s0, jv s1, jv s2, size_t n, int64_t *start, int64_t *stop,
                           int64_t *step)
@@ -197,22 +210,10 @@ static void slice_indices(jrt *rt, jv s0, jv s1, jv s2, size_t n, int64_t *start
     int64_t lo = st < 0 ? -1 : 0, hi = st < 0 ? len - 1 : len;
     int64_t a = slice_bound(rt, s0, st < 0 ? hi : lo);
     int64_t b = slice_bound(rt, s1, st < 0 ? lo : hi);
-    if (s0.kind == JV_INT || s0.kind == JV_BOOL) {
-        if (a < 0) {
-            a += len;
-            if (a < lo)
-                a = lo;
-        } else if (a > hi)
-            a = hi;
-    }
-    if (s1.kind == JV_INT || s1.kind == JV_BOOL) {
-        if (b < 0) {
-            b += len;
-            if (b < lo)
-                b = lo;
-        } else if (b > hi)
-            b = hi;
-    }
+    if (s0.kind == JV_INT || s0.kind == JV_BOOL)
+        a = clamp_bound(a, len, lo, hi);
+    if (s1.kind == JV_INT || s1.kind == JV_BOOL)
+        b = clamp_bound(b, len, lo, hi);
     *start = a;
     *stop = b;
     *step = st;
@@ -250,21 +251,6 @@ static jv do_slice(jrt *rt, jv obj, jv s0, jv s1, jv s2)
 }
 
 /* ---- operators ---- */
-
-static bool is_num(jv v)
-{
-    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
-}
-
-static double fval(jv v)
-{
-    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
-}
-
-static int64_t ival(jv v)
-{
-    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
-}
 
 _Noreturn static void bad_operands(jrt *rt, const char *op, jv a, jv b)
 {
@@ -319,20 +305,20 @@ static jv str_format_percent(jrt *rt, const jstr *fmt, jv args)
             spec[sn] = 0;
             jbuf_printf(rt, &b, spec, t.p ? t.p : "");
         } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
-            if (!is_num(v))
+            if (!jv_is_num(v))
                 jrt_fail(rt, PLUME_ERR_INVALID, "%%%c format: a real number is required, not %s",
                          conv, jv_type_name(v));
             spec[sn++] = 'l';
             spec[sn++] = 'l';
             spec[sn++] = conv == 'i' ? 'd' : conv;
             spec[sn] = 0;
-            jbuf_printf(rt, &b, spec, (long long)(v.kind == JV_FLOAT ? (int64_t)v.u.f : ival(v)));
+            jbuf_printf(rt, &b, spec, (long long)(v.kind == JV_FLOAT ? (int64_t)v.u.f : jv_ival(v)));
         } else if (conv == 'f' || conv == 'e' || conv == 'g' || conv == 'F' || conv == 'E' || conv == 'G') {
-            if (!is_num(v))
+            if (!jv_is_num(v))
                 jrt_fail(rt, PLUME_ERR_INVALID, "must be real number, not %s", jv_type_name(v));
             spec[sn++] = conv;
             spec[sn] = 0;
-            jbuf_printf(rt, &b, spec, fval(v));
+            jbuf_printf(rt, &b, spec, jv_fval(v));
         } else
             jrt_fail(rt, PLUME_ERR_INVALID, "unsupported format character '%c'", conv);
     }
@@ -377,15 +363,15 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
         jv_write_str(rt, &s, b);
         return jbuf_take(rt, &s);
     }
-    bool nums = is_num(a) && is_num(b);
+    bool nums = jv_is_num(a) && jv_is_num(b);
     bool flt = nums && (a.kind == JV_FLOAT || b.kind == JV_FLOAT);
     int64_t r;
     switch (op) {
     case JOP_ADD:
         if (nums) {
             if (flt)
-                return jv_float(fval(a) + fval(b));
-            if (__builtin_add_overflow(ival(a), ival(b), &r))
+                return jv_float(jv_fval(a) + jv_fval(b));
+            if (__builtin_add_overflow(jv_ival(a), jv_ival(b), &r))
                 jrt_fail(rt, PLUME_ERR_RANGE, "integer overflow in +");
             return jv_int(r);
         }
@@ -416,39 +402,39 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
         if (!nums)
             bad_operands(rt, "-", a, b);
         if (flt)
-            return jv_float(fval(a) - fval(b));
-        if (__builtin_sub_overflow(ival(a), ival(b), &r))
+            return jv_float(jv_fval(a) - jv_fval(b));
+        if (__builtin_sub_overflow(jv_ival(a), jv_ival(b), &r))
             jrt_fail(rt, PLUME_ERR_RANGE, "integer overflow in -");
         return jv_int(r);
     case JOP_MUL:
         if (nums) {
             if (flt)
-                return jv_float(fval(a) * fval(b));
-            if (__builtin_mul_overflow(ival(a), ival(b), &r))
+                return jv_float(jv_fval(a) * jv_fval(b));
+            if (__builtin_mul_overflow(jv_ival(a), jv_ival(b), &r))
                 jrt_fail(rt, PLUME_ERR_RANGE, "integer overflow in *");
             return jv_int(r);
         }
         if ((a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_INT || b.kind == JV_BOOL))
-            return repeat(rt, a, ival(b));
+            return repeat(rt, a, jv_ival(b));
         if ((b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL))
-            return repeat(rt, b, ival(a));
+            return repeat(rt, b, jv_ival(a));
         bad_operands(rt, "*", a, b);
     case JOP_DIV:
         if (!nums)
             bad_operands(rt, "/", a, b);
-        if (fval(b) == 0)
+        if (jv_fval(b) == 0)
             jrt_fail(rt, PLUME_ERR_INVALID, "division by zero");
-        return jv_float(fval(a) / fval(b));
+        return jv_float(jv_fval(a) / jv_fval(b));
     case JOP_FLOORDIV:
     case JOP_MOD:
         if (op == JOP_MOD && a.kind == JV_STR)
             return str_format_percent(rt, a.u.s, b);
         if (!nums)
             bad_operands(rt, op == JOP_MOD ? "%" : "//", a, b);
-        if (fval(b) == 0)
+        if (jv_fval(b) == 0)
             jrt_fail(rt, PLUME_ERR_INVALID, "integer division or modulo by zero");
         if (flt) {
-            double x = fval(a), y = fval(b);
+            double x = jv_fval(a), y = jv_fval(b);
             double m = fmod(x, y);
             if (m != 0 && ((m < 0) != (y < 0)))
                 m += y;
@@ -456,7 +442,7 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
                 return jv_float(m);
             return jv_float(floor((x - m) / y + 0.5));
         } else {
-            int64_t x = ival(a), y = ival(b);
+            int64_t x = jv_ival(a), y = jv_ival(b);
             if (x == INT64_MIN && y == -1)
                 jrt_fail(rt, PLUME_ERR_RANGE, "integer overflow in //");
             int64_t q = x / y, m = x % y;
@@ -469,8 +455,8 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
     case JOP_POW:
         if (!nums)
             bad_operands(rt, "**", a, b);
-        if (!flt && ival(b) >= 0) {
-            int64_t base = ival(a), e = ival(b), res = 1;
+        if (!flt && jv_ival(b) >= 0) {
+            int64_t base = jv_ival(a), e = jv_ival(b), res = 1;
             while (e-- > 0)
                 if (__builtin_mul_overflow(res, base, &res))
                     jrt_fail(rt, PLUME_ERR_RANGE, "integer overflow in **");
@@ -478,7 +464,7 @@ static jv binop(jrt *rt, jop op, jv a, jv b)
                     break;
             return jv_int(res);
         }
-        return jv_float(pow(fval(a), fval(b)));
+        return jv_float(pow(jv_fval(a), jv_fval(b)));
     default: break;
     }
     jrt_fail(rt, PLUME_ERR_INTERNAL, "unknown operator");
@@ -725,16 +711,16 @@ static jv eval_node(jrt *rt, const jnode *n, jframe *f)
         at(rt, n);
         if (a.kind == JV_UNDEF)
             jeval_undefined_fail(rt, a);
-        if (!is_num(a))
+        if (!jv_is_num(a))
             jrt_fail(rt, PLUME_ERR_INVALID, "bad operand type for unary %c: '%s'",
                      n->kind == JN_NEG ? '-' : '+', jv_type_name(a));
         if (n->kind == JN_POS)
             return a.kind == JV_BOOL ? jv_int(a.u.b) : a;
         if (a.kind == JV_FLOAT)
             return jv_float(-a.u.f);
-        if (ival(a) == INT64_MIN)
+        if (jv_ival(a) == INT64_MIN)
             jrt_fail(rt, PLUME_ERR_RANGE, "integer overflow in unary -");
-        return jv_int(-ival(a));
+        return jv_int(-jv_ival(a));
     }
     case JN_NOT: return jv_bool(!jv_truthy(eval(rt, n->a, f)));
     case JN_AND: {

@@ -190,14 +190,8 @@ static jv f_items(jrt *rt, jv in, const jargs *a)
     if (in.kind != JV_DICT || in.u.d->ns)
         jrt_fail(rt, PLUME_ERR_INVALID, "can only get item pairs from a mapping, not %s",
                  jv_type_name(in));
-    for (size_t i = 0; i < in.u.d->n; i++) {
-        jv t = jv_list(rt, 2);
-        t.u.l->tuple = true;
-        t.u.l->items[0] = in.u.d->keys[i];
-        t.u.l->items[1] = in.u.d->vals[i];
-        t.u.l->n = 2;
-        jlist_push(rt, out.u.l, t);
-    }
+    for (size_t i = 0; i < in.u.d->n; i++)
+        jlist_push(rt, out.u.l, jv_pair(rt, in.u.d->keys[i], in.u.d->vals[i]));
     return out;
 }
 
@@ -646,10 +640,7 @@ static jv f_wordcount(jrt *rt, jv in, const jargs *a)
 
 static jv f_format(jrt *rt, jv in, const jargs *a)
 {
-    jv t = jv_list(rt, a->n);
-    jcopy(t.u.l->items, a->pos, a->n * sizeof(jv));
-    t.u.l->n = a->n;
-    t.u.l->tuple = true;
+    jv t = jv_list_of(rt, a->pos, a->n, true);
     /* value % args, through the evaluator's % operator */
     jv fmt = jv_to_str(rt, in);
     return jeval_percent(rt, fmt, t);
@@ -792,34 +783,24 @@ static bool t_divisibleby(jrt *rt, jv v, const jargs *a)
 }
 static bool t_even(jrt *rt, jv v, const jargs *a) { (void)a; return jarg_int(rt, v, "the value") % 2 == 0; }
 static bool t_odd(jrt *rt, jv v, const jargs *a) { (void)a; return jarg_int(rt, v, "the value") % 2 != 0; }
-static bool t_lower(jrt *rt, jv v, const jargs *a)
+/* Python's str.isupper() (upper) or str.islower() on ASCII letters: at
+ * least one letter of that case and none of the other. */
+static bool all_cased(jrt *rt, jv v, bool upper)
 {
-    (void)a;
     const jstr *s = soft_str(rt, v);
     bool cased = false;
     for (size_t i = 0; i < s->len; i++) {
         char c = s->data[i];
-        if (c >= 'A' && c <= 'Z')
+        bool is_upper = c >= 'A' && c <= 'Z', is_lower = c >= 'a' && c <= 'z';
+        if (upper ? is_lower : is_upper)
             return false;
-        if (c >= 'a' && c <= 'z')
+        if (upper ? is_upper : is_lower)
             cased = true;
     }
     return cased;
 }
-static bool t_upper(jrt *rt, jv v, const jargs *a)
-{
-    (void)a;
-    const jstr *s = soft_str(rt, v);
-    bool cased = false;
-    for (size_t i = 0; i < s->len; i++) {
-        char c = s->data[i];
-        if (c >= 'a' && c <= 'z')
-            return false;
-        if (c >= 'A' && c <= 'Z')
-            cased = true;
-    }
-    return cased;
-}
+static bool t_lower(jrt *rt, jv v, const jargs *a) { (void)a; return all_cased(rt, v, false); }
+static bool t_upper(jrt *rt, jv v, const jargs *a) { (void)a; return all_cased(rt, v, true); }
 static bool t_escaped(jrt *rt, jv v, const jargs *a) { (void)rt; (void)v; (void)a; return false; }
 static bool t_filter(jrt *rt, jv v, const jargs *a)
 {

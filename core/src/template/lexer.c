@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "template/lexer.h"
 
 typedef struct lexer {
@@ -45,24 +46,14 @@ static int fail_at(lexer *lx, size_t pos, const char *what)
 /* Tokens keep offsets into store until the end (store may move). */
 static int emit(lexer *lx, jtok_kind kind, size_t pos, const char *text, size_t len)
 {
-    if (lx->out->n == lx->cap) {
-        size_t cap = lx->cap ? lx->cap * 2 : 256;
-        jtok *t = realloc(lx->out->toks, cap * sizeof *t);
-        if (!t)
-            return plume_err(lx->err, PLUME_ERR_NOMEM, "out of memory reading the template");
-        lx->out->toks = t;
-        lx->cap = cap;
-    }
-    if (lx->store_n + len + 1 > lx->store_cap) {
-        size_t cap = lx->store_cap ? lx->store_cap * 2 : 4096;
-        while (cap < lx->store_n + len + 1)
-            cap *= 2;
-        char *st = realloc(lx->store, cap);
-        if (!st)
-            return plume_err(lx->err, PLUME_ERR_NOMEM, "out of memory reading the template");
+    jtok *toks = plume_grow(lx->out->toks, &lx->cap, lx->out->n + 1, 256, sizeof *toks);
+    if (toks)
+        lx->out->toks = toks;
+    char *st = plume_grow(lx->store, &lx->store_cap, lx->store_n + len + 1, 4096, 1);
+    if (st)
         lx->store = st;
-        lx->store_cap = cap;
-    }
+    if (!toks || !st)
+        return plume_err(lx->err, PLUME_ERR_NOMEM, "out of memory reading the template");
     jtok *t = &lx->out->toks[lx->out->n++];
     t->kind = kind;
     t->line = (int)pos; /* the offset for now; turned into line/column at the end */

@@ -246,32 +246,20 @@ static jv d_items(jrt *rt, jv d, const jargs *a)
 {
     (void)a;
     jv out = jv_list(rt, d.u.d->n);
-    for (size_t i = 0; i < d.u.d->n; i++) {
-        jv t = jv_list(rt, 2);
-        t.u.l->tuple = true;
-        t.u.l->items[0] = d.u.d->keys[i];
-        t.u.l->items[1] = d.u.d->vals[i];
-        t.u.l->n = 2;
-        out.u.l->items[i] = t;
-    }
+    for (size_t i = 0; i < d.u.d->n; i++)
+        out.u.l->items[i] = jv_pair(rt, d.u.d->keys[i], d.u.d->vals[i]);
     out.u.l->n = d.u.d->n;
     return out;
 }
 static jv d_keys(jrt *rt, jv d, const jargs *a)
 {
     (void)a;
-    jv out = jv_list(rt, d.u.d->n);
-    jcopy(out.u.l->items, d.u.d->keys, d.u.d->n * sizeof(jv));
-    out.u.l->n = d.u.d->n;
-    return out;
+    return jv_list_of(rt, d.u.d->keys, d.u.d->n, false);
 }
 static jv d_values(jrt *rt, jv d, const jargs *a)
 {
     (void)a;
-    jv out = jv_list(rt, d.u.d->n);
-    jcopy(out.u.l->items, d.u.d->vals, d.u.d->n * sizeof(jv));
-    out.u.l->n = d.u.d->n;
-    return out;
+    return jv_list_of(rt, d.u.d->vals, d.u.d->n, false);
 }
 static jv d_get(jrt *rt, jv d, const jargs *a)
 {

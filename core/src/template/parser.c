@@ -85,17 +85,40 @@ typedef struct nvec {
     size_t n, cap;
 } nvec;
 
+/* The arena array v of n elements of `size` bytes and capacity *cap, with
+ * room for one more: v itself, or a copy twice as large (4 at first). */
+static void *arena_grow(parser *p, void *v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t nc = *cap ? *cap * 2 : 4;
+    void *nv = jrt_alloc(p->rt, nc * size);
+    if (n)
+        jcopy(nv, v, n * size);
+    *cap = nc;
+    return nv;
+}
+
 static void nvec_push(parser *p, nvec *a, jnode *x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 4;
-        jnode **v = jrt_alloc(p->rt, cap * sizeof *v);
-        if (a->n)
-            jcopy(v, a->v, a->n * sizeof *v);
-        a->v = v;
-        a->cap = cap;
-    }
+    a->v = arena_grow(p, a->v, a->n, &a->cap, sizeof *a->v);
     a->v[a->n++] = x;
+}
+
+/* Sets names[n] to the current token's text, growing the arena array names
+ * of capacity *cap; returns the array. */
+static const jstr **push_name(parser *p, const jstr **names, size_t n, size_t *cap)
+{
+    names = arena_grow(p, (void *)names, n, cap, sizeof *names);
+    names[n] = jstr_new(p->rt, cur(p)->text, cur(p)->len);
+    return names;
+}
+
+/* Gives node n the items as its args. */
+static void set_args(jnode *n, const nvec *items)
+{
+    n->args = items->v;
+    n->nargs = items->n;
 }
 
 static void enter(parser *p)
@@ -123,15 +146,7 @@ static void parse_call_args(parser *p, jnode *n)
         if (is_op(cur(p), "*") || is_op(cur(p), "**"))
             fail(p, "%s arguments in a call are not supported%s", cur(p)->text, "");
         if (cur(p)->kind == JT_NAME && is_op(peek(p, 1), "=")) {
-            if (kwv.n == kwcap) {
-                size_t cap = kwcap ? kwcap * 2 : 4;
-                const jstr **nk = jrt_alloc(p->rt, cap * sizeof *nk);
-                if (kwv.n)
-                    jcopy(nk, kwn, kwv.n * sizeof *nk);
-                kwn = nk;
-                kwcap = cap;
-            }
-            kwn[kwv.n] = jstr_new(p->rt, cur(p)->text, cur(p)->len);
+            kwn = push_name(p, kwn, kwv.n, &kwcap);
             p->i += 2;
             nvec_push(p, &kwv, parse_expression(p, true));
         } else {
@@ -141,8 +156,7 @@ static void parse_call_args(parser *p, jnode *n)
         }
     }
     p->i++;
-    n->args = pos.v;
-    n->nargs = pos.n;
+    set_args(n, &pos);
     n->kwnames = kwn;
     n->kwargs = kwv.v;
     n->nkw = kwv.n;
@@ -301,6 +315,29 @@ static jnode *parse_postfix(parser *p, jnode *n)
     }
 }
 
+/* A list [a, b] or a dict {k: v} (its args alternate keys and values), from
+ * its opening bracket to `close`; a trailing comma is allowed. */
+static jnode *parse_display(parser *p, jnode_kind kind, const char *close)
+{
+    jnode *n = node(p, kind, cur(p));
+    p->i++;
+    nvec items = {0};
+    while (!is_op(cur(p), close)) {
+        if (items.n)
+            expect_op(p, ",");
+        if (is_op(cur(p), close))
+            break;
+        nvec_push(p, &items, parse_expression(p, true));
+        if (kind == JN_DICT) {
+            expect_op(p, ":");
+            nvec_push(p, &items, parse_expression(p, true));
+        }
+    }
+    p->i++;
+    set_args(n, &items);
+    return n;
+}
+
 static jnode *parse_primary(parser *p)
 {
     const jtok *t = cur(p);
@@ -347,40 +384,10 @@ static jnode *parse_primary(parser *p)
             expect_op(p, ")");
             return n;
         }
-        if (is_op(t, "[")) {
-            p->i++;
-            n = node(p, JN_LIST, t);
-            nvec items = {0};
-            while (!is_op(cur(p), "]")) {
-                if (items.n)
-                    expect_op(p, ",");
-                if (is_op(cur(p), "]"))
-                    break;
-                nvec_push(p, &items, parse_expression(p, true));
-            }
-            p->i++;
-            n->args = items.v;
-            n->nargs = items.n;
-            return n;
-        }
-        if (is_op(t, "{")) {
-            p->i++;
-            n = node(p, JN_DICT, t);
-            nvec items = {0};
-            while (!is_op(cur(p), "}")) {
-                if (items.n)
-                    expect_op(p, ",");
-                if (is_op(cur(p), "}"))
-                    break;
-                nvec_push(p, &items, parse_expression(p, true));
-                expect_op(p, ":");
-                nvec_push(p, &items, parse_expression(p, true));
-            }
-            p->i++;
-            n->args = items.v;
-            n->nargs = items.n;
-            return n;
-        }
+        if (is_op(t, "["))
+            return parse_display(p, JN_LIST, "]");
+        if (is_op(t, "{"))
+            return parse_display(p, JN_DICT, "}");
         break;
     default: break;
     }
@@ -414,60 +421,54 @@ static jnode *binop(parser *p, const jtok *at, jop op, jnode *a, jnode *b)
     return n;
 }
 
-static jnode *parse_pow(parser *p)
+/* Binary operator tokens and what they do; a list ends with a NULL text. */
+typedef struct op_name {
+    const char *text;
+    jop op;
+} op_name;
+
+static const op_name add_ops[] = {{"+", JOP_ADD}, {"-", JOP_SUB}, {NULL, 0}};
+static const op_name concat_ops[] = {{"~", JOP_CONCAT}, {NULL, 0}};
+static const op_name mul_ops[] = {
+    {"*", JOP_MUL}, {"/", JOP_DIV}, {"//", JOP_FLOORDIV}, {"%", JOP_MOD}, {NULL, 0}};
+static const op_name pow_ops[] = {{"**", JOP_POW}, {NULL, 0}};
+static const op_name compare_ops[] = {{"==", JOP_EQ}, {"!=", JOP_NE}, {"<", JOP_LT},
+                                      {"<=", JOP_LE}, {">", JOP_GT},  {">=", JOP_GE},
+                                      {NULL, 0}};
+
+/* Whether t is one of the operators in ops; if so, *op says which. */
+static bool find_op(const jtok *t, const op_name *ops, jop *op)
 {
-    jnode *n = parse_unary(p, true);
-    while (is_op(cur(p), "**")) {
-        const jtok *at = cur(p);
-        p->i++;
-        n = binop(p, at, JOP_POW, n, parse_unary(p, true));
-    }
-    return n;
+    for (; ops->text; ops++)
+        if (is_op(t, ops->text)) {
+            *op = ops->op;
+            return true;
+        }
+    return false;
 }
 
-static jnode *parse_math2(parser *p)
+/* The left-associative arithmetic levels, loosest first: + -, ~, * / // %, **. */
+static const op_name *const arith_levels[] = {add_ops, concat_ops, mul_ops, pow_ops};
+enum { N_ARITH_LEVELS = sizeof arith_levels / sizeof arith_levels[0] };
+
+/* An arithmetic expression from precedence `level` of arith_levels down to
+ * the unary operators. */
+static jnode *parse_arith(parser *p, size_t level)
 {
-    jnode *n = parse_pow(p);
+    if (level == N_ARITH_LEVELS)
+        return parse_unary(p, true);
+    jnode *n = parse_arith(p, level + 1);
     for (;;) {
         const jtok *at = cur(p);
         jop op;
-        if (is_op(at, "*"))
-            op = JOP_MUL;
-        else if (is_op(at, "/"))
-            op = JOP_DIV;
-        else if (is_op(at, "//"))
-            op = JOP_FLOORDIV;
-        else if (is_op(at, "%"))
-            op = JOP_MOD;
-        else
+        if (!find_op(at, arith_levels[level], &op))
             return n;
         p->i++;
-        n = binop(p, at, op, n, parse_pow(p));
+        n = binop(p, at, op, n, parse_arith(p, level + 1));
     }
 }
 
-static jnode *parse_concat(parser *p)
-{
-    jnode *n = parse_math2(p);
-    while (is_op(cur(p), "~")) {
-        const jtok *at = cur(p);
-        p->i++;
-        n = binop(p, at, JOP_CONCAT, n, parse_math2(p));
-    }
-    return n;
-}
-
-static jnode *parse_math1(parser *p)
-{
-    jnode *n = parse_concat(p);
-    for (;;) {
-        const jtok *at = cur(p);
-        if (!is_op(at, "+") && !is_op(at, "-"))
-            return n;
-        p->i++;
-        n = binop(p, at, is_op(at, "+") ? JOP_ADD : JOP_SUB, n, parse_concat(p));
-    }
-}
+static jnode *parse_math1(parser *p) { return parse_arith(p, 0); }
 
 static jnode *parse_compare(parser *p)
 {
@@ -478,25 +479,15 @@ static jnode *parse_compare(parser *p)
     for (;;) {
         const jtok *t = cur(p);
         jop op;
-        if (is_op(t, "=="))
-            op = JOP_EQ;
-        else if (is_op(t, "!="))
-            op = JOP_NE;
-        else if (is_op(t, "<"))
-            op = JOP_LT;
-        else if (is_op(t, "<="))
-            op = JOP_LE;
-        else if (is_op(t, ">"))
-            op = JOP_GT;
-        else if (is_op(t, ">="))
-            op = JOP_GE;
-        else if (is_name(t, "in"))
-            op = JOP_IN;
-        else if (is_name(t, "not") && is_name(peek(p, 1), "in")) {
-            op = JOP_NOTIN;
-            p->i++;
-        } else
-            break;
+        if (!find_op(t, compare_ops, &op)) {
+            if (is_name(t, "in"))
+                op = JOP_IN;
+            else if (is_name(t, "not") && is_name(peek(p, 1), "in")) {
+                op = JOP_NOTIN;
+                p->i++;
+            } else
+                break;
+        }
         p->i++;
         if (rest.n == 64)
             fail(p, "more than 64 chained comparisons%s%s", "", "");
@@ -507,8 +498,7 @@ static jnode *parse_compare(parser *p)
         return first;
     jnode *n = node(p, JN_COMPARE, at);
     n->a = first;
-    n->args = rest.v;
-    n->nargs = rest.n;
+    set_args(n, &rest);
     n->ops = jrt_alloc(p->rt, rest.n * sizeof(jop));
     jcopy(n->ops, ops, rest.n * sizeof(jop));
     return n;
@@ -528,33 +518,25 @@ static jnode *parse_not(parser *p)
     return parse_compare(p);
 }
 
-static jnode *parse_and(parser *p)
+/* operand (word operand)*: a left-associative chain of 'and' or 'or'. */
+static jnode *parse_logic(parser *p, const char *word, jnode_kind kind,
+                          jnode *(*operand)(parser *))
 {
-    jnode *n = parse_not(p);
-    while (is_name(cur(p), "and")) {
+    jnode *n = operand(p);
+    while (is_name(cur(p), word)) {
         const jtok *at = cur(p);
         p->i++;
-        jnode *a = node(p, JN_AND, at);
+        jnode *a = node(p, kind, at);
         a->a = n;
-        a->b = parse_not(p);
+        a->b = operand(p);
         n = a;
     }
     return n;
 }
 
-static jnode *parse_or(parser *p)
-{
-    jnode *n = parse_and(p);
-    while (is_name(cur(p), "or")) {
-        const jtok *at = cur(p);
-        p->i++;
-        jnode *o = node(p, JN_OR, at);
-        o->a = n;
-        o->b = parse_and(p);
-        n = o;
-    }
-    return n;
-}
+static jnode *parse_and(parser *p) { return parse_logic(p, "and", JN_AND, parse_not); }
+
+static jnode *parse_or(parser *p) { return parse_logic(p, "or", JN_OR, parse_and); }
 
 static jnode *parse_expression(parser *p, bool condexpr)
 {
@@ -607,8 +589,7 @@ static jnode *parse_tuple(parser *p, bool condexpr, bool explicit_parens)
             fail(p, "expected an expression, found %s%s", tok_desc(cur(p)), "");
     }
     jnode *n = node(p, JN_TUPLE, at);
-    n->args = items.v;
-    n->nargs = items.n;
+    set_args(n, &items);
     return n;
 }
 
@@ -639,8 +620,7 @@ static jnode *parse_target(parser *p, bool allow_ns)
     if (items.n == 1)
         return items.v[0];
     jnode *t = node(p, JN_TUPLE, at);
-    t->args = items.v;
-    t->nargs = items.n;
+    set_args(t, &items);
     return t;
 }
 
@@ -656,6 +636,16 @@ static void end_tag(parser *p, const char *name)
 {
     p->i += 2;
     expect_block_end(p, name);
+}
+
+/* After a block tag's arguments: its '%}', the body and {% end %}. */
+static jnode *tag_body(parser *p, const char *tag, const char *end)
+{
+    const char *const ends[] = {end, NULL};
+    expect_block_end(p, tag);
+    jnode *body = parse_body(p, ends);
+    end_tag(p, end);
+    return body;
 }
 
 static jnode *parse_filter_chain(parser *p)
@@ -707,15 +697,7 @@ static jnode *parse_macro_params(parser *p, jnode *n, const char *tag)
             break;
         if (cur(p)->kind != JT_NAME)
             fail(p, "expected a parameter name in '%s', found %s", tag, tok_desc(cur(p)));
-        if (n->nkw == cap) {
-            size_t nc = cap ? cap * 2 : 4;
-            const jstr **nn = jrt_alloc(p->rt, nc * sizeof *nn);
-            if (n->nkw)
-                jcopy(nn, names, n->nkw * sizeof *nn);
-            names = nn;
-            cap = nc;
-        }
-        names[n->nkw++] = jstr_new(p->rt, cur(p)->text, cur(p)->len);
+        names = push_name(p, names, n->nkw++, &cap);
         p->i++;
         jnode *def = NULL;
         if (is_op(cur(p), "=")) {
@@ -765,7 +747,6 @@ static jnode *parse_statement(parser *p)
         return n;
     }
     if (!strcmp(tag, "set")) {
-        static const char *const ends[] = {"endset", NULL};
         jnode *target = parse_target(p, true);
         if (is_op(cur(p), "=")) {
             p->i++;
@@ -781,54 +762,38 @@ static jnode *parse_statement(parser *p)
             p->i++;
             n->a = parse_filter_chain(p);
         }
-        expect_block_end(p, "set");
-        n->body = parse_body(p, ends);
-        end_tag(p, "endset");
+        n->body = tag_body(p, "set", "endset");
         return n;
     }
     if (!strcmp(tag, "macro")) {
-        static const char *const ends[] = {"endmacro", NULL};
         n = node(p, JN_MACRO, at);
         if (cur(p)->kind != JT_NAME)
             fail(p, "expected the macro's name, found %s%s", tok_desc(cur(p)), "");
         n->name = jstr_new(p->rt, cur(p)->text, cur(p)->len);
         p->i++;
         parse_macro_params(p, n, "macro");
-        expect_block_end(p, "macro");
-        n->body = parse_body(p, ends);
-        end_tag(p, "endmacro");
+        n->body = tag_body(p, "macro", "endmacro");
         return n;
     }
     if (!strcmp(tag, "call")) {
-        static const char *const ends[] = {"endcall", NULL};
         n = node(p, JN_CALLBLOCK, at);
         if (is_op(cur(p), "("))
             parse_macro_params(p, n, "call");
         n->a = parse_expression(p, true);
         if (n->a->kind != JN_CALL)
             fail(p, "the 'call' tag needs a macro call, as in {%% call m() %%}%s%s", "", "");
-        expect_block_end(p, "call");
-        n->body = parse_body(p, ends);
-        end_tag(p, "endcall");
+        n->body = tag_body(p, "call", "endcall");
         return n;
     }
     if (!strcmp(tag, "filter")) {
-        static const char *const ends[] = {"endfilter", NULL};
         n = node(p, JN_FILTERBLOCK, at);
         n->a = parse_filter_chain(p);
-        expect_block_end(p, "filter");
-        n->body = parse_body(p, ends);
-        end_tag(p, "endfilter");
+        n->body = tag_body(p, "filter", "endfilter");
         return n;
     }
-    if (!strcmp(tag, "generation")) {
-        /* transformers' AssistantTracker: renders its body as it is */
-        static const char *const ends[] = {"endgeneration", NULL};
-        expect_block_end(p, "generation");
-        n = parse_body(p, ends);
-        end_tag(p, "endgeneration");
-        return n;
-    }
+    /* transformers' AssistantTracker: renders its body as it is */
+    if (!strcmp(tag, "generation"))
+        return tag_body(p, "generation", "endgeneration");
     if (!strcmp(tag, "break") || !strcmp(tag, "continue")) {
         n = node(p, tag[0] == 'b' ? JN_BREAK : JN_CONTINUE, at);
         expect_block_end(p, tag);
@@ -893,8 +858,7 @@ static jnode *parse_body(parser *p, const char *const *ends)
         } else
             fail(p, "unexpected %s%s", tok_desc(t), "");
     }
-    body->args = items.v;
-    body->nargs = items.n;
+    set_args(body, &items);
     p->depth--;
     return body;
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
+
 const char *reply_find(const char *s, size_t n, const char *needle)
 {
     size_t k = strlen(needle);
@@ -68,16 +70,10 @@ char *reply_call_id(uint64_t seed, uint64_t *n_ids)
 
 int reply_buf_add(reply_buf *b, const char *text, size_t len)
 {
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + len + 1)
-            cap *= 2;
-        char *nb = realloc(b->p, cap);
-        if (!nb)
-            return -1;
-        b->p = nb;
-        b->cap = cap;
-    }
+    char *nb = plume_grow(b->p, &b->cap, b->n + len + 1, 256, 1);
+    if (!nb)
+        return -1;
+    b->p = nb;
     if (len)
         memcpy(b->p + b->n, text, len);
     b->n += len;

@@ -4,7 +4,7 @@
 
 #include "template/text.h"
 
-static unsigned cp_at(const char *p, size_t n, size_t *len)
+unsigned jtext_cp_at(const char *p, size_t n, size_t *len)
 {
     const unsigned char *u = (const unsigned char *)p;
     unsigned c = u[0];
@@ -30,7 +30,7 @@ bool jtext_is_space(unsigned cp)
 size_t jtext_space_at(const char *p, size_t n)
 {
     size_t l;
-    unsigned cp = cp_at(p, n, &l);
+    unsigned cp = jtext_cp_at(p, n, &l);
     return jtext_is_space(cp) ? l : 0;
 }
 
@@ -47,7 +47,7 @@ static bool in_chars(const jstr *chars, const char *p, size_t l)
 {
     for (size_t i = 0; i < chars->len;) {
         size_t cl;
-        cp_at(chars->data + i, chars->len - i, &cl);
+        jtext_cp_at(chars->data + i, chars->len - i, &cl);
         if (cl == l && !memcmp(chars->data + i, p, l))
             return true;
         i += cl;
@@ -61,7 +61,7 @@ jv jtext_strip(jrt *rt, const jstr *s, const jstr *chars, char which)
     if (which != 'r')
         while (a < b) {
             size_t l;
-            unsigned cp = cp_at(s->data + a, b - a, &l);
+            unsigned cp = jtext_cp_at(s->data + a, b - a, &l);
             if (chars ? !in_chars(chars, s->data + a, l) : !jtext_is_space(cp))
                 break;
             a += l;
@@ -70,7 +70,7 @@ jv jtext_strip(jrt *rt, const jstr *s, const jstr *chars, char which)
         while (b > a) {
             size_t l = cp_before(s->data, b);
             size_t l2;
-            unsigned cp = cp_at(s->data + b - l, l, &l2);
+            unsigned cp = jtext_cp_at(s->data + b - l, l, &l2);
             if (chars ? !in_chars(chars, s->data + b - l, l) : !jtext_is_space(cp))
                 break;
             b -= l;
@@ -203,7 +203,7 @@ jv jtext_case(jrt *rt, const jstr *s, char how)
     size_t i = 0, k = 0;
     while (i < s->len) {
         size_t l;
-        unsigned cp = cp_at(s->data + i, s->len - i, &l);
+        unsigned cp = jtext_cp_at(s->data + i, s->len - i, &l);
         if (l == 1 && cp >= 0x80) { /* an invalid byte: kept as it is */
             jbuf_put(rt, &b, s->data + i, 1);
             i++;
@@ -233,7 +233,7 @@ jv jtext_case(jrt *rt, const jstr *s, char how)
                 size_t l2 = 0;
                 bool next_cased = false;
                 if (i + l < s->len) {
-                    unsigned nx = cp_at(s->data + i + l, s->len - i - l, &l2);
+                    unsigned nx = jtext_cp_at(s->data + i + l, s->len - i - l, &l2);
                     to_lower_cp(nx, &next_cased);
                 }
                 lo = prev_cased && !next_cased ? 0x3C2 : 0x3C3;
@@ -268,7 +268,7 @@ jv jtext_title_words(jrt *rt, const jstr *s)
                !(s->data[j] && strchr("-({[<", s->data[j])))
             j++;
         size_t fl;
-        cp_at(s->data + i, j - i, &fl);
+        jtext_cp_at(s->data + i, j - i, &fl);
         jv first = jtext_case(rt, jstr_new(rt, s->data + i, fl), 'u');
         jv rest = jtext_case(rt, jstr_new(rt, s->data + i + fl, j - i - fl), 'l');
         jbuf_put(rt, &b, first.u.s->data, first.u.s->len);
@@ -293,7 +293,7 @@ jv jtext_replace(jrt *rt, const jstr *s, const jstr *old, const jstr *rep, int64
             if (i >= s->len)
                 break;
             size_t l;
-            cp_at(s->data + i, s->len - i, &l);
+            jtext_cp_at(s->data + i, s->len - i, &l);
             jbuf_put(rt, &b, s->data + i, l);
             i += l;
         }
@@ -392,7 +392,7 @@ jv jtext_split(jrt *rt, const jstr *s, const jstr *sep, int64_t maxsplit, bool f
         size_t start = i;
         while (i < s->len && !jtext_space_at(s->data + i, s->len - i)) {
             size_t cl;
-            cp_at(s->data + i, s->len - i, &cl);
+            jtext_cp_at(s->data + i, s->len - i, &cl);
             i += cl;
         }
         jlist_push(rt, out.u.l, jv_str(rt, s->data + start, i - start));

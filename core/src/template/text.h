@@ -20,6 +20,9 @@ jv jtext_replace(jrt *rt, const jstr *s, const jstr *old, const jstr *rep, int64
 jv jtext_split(jrt *rt, const jstr *s, const jstr *sep, int64_t maxsplit, bool from_right);
 /* str.splitlines() (keepends false). */
 jv jtext_splitlines(jrt *rt, const jstr *s);
+/* Decodes one UTF-8 code point at p (n >= 1 bytes left); *len gets its
+ * length.  A stray or truncated byte decodes as itself, length 1. */
+unsigned jtext_cp_at(const char *p, size_t n, size_t *len);
 /* Whether the code point cp is whitespace for Python's str.isspace(). */
 bool jtext_is_space(unsigned cp);
 /* Length in bytes of the whitespace code point at p (0 when p is not whitespace). */

@@ -42,6 +42,15 @@ jv jv_list(jrt *rt, size_t cap)
     return v;
 }
 
+jv jv_list_of(jrt *rt, const jv *items, size_t n, bool tuple)
+{
+    jv v = jv_list(rt, n);
+    jcopy(v.u.l->items, items, n * sizeof(jv));
+    v.u.l->n = n;
+    v.u.l->tuple = tuple;
+    return v;
+}
+
 jv jv_dict(jrt *rt, size_t cap)
 {
     jv v = {.kind = JV_DICT};
@@ -160,21 +169,6 @@ bool jv_truthy(jv v)
     return false;
 }
 
-static bool is_num(jv v)
-{
-    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
-}
-
-static double num_f(jv v)
-{
-    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
-}
-
-static int64_t num_i(jv v)
-{
-    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
-}
-
 static bool equal_at(jv a, jv b, int depth);
 
 bool jv_equal(jv a, jv b)
@@ -188,10 +182,10 @@ static bool equal_at(jv a, jv b, int depth)
 {
     if (depth > JV_MAX_NESTING)
         return false;
-    if (is_num(a) && is_num(b)) {
+    if (jv_is_num(a) && jv_is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
-            return num_f(a) == num_f(b);
-        return num_i(a) == num_i(b);
+            return jv_fval(a) == jv_fval(b);
+        return jv_ival(a) == jv_ival(b);
     }
     if (a.kind != b.kind)
         return false;
@@ -234,12 +228,12 @@ static int compare_at(jrt *rt, jv a, jv b, int depth)
     if (depth > JV_MAX_NESTING)
         jrt_fail(rt, PLUME_ERR_RANGE, "values nested more than %d deep cannot be compared",
                  JV_MAX_NESTING);
-    if (is_num(a) && is_num(b)) {
+    if (jv_is_num(a) && jv_is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT) {
-            double x = num_f(a), y = num_f(b);
+            double x = jv_fval(a), y = jv_fval(b);
             return x < y ? -1 : x > y ? 1 : 0;
         }
-        int64_t x = num_i(a), y = num_i(b);
+        int64_t x = jv_ival(a), y = jv_ival(b);
         return x < y ? -1 : x > y ? 1 : 0;
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {

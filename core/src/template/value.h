@@ -143,11 +143,32 @@ static inline jv jv_int(int64_t i) { jv v = {.kind = JV_INT}; v.u.i = i; return 
 static inline jv jv_float(double f) { jv v = {.kind = JV_FLOAT}; v.u.f = f; return v; }
 static inline jv jv_strv(const jstr *s) { jv v = {.kind = JV_STR}; v.u.s = s; return v; }
 
+/* ---- numbers (bool counts as one, as in Python) ---- */
+static inline bool jv_is_num(jv v)
+{
+    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
+}
+/* A number's value as a double. */
+static inline double jv_fval(jv v)
+{
+    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
+}
+/* An int's or a bool's value. */
+static inline int64_t jv_ival(jv v) { return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b; }
+
 const jstr *jstr_new(jrt *rt, const char *p, size_t n);
 const jstr *jstr_cstr(jrt *rt, const char *s);
 jv jv_str(jrt *rt, const char *p, size_t n);
 jv jv_cstr(jrt *rt, const char *s);
 jv jv_list(jrt *rt, size_t cap);
+/* A new list (a tuple when tuple) holding copies of the n items. */
+jv jv_list_of(jrt *rt, const jv *items, size_t n, bool tuple);
+/* The tuple (a, b). */
+static inline jv jv_pair(jrt *rt, jv a, jv b)
+{
+    const jv items[2] = {a, b};
+    return jv_list_of(rt, items, 2, true);
+}
 jv jv_dict(jrt *rt, size_t cap);
 void jlist_push(jrt *rt, jlist *l, jv v);
 /* Sets key k (replacing an equal key's value in place, as a Python dict does). */

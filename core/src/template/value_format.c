@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "template/text.h"
 #include "template/value.h"
 
 void jv_write_float(jbuf *b, jrt *rt, double f)
@@ -74,22 +75,6 @@ void jv_write_float(jbuf *b, jrt *rt, double f)
     jbuf_puts(rt, b, out);
 }
 
-/* Decodes one UTF-8 code point at p (n bytes left); *len gets its length. */
-static unsigned decode_cp(const unsigned char *p, size_t n, size_t *len)
-{
-    unsigned c = p[0];
-    size_t l = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (l > n || (c >= 0x80 && c < 0xC0)) {
-        *len = 1;
-        return c;
-    }
-    unsigned cp = l == 1 ? c : l == 2 ? c & 0x1F : l == 3 ? c & 0x0F : c & 0x07;
-    for (size_t i = 1; i < l; i++)
-        cp = (cp << 6) | (p[i] & 0x3F);
-    *len = l;
-    return cp;
-}
-
 /* Whether Python's str.isprintable() is false for cp (the common cases). */
 static bool unprintable(unsigned cp)
 {
@@ -107,7 +92,7 @@ static void write_str_repr(jrt *rt, jbuf *b, const jstr *s)
     const unsigned char *p = (const unsigned char *)s->data;
     for (size_t i = 0; i < s->len;) {
         size_t l;
-        unsigned cp = decode_cp(p + i, s->len - i, &l);
+        unsigned cp = jtext_cp_at(s->data + i, s->len - i, &l);
         if (cp == (unsigned char)q || cp == '\\') {
             jbuf_putc(rt, b, '\\');
             jbuf_putc(rt, b, (char)cp);
@@ -235,7 +220,7 @@ static void json_string(jrt *rt, jbuf *b, const jstr *s, bool ascii)
             i++;
         } else {
             size_t l;
-            unsigned cp = decode_cp(p + i, s->len - i, &l);
+            unsigned cp = jtext_cp_at(s->data + i, s->len - i, &l);
             if (cp >= 0x10000) {
                 cp -= 0x10000;
                 jbuf_printf(rt, b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 #define EMPTY_KEY UINT64_MAX
@@ -143,14 +144,10 @@ static bool cand_less(const tok_cand *a, const tok_cand *b)
 
 static int heap_push(tok_work *w, tok_cand c)
 {
-    if (w->n_heap == w->cap_heap) {
-        size_t nc = w->cap_heap ? w->cap_heap * 2 : 64;
-        tok_cand *h = realloc(w->heap, nc * sizeof *h);
-        if (!h)
-            return -1;
-        w->heap = h;
-        w->cap_heap = nc;
-    }
+    tok_cand *h = plume_grow(w->heap, &w->cap_heap, w->n_heap + 1, 64, sizeof *h);
+    if (!h)
+        return -1;
+    w->heap = h;
     size_t i = w->n_heap++;
     while (i > 0) {
         size_t p = (i - 1) / 2;

@@ -84,19 +84,6 @@ static int read_arr(const gguf_file *f, const char *key, uint64_t want_n, bool w
     return 0;
 }
 
-static int64_t int_item(const gguf_value *v)
-{
-    switch (v->type) {
-    case GGUF_TYPE_UINT8:
-    case GGUF_TYPE_UINT16:
-    case GGUF_TYPE_UINT32:
-    case GGUF_TYPE_UINT64:
-        return (int64_t)v->u;
-    default:
-        return v->i;
-    }
-}
-
 /* Adds the merges: "left right", split at the first space after position 0. */
 static int load_merges(plume_tokenizer *t, const gguf_file *f, plume_error *err)
 {
@@ -157,7 +144,7 @@ static int load(plume_tokenizer *t, const gguf_file *f, plume_error *err)
         read_arr(f, "tokenizer.ggml.scores", n, true, &scores, err) < 0)
         return -1;
     for (uint64_t i = 0; i < n; i++) {
-        int64_t ty = types ? int_item(&types[i]) : TOK_NORMAL;
+        int64_t ty = types ? gguf_value_int(&types[i], TOK_NORMAL) : TOK_NORMAL;
         if (ty < TOK_NORMAL || ty > TOK_BYTE)
             ty = TOK_NORMAL; /* llama.cpp treats undefined types as normal */
         float sc = scores ? (float)scores[i].f : 0.0f;
@@ -234,18 +221,8 @@ static int load(plume_tokenizer *t, const gguf_file *f, plume_error *err)
                              "GGUF key %.*s has type %s, expected a string; fix or remove the key",
                              (int)(key.len < 200 ? key.len : 200), key.ptr,
                              gguf_type_name(v->type));
-        char **names = realloc(t->chat_variant_names, (t->n_chat_variants + 1) * sizeof *names);
-        if (names)
-            t->chat_variant_names = names;
-        char **texts = realloc(t->chat_variant_texts, (t->n_chat_variants + 1) * sizeof *texts);
-        if (texts)
-            t->chat_variant_texts = texts;
-        if (!names || !texts)
-            return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-        names[t->n_chat_variants] = tok_strndup(key.ptr + pl, (size_t)key.len - pl);
-        texts[t->n_chat_variants] = tok_strndup(v->s.ptr, (size_t)v->s.len);
-        t->n_chat_variants++;
-        if (!names[t->n_chat_variants - 1] || !texts[t->n_chat_variants - 1])
+        if (tok_add_chat_variant(t, key.ptr + pl, (size_t)key.len - pl, v->s.ptr,
+                                 (size_t)v->s.len))
             return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
     }
     gguf_str arch;

@@ -297,22 +297,8 @@ static int read_config(plume_tokenizer *t, const char *path, plume_error *err)
             const char *name = jstr(e, "name"), *text = jstr(e, "template");
             if (!name || rc)
                 continue;
-            char **names = realloc(t->chat_variant_names, (t->n_chat_variants + 1) * sizeof *names);
-            if (names)
-                t->chat_variant_names = names;
-            char **texts = realloc(t->chat_variant_texts, (t->n_chat_variants + 1) * sizeof *texts);
-            if (texts)
-                t->chat_variant_texts = texts;
-            char *nm = names && texts ? tok_strndup(name, strlen(name)) : NULL;
-            char *tx = nm ? tok_strndup(text, strlen(text)) : NULL;
-            if (!tx) {
-                free(nm);
+            if (tok_add_chat_variant(t, name, strlen(name), text, strlen(text)))
                 rc = plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-                continue;
-            }
-            names[t->n_chat_variants] = nm;
-            texts[t->n_chat_variants] = tx;
-            t->n_chat_variants++;
         }
     json_decref(cfg);
     if (rc == 0)

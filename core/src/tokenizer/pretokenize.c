@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 #define RX_GPT2 \
@@ -25,50 +26,40 @@
     "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RX_DIGIT "\\p{N}"
 
+/* One of llama.cpp's groups of pre-tokenizer names (NULL-terminated) and
+ * the regexes they share. */
 struct pre_def {
-    const char *name;
+    const char *const *names;
     const char *rx[2];
     size_t n;
     bool ignore_merges;
 };
 
-/* Pre-tokenizer names as llama.cpp's llama-vocab.cpp groups them. */
+/* Pre-tokenizer names as llama.cpp's llama-vocab.cpp groups them
+ * ("gpt-2" is convert_hf_to_gguf.py's name for GPT-2's own). */
 static const struct pre_def PRE_DEFS[] = {
-    {"default", {RX_GPT2}, 1, false},
-    {"gpt2", {RX_GPT2}, 1, false},
-    {"gpt-2", {RX_GPT2}, 1, false}, /* convert_hf_to_gguf.py's name for GPT-2's own */
-    {"mpt", {RX_GPT2}, 1, false},
-    {"olmo", {RX_GPT2}, 1, false},
-    {"jais", {RX_GPT2}, 1, false},
-    {"smollm", {RX_DIGIT, RX_GPT2}, 2, false},
-    {"starcoder", {RX_DIGIT, RX_GPT2}, 2, false},
-    {"refact", {RX_DIGIT, RX_GPT2}, 2, false},
-    {"command-r", {RX_DIGIT, RX_GPT2}, 2, false},
-    {"codeshell", {RX_DIGIT, RX_GPT2}, 2, false},
-    {"exaone", {RX_DIGIT, RX_GPT2}, 2, false},
-    {"llama3", {RX_LLAMA3}, 1, true},
-    {"llama-v3", {RX_LLAMA3}, 1, true},
-    {"llama-bpe", {RX_LLAMA3}, 1, true},
-    {"falcon3", {RX_LLAMA3}, 1, true},
-    {"pixtral", {RX_LLAMA3}, 1, true},
-    {"dbrx", {RX_LLAMA3}, 1, false},
-    {"smaug-bpe", {RX_LLAMA3}, 1, false},
-    {"qwen2", {RX_QWEN2}, 1, false},
-    {"deepseek-r1-qwen", {RX_QWEN2}, 1, false},
-    {"stablelm2", {RX_QWEN2}, 1, false},
-    {"megrez", {RX_QWEN2}, 1, false},
-    {"gpt-4o", {RX_GPT4O}, 1, false},
-    {"llama4", {RX_GPT4O}, 1, false},
+    {(const char *const[]){"default", "gpt2", "gpt-2", "mpt", "olmo", "jais", NULL},
+     {RX_GPT2}, 1, false},
+    {(const char *const[]){"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone",
+                           NULL},
+     {RX_DIGIT, RX_GPT2}, 2, false},
+    {(const char *const[]){"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", NULL},
+     {RX_LLAMA3}, 1, true},
+    {(const char *const[]){"dbrx", "smaug-bpe", NULL}, {RX_LLAMA3}, 1, false},
+    {(const char *const[]){"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", NULL},
+     {RX_QWEN2}, 1, false},
+    {(const char *const[]){"gpt-4o", "llama4", NULL}, {RX_GPT4O}, 1, false},
 };
 
 const char *const *tok_pretok_patterns(const char *name, size_t *n, bool *ignore_merges)
 {
     for (size_t i = 0; i < sizeof PRE_DEFS / sizeof PRE_DEFS[0]; i++)
-        if (strcmp(PRE_DEFS[i].name, name) == 0) {
-            *n = PRE_DEFS[i].n;
-            *ignore_merges = PRE_DEFS[i].ignore_merges;
-            return PRE_DEFS[i].rx;
-        }
+        for (const char *const *nm = PRE_DEFS[i].names; *nm; nm++)
+            if (strcmp(*nm, name) == 0) {
+                *n = PRE_DEFS[i].n;
+                *ignore_merges = PRE_DEFS[i].ignore_merges;
+                return PRE_DEFS[i].rx;
+            }
     return NULL;
 }
 
@@ -134,14 +125,10 @@ void tok_pretok_free(tok_pretok *p)
 
 int tok_spans_push(tok_spans *s, size_t off, size_t len)
 {
-    if (s->n == s->cap) {
-        size_t nc = s->cap ? s->cap * 2 : 64;
-        tok_span *v = realloc(s->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        s->v = v;
-        s->cap = nc;
-    }
+    tok_span *v = plume_grow(s->v, &s->cap, s->n + 1, 64, sizeof *v);
+    if (!v)
+        return -1;
+    s->v = v;
     s->v[s->n].off = off;
     s->v[s->n].len = len;
     s->n++;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 static int cmp_special(const void *pa, const void *pb)
@@ -58,14 +59,10 @@ void tok_special_free(plume_tokenizer *t)
 
 static int frag_push(tok_fragments *f, size_t off, size_t len, int32_t id)
 {
-    if (f->n == f->cap) {
-        size_t nc = f->cap ? f->cap * 2 : 16;
-        tok_fragment *v = realloc(f->v, nc * sizeof *v);
-        if (!v)
-            return -1;
-        f->v = v;
-        f->cap = nc;
-    }
+    tok_fragment *v = plume_grow(f->v, &f->cap, f->n + 1, 16, sizeof *v);
+    if (!v)
+        return -1;
+    f->v = v;
     f->v[f->n++] = (tok_fragment){.off = off, .len = len, .id = id};
     return 0;
 }

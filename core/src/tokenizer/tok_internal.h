@@ -230,6 +230,10 @@ int32_t tok_text_unk(const plume_tokenizer *t);
 int tok_ids_push(int32_t **ids, size_t *n, size_t *cap, int32_t id);
 /* Duplicates s[0..n) as a NUL-terminated string (NULL on OOM). */
 char *tok_strndup(const char *s, size_t n);
+/* Adds the named chat template variant name[0..name_len) with text
+ * text[0..text_len) to t.  0, or -1 on OOM (t then has it not). */
+int tok_add_chat_variant(plume_tokenizer *t, const char *name, size_t name_len, const char *text,
+                         size_t text_len);
 
 /* Reads the chat template file at path (at most 16 MiB) into a malloc'd,
  * NUL-terminated *out of *len bytes.  1 when it cannot be opened and

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 char *tok_strndup(const char *s, size_t n)
@@ -15,16 +16,33 @@ char *tok_strndup(const char *s, size_t n)
     return d;
 }
 
+int tok_add_chat_variant(plume_tokenizer *t, const char *name, size_t name_len, const char *text,
+                         size_t text_len)
+{
+    char **names = realloc(t->chat_variant_names, (t->n_chat_variants + 1) * sizeof *names);
+    if (names)
+        t->chat_variant_names = names;
+    char **texts = realloc(t->chat_variant_texts, (t->n_chat_variants + 1) * sizeof *texts);
+    if (texts)
+        t->chat_variant_texts = texts;
+    char *nm = names && texts ? tok_strndup(name, name_len) : NULL;
+    char *tx = nm ? tok_strndup(text, text_len) : NULL;
+    if (!tx) {
+        free(nm);
+        return -1;
+    }
+    names[t->n_chat_variants] = nm;
+    texts[t->n_chat_variants] = tx;
+    t->n_chat_variants++;
+    return 0;
+}
+
 int tok_ids_push(int32_t **ids, size_t *n, size_t *cap, int32_t id)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        int32_t *v = realloc(*ids, nc * sizeof *v);
-        if (!v)
-            return -1;
-        *ids = v;
-        *cap = nc;
-    }
+    int32_t *v = plume_grow(*ids, cap, *n + 1, 64, sizeof *v);
+    if (!v)
+        return -1;
+    *ids = v;
     (*ids)[(*n)++] = id;
     return 0;
 }

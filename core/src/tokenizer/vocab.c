@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plume/grow.h"
 #include "tokenizer/tok_internal.h"
 
 static uint32_t hash_text(const char *s, size_t n)
@@ -83,16 +84,10 @@ int32_t tok_vocab_add(tok_vocab *v, const char *text, size_t len, int type, floa
             return -1;
         v->cap = nc;
     }
-    if (v->arena_len + len + 1 > v->arena_cap) {
-        size_t nc = v->arena_cap ? v->arena_cap : 4096;
-        while (nc < v->arena_len + len + 1)
-            nc *= 2;
-        char *a = realloc(v->arena, nc);
-        if (!a)
-            return -1;
-        v->arena = a;
-        v->arena_cap = nc;
-    }
+    char *a = plume_grow(v->arena, &v->arena_cap, v->arena_len + len + 1, 4096, 1);
+    if (!a)
+        return -1;
+    v->arena = a;
     int32_t id = v->n;
     memcpy(v->arena + v->arena_len, text, len);
     v->arena[v->arena_len + len] = '\0'; /* texts are also NUL-terminated for convenience */
