@@ -24,7 +24,7 @@ static int setup(void **state)
     return 0;
 }
 
-enum { NBLK = 40, MAXHD = 128, MAXQ = 5 };
+enum { NBLK = 40, MAXHD = 256, MAXQ = 5 };
 
 typedef struct cache {
     int bs, hd, stride, nslot;
@@ -99,7 +99,7 @@ static void test_tile_kernel(void **state)
 {
     (void)state;
     const int bss[] = {1, 5, 16, 70};
-    const int hds[] = {17, 64, 128};
+    const int hds[] = {17, 64, 128, 256};
     const int nqs[] = {1, 3, 5};
     const int windows[] = {0, 1, 6, 64, 70, 130};
     /* (first row's key count, rows) */

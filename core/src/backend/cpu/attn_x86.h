@@ -597,6 +597,8 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
         KZ_FOLD_NQ(kt, 64)                                                                    \
     } else if (hd == 128) {                                                                   \
         KZ_FOLD_NQ(kt, 128)                                                                   \
+    } else if (hd == 256) {                                                                   \
+        KZ_FOLD_NQ(kt, 256)                                                                   \
     } else {                                                                                  \
         KZ_FOLD_NQ(kt, hd)                                                                    \
     }
