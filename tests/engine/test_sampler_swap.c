@@ -87,10 +87,8 @@ static const int32_t prompt[] = {40, 41, 42, 43, 40, 41, 42, 43, 40, 41};
 
 static void run(plume_engine *e, int32_t *out)
 {
-    plume_error err = {0};
     plume_request_params rp = test_request(N_OUT);
-    int64_t id = plume_engine_add_tokens(e, prompt, sizeof prompt / sizeof *prompt, &rp, &err);
-    assert_true(id >= 0);
+    int64_t id = test_add_tokens(e, prompt, sizeof prompt / sizeof *prompt, &rp);
     test_run_all(e);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, id, &r), 0);

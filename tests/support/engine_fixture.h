@@ -1,12 +1,14 @@
 /* What the tests that run an engine on a model file share: the model path
- * from the command line, loading it, a request of a fixed length, and
- * stepping an engine until it has no work; main itself.  Include after
+ * from the command line, loading it, a request of a fixed length, adding
+ * requests, stepping an engine until it has no work, taking a request's
+ * output; main itself.  Include after
  * cmocka.h. */
 #ifndef PLUME_TEST_ENGINE_FIXTURE_H
 #define PLUME_TEST_ENGINE_FIXTURE_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plume/engine.h"
 
@@ -77,6 +79,18 @@ static inline plume_engine *test_engine_new(const plume_model *m, plume_engine_p
     return e;
 }
 
+/* Queues the n tokens at prompt as a request with p and returns its id;
+ * fails the test with the engine's message if e refuses it. */
+static inline int64_t test_add_tokens(plume_engine *e, const int32_t *prompt, size_t n,
+                                      const plume_request_params *p)
+{
+    plume_error err = {0};
+    int64_t id = plume_engine_add_tokens(e, prompt, n, p, &err);
+    if (id < 0)
+        fail_msg("add_tokens: %s", err.msg);
+    return id;
+}
+
 /* Steps e until it has no work; fails the test with the engine's message if
  * a step fails, and if 100000 steps leave work (a livelock). */
 static inline void test_run_all(plume_engine *e)
@@ -88,6 +102,19 @@ static inline void test_run_all(plume_engine *e)
         if (plume_engine_step(e, &err) < 0)
             fail_msg("step: %s", err.msg);
     }
+}
+
+/* The result of request id, which e must have, after asserting that it
+ * generated exactly n_out tokens; copies them to out.  The request is not
+ * released. */
+static inline plume_request_result test_take_output(plume_engine *e, int64_t id, int32_t n_out,
+                                                    int32_t *out)
+{
+    plume_request_result r;
+    assert_int_equal(plume_engine_result(e, id, &r), 0);
+    assert_int_equal((int)r.n_output, n_out);
+    memcpy(out, r.output_ids, sizeof(int32_t) * r.n_output);
+    return r;
 }
 
 #endif
