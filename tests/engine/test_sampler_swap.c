@@ -146,11 +146,10 @@ static void test_spec_with_provider_sampler(void **state)
 
 int main(int argc, char **argv)
 {
-    g_model_path = test_model_arg(argc, argv, "test_sampler_swap TINY_MODEL.gguf");
-    if (!g_model_path)
-        return 2;
-    if (test_load_model(g_model_path, &g_model))
-        return 1;
+    int load_rc = test_load_model_arg(argc, argv, "test_sampler_swap TINY_MODEL.gguf", &g_model_path,
+                                      &g_model);
+    if (load_rc)
+        return load_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_swap_equals_fresh),
         cmocka_unit_test(test_spec_with_provider_sampler),

@@ -68,6 +68,18 @@ static inline int test_free_model_fixture(void **state)
     return 0;
 }
 
+/* For a main that loads its model itself: sets *path to argv[1] and loads
+ * it into *m.  0; or what main returns: 2 after printing "usage: USAGE"
+ * when there is no argument, 1 after printing why the model did not load. */
+static inline int test_load_model_arg(int argc, char **argv, const char *usage,
+                                      const char **path, plume_model **m)
+{
+    *path = test_model_arg(argc, argv, usage);
+    if (!*path)
+        return 2;
+    return test_load_model(*path, m) ? 1 : 0;
+}
+
 /* An engine on m with ep; fails the test with the engine's message if
  * there is none. */
 static inline plume_engine *test_engine_new(const plume_model *m, plume_engine_params ep)
@@ -102,6 +114,17 @@ static inline void test_run_all(plume_engine *e)
         if (plume_engine_step(e, &err) < 0)
             fail_msg("step: %s", err.msg);
     }
+}
+
+/* The stats of e, after asserting that no step of e went past ep's limits
+ * on batched tokens and sequences (ep: the parameters e was made with). */
+static inline plume_engine_stats test_stats_within(const plume_engine *e,
+                                                   const plume_engine_params *ep)
+{
+    plume_engine_stats st = plume_engine_get_stats(e);
+    assert_true(st.max_step_positions <= ep->max_batched_tokens);
+    assert_true(st.max_step_seqs <= ep->max_num_seqs);
+    return st;
 }
 
 /* The result of request id, which e must have, after asserting that it
