@@ -7,20 +7,14 @@ roofline (per unit of measured bandwidth) above batch 1's since the weights
 are read once per step for all of them.  Speeds are printed, never
 asserted."""
 import json
+import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
+
 plume, tiny = sys.argv[1:3]
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, what):
-    """Raises with what when cond is false (an assert would vanish under -O)."""
-    if not cond:
-        raise CheckFailed(what)
 
 
 def bench(*args, rc=0):

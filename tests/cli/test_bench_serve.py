@@ -14,22 +14,15 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
+
 plume = sys.argv[1]
 src = os.environ.get("PLUME_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 
 TTFT = 0.20   # seconds from the request to the first chunk
 ITL = 0.05    # seconds between chunks
 CAP = 6       # at most this many tokens per answer (a stub's early stop)
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, what):
-    """Raises with what when cond is false (an assert would vanish under -O)."""
-    if not cond:
-        raise CheckFailed(what)
 
 
 class Stub:

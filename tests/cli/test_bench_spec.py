@@ -11,16 +11,8 @@ import tempfile
 plume, tiny = sys.argv[1:3]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 from make_tiny_model import HPARAMS  # noqa: E402
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, what):
-    """Raises with what when cond is false (an assert would vanish under -O)."""
-    if not cond:
-        raise CheckFailed(what)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
 
 
 def approx(x):

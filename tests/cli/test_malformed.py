@@ -69,9 +69,8 @@ class Gguf:
         o = 24
         for _ in range(self.n_kv):
             kv = {"key_at": o}
-            n = struct.unpack_from("<Q", b, o)[0]
-            kv["key"] = b[o + 8:o + 8 + n].decode()
-            o += 8 + n
+            o, key, _ = self._value(b, o, T_STR)
+            kv["key"] = key.decode()
             kv["type_at"] = o
             t = struct.unpack_from("<I", b, o)[0]
             kv["type"] = t
@@ -83,9 +82,8 @@ class Gguf:
         self.tensors = []
         for _ in range(self.n_tensors):
             ti = {"at": o}
-            n = struct.unpack_from("<Q", b, o)[0]
-            ti["name"] = b[o + 8:o + 8 + n].decode()
-            o += 8 + n
+            o, name, _ = self._value(b, o, T_STR)
+            ti["name"] = name.decode()
             ti["ndims_at"] = o
             nd = struct.unpack_from("<I", b, o)[0]
             o += 4

@@ -264,8 +264,7 @@ static void test_batch(void **state)
                 plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
             assert_true(stop_ids[k] >= 0);
             rp = test_request(N_GEN);
-            cont_ids[k] = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
-            assert_true(cont_ids[k] >= 0);
+            cont_ids[k] = test_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp);
             if (k < n_plain) {
                 const cand *p = &f->c[f->plain_idx[k]];
                 rp = plume_request_defaults();
@@ -390,8 +389,7 @@ static void spec_one(fixture *f, const cand *c, int32_t k, bool eog_in_first_dra
     memcpy(longer, c->prompt, sizeof(int32_t) * (size_t)c->n_prompt);
     memcpy(longer + c->n_prompt, c->gen, sizeof(int32_t) * (size_t)(c->eog_at + 3));
     plume_request_params rp = test_request(N_GEN - (c->eog_at + 3));
-    int64_t id2 = plume_engine_add_tokens(e, longer, (size_t)nl, &rp, &err);
-    assert_true(id2 >= 0);
+    int64_t id2 = test_add_tokens(e, longer, (size_t)nl, &rp);
     test_run_all(e);
     assert_int_equal(plume_engine_result(e, id2, &r), 0);
     assert_int_equal((int)r.n_output, rp.max_tokens);
@@ -433,15 +431,13 @@ static void test_spec_batch(void **state)
         const cand *c = &f->c[f->eos_idx[k]];
         plume_request_params rp = plume_request_defaults();
         rp.max_tokens = N_GEN;
-        stop_ids[k] = plume_engine_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp, &err);
-        assert_true(stop_ids[k] >= 0);
+        stop_ids[k] = test_add_tokens(e, c->prompt, (size_t)c->n_prompt, &rp);
     }
     for (int k = 0; k < n_plain; k++) {
         const cand *p = &f->c[f->plain_idx[k]];
         plume_request_params rp = plume_request_defaults();
         rp.max_tokens = N_GEN;
-        plain_ids[k] = plume_engine_add_tokens(e, p->prompt, (size_t)p->n_prompt, &rp, &err);
-        assert_true(plain_ids[k] >= 0);
+        plain_ids[k] = test_add_tokens(e, p->prompt, (size_t)p->n_prompt, &rp);
     }
     test_run_all(e);
     for (int k = 0; k < f->n_eos; k++)

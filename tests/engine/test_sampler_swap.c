@@ -87,10 +87,8 @@ static const int32_t prompt[] = {40, 41, 42, 43, 40, 41, 42, 43, 40, 41};
 
 static void run(plume_engine *e, int32_t *out)
 {
-    plume_error err = {0};
     plume_request_params rp = test_request(N_OUT);
-    int64_t id = plume_engine_add_tokens(e, prompt, sizeof prompt / sizeof *prompt, &rp, &err);
-    assert_true(id >= 0);
+    int64_t id = test_add_tokens(e, prompt, sizeof prompt / sizeof *prompt, &rp);
     test_run_all(e);
     plume_request_result r;
     assert_int_equal(plume_engine_result(e, id, &r), 0);
@@ -148,11 +146,10 @@ static void test_spec_with_provider_sampler(void **state)
 
 int main(int argc, char **argv)
 {
-    g_model_path = test_model_arg(argc, argv, "test_sampler_swap TINY_MODEL.gguf");
-    if (!g_model_path)
-        return 2;
-    if (test_load_model(g_model_path, &g_model))
-        return 1;
+    int load_rc = test_load_model_arg(argc, argv, "test_sampler_swap TINY_MODEL.gguf", &g_model_path,
+                                      &g_model);
+    if (load_rc)
+        return load_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_swap_equals_fresh),
         cmocka_unit_test(test_spec_with_provider_sampler),

@@ -184,9 +184,7 @@ static plume_engine_stats serve(plume_engine_params ep, bool record)
         }
     }
     assert_int_equal(g_n_finished, N_REQ);
-    plume_engine_stats st = plume_engine_get_stats(e);
-    assert_true(st.max_step_positions <= ep.max_batched_tokens);
-    assert_true(st.max_step_seqs <= ep.max_num_seqs);
+    plume_engine_stats st = test_stats_within(e, &ep);
     plume_engine_free(e);
     return st;
 }
@@ -406,11 +404,10 @@ static void test_bad_plans_are_refused(void **state)
 
 int main(int argc, char **argv)
 {
-    g_model_path = test_model_arg(argc, argv, "test_scheduler_provider TINY_MODEL.gguf");
-    if (!g_model_path)
-        return 2;
-    if (test_load_model(g_model_path, &g_model))
-        return 1;
+    int load_rc = test_load_model_arg(argc, argv, "test_scheduler_provider TINY_MODEL.gguf", &g_model_path,
+                                      &g_model);
+    if (load_rc)
+        return load_rc;
     uint64_t x = 0x5eed;
     for (int i = 0; i < N_REQ; i++) { /* distinct prompt lengths, unsorted ids */
         req *r = &g_reqs[i];

@@ -80,11 +80,9 @@ static int teardown(void **state)
 static void raw_row(fixture *f, const int32_t *ctx, int32_t n)
 {
     plume_engine *e = test_engine_new(f->m, plume_engine_defaults());
-    plume_error err = {0};
     plume_request_params p = test_request(1);
     p.first_logits = f->row;
-    int64_t id = plume_engine_add_tokens(e, ctx, (size_t)n, &p, &err);
-    assert_true(id >= 0);
+    test_add_tokens(e, ctx, (size_t)n, &p);
     test_run_all(e);
     plume_engine_free(e);
 }
@@ -135,20 +133,15 @@ static void on_token(void *user, int64_t id, int32_t token, const char *text, si
 static void serve(plume_engine *e, fixture *f, plume_request_params p, rec *recs,
                   int32_t out[N_REQ][MAX_OUT], plume_request_result *res)
 {
-    plume_error err = {0};
     int64_t ids[N_REQ];
     memset(recs, 0, sizeof(rec) * N_REQ);
     for (int i = 0; i < N_REQ; i++) {
         p.user = &recs[i];
-        ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err);
-        assert_true(ids[i] >= 0);
+        ids[i] = test_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p);
     }
     test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_result r;
-        assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
-        assert_int_equal((int)r.n_output, p.max_tokens);
-        memcpy(out[i], r.output_ids, sizeof(int32_t) * r.n_output);
+        plume_request_result r = test_take_output(e, ids[i], p.max_tokens, out[i]);
         if (res)
             res[i] = r;
         plume_engine_release(e, ids[i]);
@@ -380,8 +373,7 @@ static void test_no_speculation(void **state)
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
         p.no_speculation = i % 2 == 1;
-        ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err);
-        assert_true(ids[i] >= 0);
+        ids[i] = test_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p);
     }
     test_run_all(e);
     int32_t drafted_even = 0;
@@ -478,12 +470,10 @@ static void test_load_counts_readmission(void **state)
     ep.kv_max_tokens = 96; /* 12 blocks: two requests of up to 72 positions collide */
     plume_engine *e = test_engine_new(f->m, ep);
     plume_request_params p = test_request(MAX_OUT);
-    plume_error err = {0};
     int64_t total = 0;
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p, &err);
-        assert_true(ids[i] >= 0);
+        ids[i] = test_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &p);
         total += f->n_prompt[i];
     }
     test_run_all(e);

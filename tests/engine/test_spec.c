@@ -99,18 +99,13 @@ static int32_t rnd(int32_t n)
 /* Serves all requests on e and returns outputs in out (N_REQ x 48). */
 static void serve(plume_engine *e, fixture *f, int32_t out[N_REQ][48], plume_request_params rp)
 {
-    plume_error err = {0};
     int64_t ids[N_REQ];
     for (int i = 0; i < N_REQ; i++) {
-        ids[i] = plume_engine_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &rp, &err);
-        assert_true(ids[i] >= 0);
+        ids[i] = test_add_tokens(e, f->prompt[i], (size_t)f->n_prompt[i], &rp);
     }
     test_run_all(e);
     for (int i = 0; i < N_REQ; i++) {
-        plume_request_result r;
-        assert_int_equal(plume_engine_result(e, ids[i], &r), 0);
-        assert_int_equal((int)r.n_output, rp.max_tokens);
-        memcpy(out[i], r.output_ids, sizeof(int32_t) * r.n_output);
+        test_take_output(e, ids[i], rp.max_tokens, out[i]);
         plume_engine_release(e, ids[i]);
     }
 }

@@ -39,6 +39,19 @@ static int sinks_supports(plume_backend *b, plume_backend_feature f, int64_t arg
     return cpu_supports(b, f, arg);
 }
 
+/* Registers in reg vt, made a copy of cpu named name whose supports() is
+ * supports (vt outlives the registry: it is static); 0 or -1 as
+ * plume_register_backend. */
+static int register_picky(plume_registry *reg, plume_backend_vtable *vt,
+                          const plume_backend_vtable *cpu, const char *name,
+                          int (*supports)(plume_backend *, plume_backend_feature, int64_t))
+{
+    *vt = *cpu;
+    vt->name = name;
+    vt->supports = supports;
+    return plume_register_backend(reg, vt);
+}
+
 static int picky_init(plume_registry *reg, plume_error *err)
 {
     const plume_backend_vtable *cpu = plume_registry_find_backend(reg, "cpu");
@@ -47,21 +60,10 @@ static int picky_init(plume_registry *reg, plume_error *err)
                          "picky-backend wraps the built-in backend cpu, which this registry "
                          "lacks");
     cpu_supports = cpu->supports;
-    picky_weights = *cpu;
-    picky_weights.name = "picky-weights";
-    picky_weights.supports = weights_supports;
-    picky_kv = *cpu;
-    picky_kv.name = "picky-kv";
-    picky_kv.supports = kv_supports;
-    picky_moe = *cpu;
-    picky_moe.name = "picky-moe";
-    picky_moe.supports = moe_supports;
-    picky_sinks = *cpu;
-    picky_sinks.name = "picky-sinks";
-    picky_sinks.supports = sinks_supports;
-    return plume_register_backend(reg, &picky_weights) || plume_register_backend(reg, &picky_kv) ||
-                   plume_register_backend(reg, &picky_moe) ||
-                   plume_register_backend(reg, &picky_sinks)
+    return register_picky(reg, &picky_weights, cpu, "picky-weights", weights_supports) ||
+                   register_picky(reg, &picky_kv, cpu, "picky-kv", kv_supports) ||
+                   register_picky(reg, &picky_moe, cpu, "picky-moe", moe_supports) ||
+                   register_picky(reg, &picky_sinks, cpu, "picky-sinks", sinks_supports)
                ? -1
                : 0;
 }

@@ -8,19 +8,12 @@ import tempfile
 
 from out_of_tree import header_abi
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
+
 plume, fixtures = sys.argv[1:3]
 build_plugins = os.path.join(os.environ["PLUME_BUILD_ROOT"], "plugins")
 ABI = header_abi()
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, what):
-    """Raises with what when cond is false (an assert would vanish under -O)."""
-    if not cond:
-        raise CheckFailed(what)
 
 
 def run(*args, rc=0):

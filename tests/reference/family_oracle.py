@@ -276,6 +276,25 @@ _GEMMA3_GGUF_NAMES = dict(GGUF_LAYER_NAMES, **{
 })
 
 
+# The HF names of the GGUF tensors outside the blocks (llama.cpp's
+# convert_hf_to_gguf.py names them the same for every family).
+GGUF_TOP_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+}
+
+
+def gguf_tensors(r):
+    """(name, array) for every tensor of the gguf.GGUFReader r, dequantized
+    by gguf-py (gguf.quants.dequantize) to float64 in HF's shape (GGUF lists
+    the dimensions fastest first)."""
+    import gguf
+    for t in r.tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+        yield t.name, a.reshape(tuple(int(x) for x in reversed(t.shape)))
+
+
 def load_gemma3_gguf(path):
     """A Gemma 3 text GGUF written by llama.cpp's convert_hf_to_gguf.py, as
     the HF model it came from: every tensor dequantized by gguf-py
@@ -314,23 +333,18 @@ def load_gemma3_gguf(path):
     if cap:
         cfg["final_logit_softcapping"] = float(cap)
     w = {}
-    for t in r.tensors:
-        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-        a = a.reshape(tuple(int(x) for x in reversed(t.shape)))
-        if t.name.endswith("norm.weight"):
+    for name, a in gguf_tensors(r):
+        if name.endswith("norm.weight"):
             a = a - 1.0
-        if t.name == "token_embd.weight":
-            w["model.embed_tokens.weight"] = a
-        elif t.name == "output_norm.weight":
-            w["model.norm.weight"] = a
-        elif t.name == "output.weight":
-            w["lm_head.weight"] = a
-            cfg["tie_word_embeddings"] = False
-        elif t.name.startswith("blk."):
-            _, l, rest = t.name.split(".", 2)
+        if name in GGUF_TOP_NAMES:
+            w[GGUF_TOP_NAMES[name]] = a
+        elif name.startswith("blk."):
+            _, l, rest = name.split(".", 2)
             if rest not in _GEMMA3_GGUF_NAMES:
-                raise ValueError("%s: tensor %s is not in the Gemma 3 oracle" % (path, t.name))
+                raise ValueError("%s: tensor %s is not in the Gemma 3 oracle" % (path, name))
             w["model.layers.%s.%s" % (l, _GEMMA3_GGUF_NAMES[rest])] = a
         else:
-            raise ValueError("%s: tensor %s is not in the Gemma 3 oracle" % (path, t.name))
+            raise ValueError("%s: tensor %s is not in the Gemma 3 oracle" % (path, name))
+    if "lm_head.weight" in w:
+        cfg["tie_word_embeddings"] = False
     return Model(cfg, w)

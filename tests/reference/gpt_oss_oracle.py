@@ -198,17 +198,11 @@ def load_gguf(path, **kw):
             attention_factor=float(kv(a + "rope.scaling.attn_factor", 1.0)) *
             (1.0 + 0.1 * np.log(factor)))
     w, exps = {}, {}
-    for t in r.tensors:
-        x = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-        x = x.reshape(tuple(int(s) for s in reversed(t.shape)))
-        if t.name == "token_embd.weight":
-            w["model.embed_tokens.weight"] = x
-        elif t.name == "output_norm.weight":
-            w["model.norm.weight"] = x
-        elif t.name == "output.weight":
-            w["lm_head.weight"] = x
+    for name, x in family_oracle.gguf_tensors(r):
+        if name in family_oracle.GGUF_TOP_NAMES:
+            w[family_oracle.GGUF_TOP_NAMES[name]] = x
         else:
-            _, l, rest = t.name.split(".", 2)
+            _, l, rest = name.split(".", 2)
             p = "model.layers.%s." % l
             if rest in _GGUF_NAMES:
                 w[p + _GGUF_NAMES[rest]] = x
@@ -216,7 +210,7 @@ def load_gguf(path, **kw):
                           "ffn_gate_exps.bias", "ffn_up_exps.bias"):
                 exps[(l, rest)] = x
             else:
-                raise ValueError("%s: tensor %s is not in the gpt-oss oracle" % (path, t.name))
+                raise ValueError("%s: tensor %s is not in the gpt-oss oracle" % (path, name))
     for l in range(n):
         p, L = "model.layers.%d.mlp.experts." % l, str(l)
         g, u = exps[(L, "ffn_gate_exps.weight")], exps[(L, "ffn_up_exps.weight")]  # [X, F, E]

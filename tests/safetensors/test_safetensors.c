@@ -593,13 +593,20 @@ static void test_bad_header_sizes(void **state)
     expect_open_fails(path, NULL, PLUME_ERR_FORMAT, "file is 0 bytes, too short");
 }
 
+/* The image of the sample file with metadata {"format":"pt"} (tw_build's:
+ * *len bytes, the caller frees them). */
+static uint8_t *sample_image(size_t *len)
+{
+    sample s;
+    sample_init(&s);
+    return tw_build(s.ts, 8, "{\"format\":\"pt\"}", len);
+}
+
 static void test_every_truncation(void **state)
 {
     tu_dir *d = *state;
-    sample s;
-    sample_init(&s);
     size_t len;
-    uint8_t *img = tw_build(s.ts, 8, "{\"format\":\"pt\"}", &len);
+    uint8_t *img = sample_image(&len);
     const char *path = tu_path(d, "trunc.safetensors");
     for (size_t n = 0; n < len; n++) {
         assert_int_equal(tu_write_file(path, img, n), 0);
@@ -635,10 +642,8 @@ static unsigned touch_all(const safetensors *st)
 static void test_byte_mutations(void **state)
 {
     tu_dir *d = *state;
-    sample s;
-    sample_init(&s);
     size_t len;
-    uint8_t *img = tw_build(s.ts, 8, "{\"format\":\"pt\"}", &len);
+    uint8_t *img = sample_image(&len);
     const char *path = tu_path(d, "mut.safetensors");
     static const uint8_t vals[] = {0x00, 0xff, 0x20, '0', '9', '"', ',', '}', '[', 0x80, '-'};
     size_t ok = 0, failed = 0;

@@ -12,17 +12,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
+
 plume, tiny = sys.argv[1:3]
-
-
-class CheckFailed(Exception):
-    pass
-
-
-def check(cond, what):
-    """Raises with what when cond is false (an assert would vanish under -O)."""
-    if not cond:
-        raise CheckFailed(what)
 
 
 def run(*args):

@@ -1,12 +1,14 @@
 /* What the tests that run an engine on a model file share: the model path
- * from the command line, loading it, a request of a fixed length, and
- * stepping an engine until it has no work; main itself.  Include after
+ * from the command line, loading it, a request of a fixed length, adding
+ * requests, stepping an engine until it has no work, taking a request's
+ * output; main itself.  Include after
  * cmocka.h. */
 #ifndef PLUME_TEST_ENGINE_FIXTURE_H
 #define PLUME_TEST_ENGINE_FIXTURE_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plume/engine.h"
 
@@ -66,6 +68,18 @@ static inline int test_free_model_fixture(void **state)
     return 0;
 }
 
+/* For a main that loads its model itself: sets *path to argv[1] and loads
+ * it into *m.  0; or what main returns: 2 after printing "usage: USAGE"
+ * when there is no argument, 1 after printing why the model did not load. */
+static inline int test_load_model_arg(int argc, char **argv, const char *usage,
+                                      const char **path, plume_model **m)
+{
+    *path = test_model_arg(argc, argv, usage);
+    if (!*path)
+        return 2;
+    return test_load_model(*path, m) ? 1 : 0;
+}
+
 /* An engine on m with ep; fails the test with the engine's message if
  * there is none. */
 static inline plume_engine *test_engine_new(const plume_model *m, plume_engine_params ep)
@@ -75,6 +89,18 @@ static inline plume_engine *test_engine_new(const plume_model *m, plume_engine_p
     if (plume_engine_create(m, &ep, &e, &err))
         fail_msg("engine: %s", err.msg);
     return e;
+}
+
+/* Queues the n tokens at prompt as a request with p and returns its id;
+ * fails the test with the engine's message if e refuses it. */
+static inline int64_t test_add_tokens(plume_engine *e, const int32_t *prompt, size_t n,
+                                      const plume_request_params *p)
+{
+    plume_error err = {0};
+    int64_t id = plume_engine_add_tokens(e, prompt, n, p, &err);
+    if (id < 0)
+        fail_msg("add_tokens: %s", err.msg);
+    return id;
 }
 
 /* Steps e until it has no work; fails the test with the engine's message if
@@ -88,6 +114,30 @@ static inline void test_run_all(plume_engine *e)
         if (plume_engine_step(e, &err) < 0)
             fail_msg("step: %s", err.msg);
     }
+}
+
+/* The stats of e, after asserting that no step of e went past ep's limits
+ * on batched tokens and sequences (ep: the parameters e was made with). */
+static inline plume_engine_stats test_stats_within(const plume_engine *e,
+                                                   const plume_engine_params *ep)
+{
+    plume_engine_stats st = plume_engine_get_stats(e);
+    assert_true(st.max_step_positions <= ep->max_batched_tokens);
+    assert_true(st.max_step_seqs <= ep->max_num_seqs);
+    return st;
+}
+
+/* The result of request id, which e must have, after asserting that it
+ * generated exactly n_out tokens; copies them to out.  The request is not
+ * released. */
+static inline plume_request_result test_take_output(plume_engine *e, int64_t id, int32_t n_out,
+                                                    int32_t *out)
+{
+    plume_request_result r;
+    assert_int_equal(plume_engine_result(e, id, &r), 0);
+    assert_int_equal((int)r.n_output, n_out);
+    memcpy(out, r.output_ids, sizeof(int32_t) * r.n_output);
+    return r;
 }
 
 #endif

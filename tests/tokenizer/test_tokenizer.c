@@ -688,7 +688,7 @@ static void test_spm_json(void **state)
 enum { G_UNK = 0, G_BOS, G_EOS, G_BYTE0, G_SP = 259, G_A, G_B, G_C, G_AB, G_BC, G_SPA, G_ENDT,
        G_N };
 
-static gguf_file *write_gguf(tt_buf *b, char *path, size_t cap)
+static gguf_file *write_gguf(gw_buf *b, char *path, size_t cap)
 {
     assert_int_equal(tt_write_temp(".gguf", b->p, b->n, path, cap), 0);
     free(b->p);
@@ -701,7 +701,7 @@ static gguf_file *write_gguf(tt_buf *b, char *path, size_t cap)
 
 /* The tokenizer of the GGUF b holds, written to a temporary file (its name
  * in path, the open file in *f); fails the test when it does not load. */
-static plume_tokenizer *tokenizer_of(tt_buf *b, char *path, size_t cap, gguf_file **f)
+static plume_tokenizer *tokenizer_of(gw_buf *b, char *path, size_t cap, gguf_file **f)
 {
     *f = write_gguf(b, path, cap);
     plume_tokenizer *t = NULL;
@@ -719,7 +719,7 @@ static void drop_tokenizer(plume_tokenizer *t, gguf_file *f, const char *path)
     unlink(path);
 }
 
-static void spm_gguf_vocab(tt_buf *b, const char *model)
+static void spm_gguf_vocab(gw_buf *b, const char *model)
 {
     char bytes[256][8];
     const char *toks[G_N];
@@ -746,7 +746,7 @@ static void spm_gguf_vocab(tt_buf *b, const char *model)
     scores[G_AB] = -2.0f;
     scores[G_BC] = -1.0f;
     scores[G_SPA] = -3.0f;
-    tt_kv_str(b, "tokenizer.ggml.model", model);
+    gw_kv_str(b, "tokenizer.ggml.model", model);
     tt_kv_strs(b, "tokenizer.ggml.tokens", toks, G_N);
     tt_kv_i32s(b, "tokenizer.ggml.token_type", types, G_N);
     tt_kv_f32s(b, "tokenizer.ggml.scores", scores, G_N);
@@ -755,10 +755,10 @@ static void spm_gguf_vocab(tt_buf *b, const char *model)
 static void test_spm_gguf(void **state)
 {
     (void)state;
-    tt_buf b = {0};
+    gw_buf b = {0};
     tt_gguf_header(&b, 5);
     spm_gguf_vocab(&b, "llama");
-    tt_kv_str(&b, "tokenizer.chat_template", "<start_of_turn>user");
+    gw_kv_str(&b, "tokenizer.chat_template", "<start_of_turn>user");
     char path[256];
     gguf_file *f;
     plume_tokenizer *t = tokenizer_of(&b, path, sizeof path, &f);
@@ -786,11 +786,11 @@ static void test_spm_gguf(void **state)
 static void test_gguf_family_template(void **state)
 {
     (void)state;
-    tt_buf b = {0};
+    gw_buf b = {0};
     tt_gguf_header(&b, 6);
     spm_gguf_vocab(&b, "llama");
-    tt_kv_str(&b, "general.architecture", "gemma3");
-    tt_kv_str(&b, "tokenizer.chat_template.tool_use", "T{{ messages|length }}");
+    gw_kv_str(&b, "general.architecture", "gemma3");
+    gw_kv_str(&b, "tokenizer.chat_template.tool_use", "T{{ messages|length }}");
     char path[256];
     gguf_file *f;
     plume_tokenizer *t = tokenizer_of(&b, path, sizeof path, &f);
@@ -815,10 +815,10 @@ static void test_gguf_errors(void **state)
 {
     (void)state;
     /* an unknown pre-tokenizer is named, with the supported ones */
-    tt_buf b = {0};
+    gw_buf b = {0};
     tt_gguf_header(&b, 5);
     spm_gguf_vocab(&b, "gpt2");
-    tt_kv_str(&b, "tokenizer.ggml.pre", "nonsense-pre");
+    gw_kv_str(&b, "tokenizer.ggml.pre", "nonsense-pre");
     char path[256];
     gguf_file *f = write_gguf(&b, path, sizeof path);
     plume_tokenizer *t = NULL;
@@ -845,7 +845,7 @@ static void test_gguf_errors(void **state)
     memset(&b, 0, sizeof b);
     tt_gguf_header(&b, 5);
     spm_gguf_vocab(&b, "gpt2");
-    tt_kv_str(&b, "tokenizer.ggml.pre", "smollm");
+    gw_kv_str(&b, "tokenizer.ggml.pre", "smollm");
     f = write_gguf(&b, path, sizeof path);
     assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
     assert_non_null(strstr(err.msg, "merges"));
@@ -967,10 +967,10 @@ static void test_hostile_config_fields(void **state)
 static void test_hostile_gguf_fields(void **state)
 {
     (void)state;
-    tt_buf b = {0};
+    gw_buf b = {0};
     tt_gguf_header(&b, 5);
     spm_gguf_vocab(&b, "llama");
-    tt_kv_u32(&b, "tokenizer.chat_template", 42);
+    gw_kv_u32(&b, "tokenizer.chat_template", 42);
     char path[256];
     gguf_file *f = write_gguf(&b, path, sizeof path);
     plume_tokenizer *t = NULL;
@@ -985,7 +985,7 @@ static void test_hostile_gguf_fields(void **state)
     memset(&b, 0, sizeof b);
     tt_gguf_header(&b, 5);
     spm_gguf_vocab(&b, "llama");
-    tt_kv_u32(&b, "tokenizer.ggml.bos_token_id", 4000000000u);
+    gw_kv_u32(&b, "tokenizer.ggml.bos_token_id", 4000000000u);
     f = write_gguf(&b, path, sizeof path);
     assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
     assert_null(t);

@@ -1,5 +1,6 @@
-/* Test helpers for the tokenizer tests: temp files, a tiny GGUF writer (no
- * tensors, metadata only) and the GPT-2 byte alphabet. */
+/* Test helpers for the tokenizer tests: temp files, GGUF metadata (no
+ * tensors; gguf_writer.h's buffer and the array kinds it lacks) and the
+ * GPT-2 byte alphabet. */
 #ifndef TOK_TEST_UTIL_H
 #define TOK_TEST_UTIL_H
 
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "../gguf/gguf_writer.h"
 
 /* Writes n bytes to a fresh temp file whose path goes to path (cap bytes);
  * returns 0 on success. */
@@ -32,98 +35,45 @@ static inline int tt_write_temp(const char *suffix, const void *p, size_t n, cha
     return close(fd);
 }
 
-/* ---- a growable little-endian byte buffer for GGUF ---- */
+/* ---- GGUF metadata, written with the GGUF tests' writer ---- */
 
-typedef struct tt_buf {
-    uint8_t *p;
-    size_t n, cap;
-} tt_buf;
-
-static inline void tt_put(tt_buf *b, const void *src, size_t n)
-{
-    if (b->n + n > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        while (nc < b->n + n)
-            nc *= 2;
-        b->p = realloc(b->p, nc);
-        if (!b->p)
-            abort();
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-
-static inline void tt_u32(tt_buf *b, uint32_t v)
-{
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    tt_put(b, x, 4);
-}
-static inline void tt_u64(tt_buf *b, uint64_t v)
-{
-    tt_u32(b, (uint32_t)v);
-    tt_u32(b, (uint32_t)(v >> 32));
-}
-static inline void tt_str(tt_buf *b, const char *s)
-{
-    tt_u64(b, strlen(s));
-    tt_put(b, s, strlen(s));
-}
 /* GGUF v3 header with no tensors and n_kv pairs to follow. */
-static inline void tt_gguf_header(tt_buf *b, uint64_t n_kv)
-{
-    tt_put(b, "GGUF", 4);
-    tt_u32(b, 3);
-    tt_u64(b, 0);
-    tt_u64(b, n_kv);
-}
-static inline void tt_kv_str(tt_buf *b, const char *key, const char *v)
-{
-    tt_str(b, key);
-    tt_u32(b, 8);
-    tt_str(b, v);
-}
-static inline void tt_kv_u32(tt_buf *b, const char *key, uint32_t v)
-{
-    tt_str(b, key);
-    tt_u32(b, 4);
-    tt_u32(b, v);
-}
-static inline void tt_kv_bool(tt_buf *b, const char *key, int v)
+static inline void tt_gguf_header(gw_buf *b, uint64_t n_kv) { gw_header(b, 3, 0, n_kv); }
+static inline void tt_kv_bool(gw_buf *b, const char *key, int v)
 {
     uint8_t x = (uint8_t)(v != 0);
-    tt_str(b, key);
-    tt_u32(b, 7);
-    tt_put(b, &x, 1);
+    gw_str(b, key);
+    gw_u32(b, 7);
+    gw_put(b, &x, 1);
 }
-static inline void tt_kv_strs(tt_buf *b, const char *key, const char *const *v, size_t n)
+static inline void tt_kv_strs(gw_buf *b, const char *key, const char *const *v, size_t n)
 {
-    tt_str(b, key);
-    tt_u32(b, 9);
-    tt_u32(b, 8);
-    tt_u64(b, n);
+    gw_str(b, key);
+    gw_u32(b, 9);
+    gw_u32(b, 8);
+    gw_u64(b, n);
     for (size_t i = 0; i < n; i++)
-        tt_str(b, v[i]);
+        gw_str(b, v[i]);
 }
-static inline void tt_kv_i32s(tt_buf *b, const char *key, const int32_t *v, size_t n)
+static inline void tt_kv_i32s(gw_buf *b, const char *key, const int32_t *v, size_t n)
 {
-    tt_str(b, key);
-    tt_u32(b, 9);
-    tt_u32(b, 5);
-    tt_u64(b, n);
+    gw_str(b, key);
+    gw_u32(b, 9);
+    gw_u32(b, 5);
+    gw_u64(b, n);
     for (size_t i = 0; i < n; i++)
-        tt_u32(b, (uint32_t)v[i]);
+        gw_u32(b, (uint32_t)v[i]);
 }
-static inline void tt_kv_f32s(tt_buf *b, const char *key, const float *v, size_t n)
+static inline void tt_kv_f32s(gw_buf *b, const char *key, const float *v, size_t n)
 {
-    tt_str(b, key);
-    tt_u32(b, 9);
-    tt_u32(b, 6);
-    tt_u64(b, n);
+    gw_str(b, key);
+    gw_u32(b, 9);
+    gw_u32(b, 6);
+    gw_u64(b, n);
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], 4);
-        tt_u32(b, u);
+        gw_u32(b, u);
     }
 }
 
