@@ -334,10 +334,7 @@ static enum MHD_Result on_metrics(void *user, http_exchange *x)
     char *text = serve_metrics_render(h->o.metrics, h->o.env->model_name);
     if (!text)
         return http_send_error(x, 500, "out of memory rendering the metrics");
-    enum MHD_Result rc =
-        http_send_text(x, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
-    free(text);
-    return rc;
+    return http_send_owned(x, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 }
 
 static const http_route routes[] = {

@@ -140,6 +140,20 @@ static char *dup_or_null(const char *s, bool *ok)
     return d;
 }
 
+/* Releases what a call holds once no thread uses it: its lock, its copied
+ * strings, its reply buffer and itself. */
+static void call_release(http_call *c)
+{
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->url);
+    free(c->body);
+    free(c->api_key);
+    free(c->timeout_name);
+    free(c->buf);
+    free(c);
+}
+
 http_call *http_call_start(const char *url, const char *body, const http_call_opts *o)
 {
     http_call *c = calloc(1, sizeof *c);
@@ -155,13 +169,7 @@ http_call *http_call_start(const char *url, const char *body, const http_call_op
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     if (!ok || pthread_create(&c->th, NULL, run, c)) {
-        free(c->url);
-        free(c->body);
-        free(c->api_key);
-        free(c->timeout_name);
-        pthread_mutex_destroy(&c->mu);
-        pthread_cond_destroy(&c->cv);
-        free(c);
+        call_release(c);
         return NULL;
     }
     return c;
@@ -226,12 +234,5 @@ void http_call_free(http_call *c)
         return;
     atomic_store(&c->cancel, true);
     pthread_join(c->th, NULL);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
-    free(c->url);
-    free(c->body);
-    free(c->api_key);
-    free(c->timeout_name);
-    free(c->buf);
-    free(c);
+    call_release(c);
 }

@@ -56,6 +56,13 @@ enum MHD_Result http_send_text(http_exchange *x, unsigned status, const char *ty
     return rc;
 }
 
+enum MHD_Result http_send_owned(http_exchange *x, unsigned status, const char *type, char *text)
+{
+    enum MHD_Result rc = http_send_text(x, status, type, text, strlen(text));
+    free(text);
+    return rc;
+}
+
 enum MHD_Result http_send_json(http_exchange *x, unsigned status, json_t *j)
 {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -65,9 +72,7 @@ enum MHD_Result http_send_json(http_exchange *x, unsigned status, json_t *j)
             "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"code\":500}}";
         return http_send_text(x, 500, "application/json", oom, sizeof oom - 1);
     }
-    enum MHD_Result rc = http_send_text(x, status, "application/json", s, strlen(s));
-    free(s);
-    return rc;
+    return http_send_owned(x, status, "application/json", s);
 }
 
 enum MHD_Result http_send_error(http_exchange *x, unsigned status, const char *fmt, ...)

@@ -75,6 +75,8 @@ void http_daemon_stop(http_daemon *d);
  * text is copied; j is consumed (NULL: answered as out of memory). */
 enum MHD_Result http_send_text(http_exchange *x, unsigned status, const char *type,
                                const char *text, size_t len);
+/* text: a malloc'd string, sent (up to its NUL) and freed. */
+enum MHD_Result http_send_owned(http_exchange *x, unsigned status, const char *type, char *text);
 enum MHD_Result http_send_json(http_exchange *x, unsigned status, json_t *j);
 /* The OpenAI error shape {"error": {message, type, code}} (serve_api_error),
  * counted through on_error. */

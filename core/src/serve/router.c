@@ -205,11 +205,8 @@ static enum MHD_Result models(void *user, http_exchange *x)
         snprintf(url, sizeof url, "%s/v1/models", rt->o.decode[i]);
         char *body = http_get(url, rt->o.api_key, rt->o.timeout_s < 10 ? rt->o.timeout_s : 10, err,
                               sizeof err);
-        if (body) {
-            enum MHD_Result rc = http_send_text(x, 200, "application/json", body, strlen(body));
-            free(body);
-            return rc;
-        }
+        if (body)
+            return http_send_owned(x, 200, "application/json", body);
     }
     return http_send_error(x, 502, "no decode worker answered GET /v1/models (last error: %s)",
                            err);

@@ -469,6 +469,7 @@ int jlex(const char *src, size_t len, jtoklist *out, plume_error *err)
     int rc = run(&lx);
     if (rc == 0)
         rc = emit(&lx, JT_EOF, n, "", 0);
+    out->store = lx.store;
     if (rc == 0) {
         /* offsets to line/column (one pass), and text offsets to pointers */
         int line = 1, col = 1;
@@ -486,12 +487,8 @@ int jlex(const char *src, size_t len, jtoklist *out, plume_error *err)
             out->toks[t].col = col;
             out->toks[t].text = lx.store + (uintptr_t)out->toks[t].text;
         }
-        out->store = lx.store;
-    } else {
-        free(lx.store);
-        free(out->toks);
-        memset(out, 0, sizeof *out);
-    }
+    } else
+        jlex_free(out);
     free(s);
     return rc;
 }
