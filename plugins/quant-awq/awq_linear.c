@@ -83,10 +83,7 @@ static int awq_validate(const plume_settings *s, plume_error *err)
  * shapes and says what is wrong with them. */
 static int awq_probe(const plume_weights *w, const char *prefix)
 {
-    const plume_tensor *qw = plume_weights_find(w, prefix, "qweight");
-    const plume_tensor *qz = plume_weights_find(w, prefix, "qzeros");
-    const plume_tensor *sc = plume_weights_find(w, prefix, "scales");
-    return gptq_tensor_is_i32(qw) && gptq_tensor_is_i32(qz) && gptq_tensor_is_float(sc) ? 10 : 0;
+    return gptq_layer_tensors_present(w, prefix) ? 10 : 0;
 }
 
 

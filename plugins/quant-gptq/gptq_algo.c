@@ -229,9 +229,10 @@ static int tri_inv_upper(double *R, int64_t K)
     return 0;
 }
 
-/* gptq_hinv_chol without the messages: 0; -1 when a pivot fails (its index
- * in A's own order in *bad, its value in *piv); -2 when out of memory. */
-static int hinv_chol(double *A, int64_t K, int64_t *bad, double *piv)
+/* gptq_hinv_chol without the failed-pivot message, which each caller words
+ * for its own matrix: 0; 1 when a pivot fails (its index in A's own order
+ * in *bad, its value in *piv); -1 with err set when out of memory. */
+static int hinv_chol(double *A, int64_t K, int64_t *bad, double *piv, plume_error *err)
 {
     int64_t n = K * K;
     /* A := J·A·J (J the reversal): then A = RᵀR gives the original
@@ -243,12 +244,12 @@ static int hinv_chol(double *A, int64_t K, int64_t *bad, double *piv)
     }
     if (chol_upper(A, K, bad, piv)) {
         *bad = K - 1 - *bad;
-        return -1;
+        return 1;
     }
     for (int64_t i = 0; i < K; i++)
         memset(A + i * K, 0, (size_t)i * sizeof *A);
     if (tri_inv_upper(A, K))
-        return -2;
+        return plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory inverting the Hessian");
     /* U[a][b] = X[K−1−b][K−1−a]: an anti-transpose, swapped in place. */
     for (int64_t a = 0; a < K; a++)
         for (int64_t b = a; b < K; b++) {
@@ -268,9 +269,9 @@ int gptq_hinv_chol(double *A, int64_t K, plume_error *err)
         return plume_err(err, PLUME_ERR_INVALID, "gptq: Hessian size %" PRId64 " is not positive", K);
     int64_t bad = 0;
     double piv = 0;
-    int rc = hinv_chol(A, K, &bad, &piv);
-    if (rc == -2)
-        return plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory inverting the Hessian");
+    int rc = hinv_chol(A, K, &bad, &piv, err);
+    if (rc < 0)
+        return -1;
     if (rc)
         return plume_err(err, PLUME_ERR_RANGE,
                          "gptq: the Hessian is not positive definite (Cholesky pivot %g at row %" PRId64
@@ -470,9 +471,9 @@ static int build_hinv(const double *H, int64_t K, const int32_t *perm, double da
     }
     int64_t bad = 0;
     double piv = 0;
-    int rc = hinv_chol(U, K, &bad, &piv);
-    if (rc == -2)
-        return plume_err(err, PLUME_ERR_NOMEM, "gptq: out of memory inverting the Hessian");
+    int rc = hinv_chol(U, K, &bad, &piv, err);
+    if (rc < 0)
+        return -1;
     if (rc)
         return plume_err(err, PLUME_ERR_RANGE,
                          "gptq: the calibration Hessian plus damp %g (damp_percent %g of its mean "

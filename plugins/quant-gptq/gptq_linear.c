@@ -66,10 +66,9 @@ static int gptq_validate(const plume_settings *s, plume_error *err)
 
 static int gptq_probe(const plume_weights *w, const char *prefix)
 {
-    const plume_tensor *qw = plume_weights_find(w, prefix, "qweight");
-    const plume_tensor *qz = plume_weights_find(w, prefix, "qzeros");
-    const plume_tensor *sc = plume_weights_find(w, prefix, "scales");
-    return gptq_tensor_is_i32(qw) && qw->n_dims == 2 && gptq_tensor_is_i32(qz) && gptq_tensor_is_float(sc) ? 10 : 0;
+    if (!gptq_layer_tensors_present(w, prefix))
+        return 0;
+    return plume_weights_find(w, prefix, "qweight")->n_dims == 2 ? 10 : 0;
 }
 
 

@@ -17,6 +17,13 @@ bool gptq_tensor_is_float(const plume_tensor *t)
                  t->type == PLUME_DTYPE_BF16);
 }
 
+bool gptq_layer_tensors_present(const plume_weights *w, const char *prefix)
+{
+    return gptq_tensor_is_i32(plume_weights_find(w, prefix, "qweight")) &&
+           gptq_tensor_is_i32(plume_weights_find(w, prefix, "qzeros")) &&
+           gptq_tensor_is_float(plume_weights_find(w, prefix, "scales"));
+}
+
 int gptq_layer_tensors_find(const plume_weights *w, const char *method, const char *prefix,
                             gptq_layer_tensors *t, plume_error *err)
 {

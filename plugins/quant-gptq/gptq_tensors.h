@@ -16,6 +16,10 @@ bool gptq_tensor_is_i32(const plume_tensor *t);
 /* An F32, F16 or BF16 tensor. */
 bool gptq_tensor_is_float(const plume_tensor *t);
 
+/* True when prefix has an int32 qweight and qzeros and a float scales in
+ * w: the tensor set both providers' probes look for. */
+bool gptq_layer_tensors_present(const plume_weights *w, const char *prefix);
+
 /* A layer's packed tensors as both providers read them (qweight, qzeros,
  * scales; g_idx and bias may be absent). */
 typedef struct gptq_layer_tensors {

@@ -78,6 +78,19 @@ static inline int plume_attn_merge_begin(float *M, float *L, float *Oi, float m,
     return 1;
 }
 
+/* The blend after plume_attn_merge_begin for columns d0 .. hd-1:
+ * Oi[d] = Oi[d]·a + oi[d]·b, two products, then the sum (never fused), so
+ * that every level's attn_merge gives the scalar level's bits; the SIMD
+ * levels call it for the columns after their last whole vector. */
+static inline void plume_attn_merge_blend(float *Oi, const float *oi, float a, float b, int d0,
+                                          int hd)
+{
+    for (int d = d0; d < hd; d++) {
+        const float x = Oi[d] * a, y = oi[d] * b;
+        Oi[d] = x + y;
+    }
+}
+
 typedef void (*plume_attn_partial_fn)(const float *q, int64_t q_stride, int nr, int nq,
                                       const void *k, const void *v, int64_t stride, int kv_type,
                                       const int32_t *block_table, int block_size, int n_pos0,

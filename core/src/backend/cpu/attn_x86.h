@@ -721,10 +721,7 @@ static void kx_attn_merge(float *M, float *L, float *O, const float *m, const fl
         for (; d + 8 <= hd; d += 8)
             _mm256_storeu_ps(Oi + d, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(Oi + d), av),
                                                    _mm256_mul_ps(_mm256_loadu_ps(oi + d), bv)));
-        for (; d < hd; d++) { /* two products, then the sum: never fused */
-            const float x = Oi[d] * a, y = oi[d] * b;
-            Oi[d] = x + y;
-        }
+        plume_attn_merge_blend(Oi, oi, a, b, d, hd);
     }
 }
 

@@ -400,10 +400,7 @@ static void attn_merge(float *M, float *L, float *O, const float *m, const float
         float a, b;
         if (!plume_attn_merge_begin(&M[i], &L[i], Oi, m[i], l[i], oi, hd, &a, &b))
             continue;
-        for (int d = 0; d < hd; d++) {
-            const float x = Oi[d] * a, y = oi[d] * b;
-            Oi[d] = x + y;
-        }
+        plume_attn_merge_blend(Oi, oi, a, b, 0, hd);
     }
 }
 
