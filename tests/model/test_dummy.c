@@ -1,4 +1,4 @@
-/* load_format: dummy and plume dummy-gguf (formats/dummy.h,
+/* load_format: dummy and plume dummy-gguf (model/dummy.h,
  * quant/dummy_gguf.h), on tiny llama (untied, q/k permuted in GGUF) and
  * qwen3 (tied, q/k norms) configs written to a temporary directory:
  *   - the generator's f16/bf16 rounding equals plume/fp16.h's for every
@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "formats/dummy.h"
+#include "model/dummy.h"
 #include "plume/fp16.h"
 #include "plume/model.h"
 #include "plume/dummy_gguf.h"

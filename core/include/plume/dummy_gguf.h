@@ -1,5 +1,5 @@
 /* `plume dummy-gguf CONFIG_DIR OUT.gguf`: a dummy-weight model
- * (formats/dummy.h) written as a GGUF file that llama.cpp loads, streamed
+ * (model/dummy.h) written as a GGUF file that llama.cpp loads, streamed
  * tensor by tensor in bounded memory. */
 #ifndef PLUME_DUMMY_GGUF_H
 #define PLUME_DUMMY_GGUF_H
@@ -17,7 +17,7 @@ typedef struct plume_dummy_gguf_report {
 } plume_dummy_gguf_report;
 
 /* Writes out_path (replacing it; removed again on failure) from the config
- * in dir and the dummy settings s (formats/dummy.h: dtype, pure, seed, and
+ * in dir and the dummy settings s (model/dummy.h: dtype, pure, seed, and
  * tokenizer, which must be a .gguf here: its tokenizer.* metadata is copied,
  * the token list padded with [PAD<i>] tokens up to the config's vocab_size
  * as convert_hf_to_gguf.py pads).  Keys as convert_hf_to_gguf.py writes

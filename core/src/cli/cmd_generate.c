@@ -587,12 +587,8 @@ int cmd_generate(int argc, char **argv)
     if (cli_pipeline_resolve("generate", &o.po, &reg, &pipe))
         return 1;
     merge(&o, pipe);
-    if (o.ep.block_size > o.ep.kv_max_tokens) {
-        plume_err(&err, PLUME_ERR_INVALID, "the KV cache (%lld tokens) is smaller than one block "
-                  "(%d); raise --ctx-size or kv_cache.max_tokens",
-                  (long long)o.ep.kv_max_tokens, o.ep.block_size);
+    if (cli_engine_check_kv(&o.ep, &err))
         goto done;
-    }
     if (o.chat_template && plume_chat_template_load(o.chat_template, &o.tmpl, &err))
         goto done;
     plume_build_opts bo = {.engine = &o.ep, .n_threads = o.threads};

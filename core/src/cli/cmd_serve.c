@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/engine_args.h"
 #include "cli/pipeline_args.h"
 #include "plume/engine.h"
 #include "plume/structured_request.h"
@@ -218,12 +219,8 @@ int cmd_serve(int argc, char **argv)
         ep.max_num_seqs = (int32_t)o.max_num_seqs;
     if (o.kv_dtype >= 0)
         ep.kv_dtype = (plume_kv_dtype)o.kv_dtype;
-    if (ep.block_size > ep.kv_max_tokens) {
-        plume_err(&err, PLUME_ERR_INVALID, "the KV cache (%lld tokens) is smaller than one block "
-                  "(%d); raise --ctx-size or kv_cache.max_tokens",
-                  (long long)ep.kv_max_tokens, ep.block_size);
+    if (cli_engine_check_kv(&ep, &err))
         goto done;
-    }
     if (o.chat_template && plume_chat_template_load(o.chat_template, &tmpl, &err))
         goto done;
     plume_build_opts bo = {.engine = &ep, .n_threads = o.threads};

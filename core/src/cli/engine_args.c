@@ -55,3 +55,12 @@ void cli_engine_merge(plume_engine_params *to, const plume_engine_params *from, 
     if (set & CLI_ENGINE_SEPARATE)
         to->mixed_batches = false;
 }
+
+int cli_engine_check_kv(const plume_engine_params *ep, plume_error *err)
+{
+    if (ep->block_size > ep->kv_max_tokens)
+        return plume_err(err, PLUME_ERR_INVALID, "the KV cache (%lld tokens) is smaller than one "
+                         "block (%d); raise --ctx-size or kv_cache.max_tokens",
+                         (long long)ep->kv_max_tokens, ep->block_size);
+    return 0;
+}

@@ -1,13 +1,15 @@
 /* The engine options that `plume generate` and `plume bench throughput`
  * share (--ctx-size, --block-size, --max-num-seqs, --max-batched-tokens,
  * --kv-dtype, --no-prefix-caching, --separate-batches): one matcher into
- * plume_engine_params, and one merge of the given ones over a pipeline's. */
+ * plume_engine_params, one merge of the given ones over a pipeline's, and
+ * the KV-cache check that generate and serve share. */
 #ifndef PLUME_CLI_ENGINE_ARGS_H
 #define PLUME_CLI_ENGINE_ARGS_H
 
 #include <stdbool.h>
 
 #include "plume/engine.h"
+#include "plume/error.h"
 
 /* Which engine option was given, one bit each. */
 enum {
@@ -26,6 +28,11 @@ enum {
  * them.  A bad value is cli_int's or cli_kv_dtype's error, exit 2. */
 unsigned cli_engine_opt(const char *cmd, int argc, char **argv, int *i, bool short_ctx,
                         plume_engine_params *ep);
+
+/* Checks that the KV cache of *ep holds at least one block: 0, or -1
+ * with err saying so and which option (--ctx-size, kv_cache.max_tokens)
+ * to raise.  generate and serve check before they build the engine. */
+int cli_engine_check_kv(const plume_engine_params *ep, plume_error *err);
 
 /* Copies into *to the fields of *from whose CLI_ENGINE_* bits are in set. */
 void cli_engine_merge(plume_engine_params *to, const plume_engine_params *from, unsigned set);

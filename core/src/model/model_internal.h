@@ -3,10 +3,10 @@
 #ifndef PLUME_MODEL_INTERNAL_H
 #define PLUME_MODEL_INTERNAL_H
 
-#include "formats/dummy.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
+#include "model/dummy.h"
 #include "plume/backend.h"
 #include "plume/linear.h"
 #include "plume/model.h"

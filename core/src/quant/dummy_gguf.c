@@ -9,10 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "formats/dummy.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/config.h"
+#include "model/dummy.h"
 #include "quant/gguf_hparams.h"
 
 #define CHUNK_BYTES ((size_t)32 << 20) /* rows made per write, at most */

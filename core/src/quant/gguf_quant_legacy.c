@@ -140,16 +140,24 @@ void gq_row_q8_0(const float *x, uint8_t *y, int64_t k)
     }
 }
 
+/* The row quantizer of each quantized type written here (F32 and F16 are
+ * copied or converted in gguf_quantize_rows); NULL for any other type. */
+typedef void (*gq_row_fn)(const float *, uint8_t *, int64_t);
+static const gq_row_fn row_fn[] = {
+    [GQ_Q4_0] = gq_row_q4_0, [GQ_Q4_1] = gq_row_q4_1, [GQ_Q5_0] = gq_row_q5_0,
+    [GQ_Q5_1] = gq_row_q5_1, [GQ_Q8_0] = gq_row_q8_0, [GQ_Q2_K] = gq_row_q2_k,
+    [GQ_Q3_K] = gq_row_q3_k, [GQ_Q4_K] = gq_row_q4_k, [GQ_Q5_K] = gq_row_q5_k,
+    [GQ_Q6_K] = gq_row_q6_k, [GQ_IQ4_NL] = gq_row_iq4_nl, [GQ_IQ4_XS] = gq_row_iq4_xs,
+};
+
+static gq_row_fn row_quantizer(uint32_t type)
+{
+    return type < sizeof row_fn / sizeof row_fn[0] ? row_fn[type] : NULL;
+}
+
 bool gguf_quant_supported(uint32_t type)
 {
-    switch (type) {
-    case GQ_F32: case GQ_F16: case GQ_Q4_0: case GQ_Q4_1: case GQ_Q5_0: case GQ_Q5_1:
-    case GQ_Q8_0: case GQ_Q2_K: case GQ_Q3_K: case GQ_Q4_K: case GQ_Q5_K: case GQ_Q6_K:
-    case GQ_IQ4_NL: case GQ_IQ4_XS:
-        return true;
-    default:
-        return false;
-    }
+    return type == GQ_F32 || type == GQ_F16 || row_quantizer(type) != NULL;
 }
 
 size_t gguf_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nrows,
@@ -158,22 +166,7 @@ size_t gguf_quantize_rows(uint32_t type, const float *src, void *dst, int64_t nr
     size_t rb = plume_dtype_row_bytes(type, n_per_row);
     if (!rb || !gguf_quant_supported(type))
         return 0;
-    void (*fn)(const float *, uint8_t *, int64_t) = NULL;
-    switch (type) {
-    case GQ_Q4_0: fn = gq_row_q4_0; break;
-    case GQ_Q4_1: fn = gq_row_q4_1; break;
-    case GQ_Q5_0: fn = gq_row_q5_0; break;
-    case GQ_Q5_1: fn = gq_row_q5_1; break;
-    case GQ_Q8_0: fn = gq_row_q8_0; break;
-    case GQ_Q2_K: fn = gq_row_q2_k; break;
-    case GQ_Q3_K: fn = gq_row_q3_k; break;
-    case GQ_Q4_K: fn = gq_row_q4_k; break;
-    case GQ_Q5_K: fn = gq_row_q5_k; break;
-    case GQ_Q6_K: fn = gq_row_q6_k; break;
-    case GQ_IQ4_NL: fn = gq_row_iq4_nl; break;
-    case GQ_IQ4_XS: fn = gq_row_iq4_xs; break;
-    default: break;
-    }
+    gq_row_fn fn = row_quantizer(type);
     uint8_t *out = dst;
     for (int64_t r = 0; r < nrows; r++, src += n_per_row, out += rb) {
         if (type == GQ_F32) {

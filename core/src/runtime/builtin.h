@@ -7,7 +7,7 @@
 
 extern const plume_weight_format_vtable plume_builtin_gguf;
 extern const plume_weight_format_vtable plume_builtin_safetensors;
-/* load_format: dummy (formats/dummy.h): chosen by name, never by probing */
+/* load_format: dummy (model/dummy.h): chosen by name, never by probing */
 extern const plume_weight_format_vtable plume_builtin_dummy;
 extern const plume_backend_vtable plume_builtin_cpu;
 extern const plume_linear_vtable plume_builtin_native_linear;

@@ -14,8 +14,8 @@
  *   seed       the generator's seed (default 0, PLUME_DUMMY_SEED)
  *   tokenizer  a .gguf whose vocabulary to borrow, or a tokenizer.json
  *              (default: tokenizer.json next to config.json) */
-#ifndef PLUME_FORMATS_DUMMY_H
-#define PLUME_FORMATS_DUMMY_H
+#ifndef PLUME_MODEL_DUMMY_H
+#define PLUME_MODEL_DUMMY_H
 
 #include <stdbool.h>
 #include <stdint.h>

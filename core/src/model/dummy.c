@@ -2,7 +2,7 @@
  * random contents (dummy.h).  Per-tensor types of a preset come from
  * quant/gguf_mix.h (a table of llama-quantize's naming rules, no
  * quantizer), so that the dummy loader and `plume dummy-gguf` agree. */
-#include "formats/dummy.h"
+#include "model/dummy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
