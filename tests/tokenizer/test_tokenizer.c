@@ -752,12 +752,20 @@ static void spm_gguf_vocab(gw_buf *b, const char *model)
     tt_kv_f32s(b, "tokenizer.ggml.scores", scores, G_N);
 }
 
+/* A GGUF whose n_kv key/values are the SentencePiece vocabulary of model
+ * (four keys) and what the caller adds to b. */
+static gw_buf spm_gguf(int n_kv, const char *model)
+{
+    gw_buf b = {0};
+    tt_gguf_header(&b, n_kv);
+    spm_gguf_vocab(&b, model);
+    return b;
+}
+
 static void test_spm_gguf(void **state)
 {
     (void)state;
-    gw_buf b = {0};
-    tt_gguf_header(&b, 5);
-    spm_gguf_vocab(&b, "llama");
+    gw_buf b = spm_gguf(5, "llama");
     gw_kv_str(&b, "tokenizer.chat_template", "<start_of_turn>user");
     char path[256];
     gguf_file *f;
@@ -786,9 +794,7 @@ static void test_spm_gguf(void **state)
 static void test_gguf_family_template(void **state)
 {
     (void)state;
-    gw_buf b = {0};
-    tt_gguf_header(&b, 6);
-    spm_gguf_vocab(&b, "llama");
+    gw_buf b = spm_gguf(6, "llama");
     gw_kv_str(&b, "general.architecture", "gemma3");
     gw_kv_str(&b, "tokenizer.chat_template.tool_use", "T{{ messages|length }}");
     char path[256];
@@ -811,48 +817,58 @@ static void test_gguf_family_template(void **state)
     drop_tokenizer(t, f, path);
 }
 
+/* Fails the test unless msg contains every one of the NULL-terminated
+ * needles in ap. */
+static void expect_mentions(const char *msg, va_list ap)
+{
+    for (const char *needle; (needle = va_arg(ap, const char *));)
+        if (!strstr(msg, needle))
+            fail_msg("the error \"%s\" does not mention \"%s\"", msg, needle);
+}
+
+/* Loading the tokenizer of the GGUF b fails, and the message contains every
+ * one of the NULL-terminated needles. */
+static void expect_gguf_error(gw_buf *b, ...)
+{
+    char path[256];
+    gguf_file *f = write_gguf(b, path, sizeof path);
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
+    int rc = plume_tokenizer_from_gguf(f, &t, &err);
+    gguf_close(f);
+    unlink(path);
+    if (rc == 0) {
+        plume_tokenizer_free(t);
+        fail_msg("a malformed GGUF tokenizer loaded");
+    }
+    assert_int_equal(rc, -1);
+    assert_null(t);
+    va_list ap;
+    va_start(ap, b);
+    expect_mentions(err.msg, ap);
+    va_end(ap);
+}
+
 static void test_gguf_errors(void **state)
 {
     (void)state;
     /* an unknown pre-tokenizer is named, with the supported ones */
-    gw_buf b = {0};
-    tt_gguf_header(&b, 5);
-    spm_gguf_vocab(&b, "gpt2");
+    gw_buf b = spm_gguf(5, "gpt2");
     gw_kv_str(&b, "tokenizer.ggml.pre", "nonsense-pre");
-    char path[256];
-    gguf_file *f = write_gguf(&b, path, sizeof path);
-    plume_tokenizer *t = NULL;
-    plume_error err = {0};
-    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
-    assert_null(t);
-    assert_non_null(strstr(err.msg, "nonsense-pre"));
-    assert_non_null(strstr(err.msg, "smollm"));
-    gguf_close(f);
-    unlink(path);
+    expect_gguf_error(&b, "nonsense-pre", "smollm", NULL);
 
     /* an unknown model */
-    memset(&b, 0, sizeof b);
-    tt_gguf_header(&b, 4);
-    spm_gguf_vocab(&b, "rwkv");
-    f = write_gguf(&b, path, sizeof path);
-    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
-    assert_non_null(strstr(err.msg, "rwkv"));
-    assert_non_null(strstr(err.msg, "gpt2"));
-    gguf_close(f);
-    unlink(path);
+    b = spm_gguf(4, "rwkv");
+    expect_gguf_error(&b, "rwkv", "gpt2", NULL);
 
     /* gpt2 without merges */
-    memset(&b, 0, sizeof b);
-    tt_gguf_header(&b, 5);
-    spm_gguf_vocab(&b, "gpt2");
+    b = spm_gguf(5, "gpt2");
     gw_kv_str(&b, "tokenizer.ggml.pre", "smollm");
-    f = write_gguf(&b, path, sizeof path);
-    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
-    assert_non_null(strstr(err.msg, "merges"));
-    gguf_close(f);
-    unlink(path);
+    expect_gguf_error(&b, "merges", NULL);
 
     /* a missing tokenizer.json */
+    plume_tokenizer *t = NULL;
+    plume_error err = {0};
     assert_int_equal(plume_tokenizer_from_hf("/nonexistent/tokenizer.json", NULL, &t, &err), -1);
     assert_non_null(strstr(err.msg, "/nonexistent/tokenizer.json"));
 }
@@ -875,9 +891,7 @@ static void expect_load_error(json_t *tok, json_t *cfg, ...)
     assert_null(strchr(err.msg, '\n'));
     va_list ap;
     va_start(ap, cfg);
-    for (const char *needle; (needle = va_arg(ap, const char *));)
-        if (!strstr(err.msg, needle))
-            fail_msg("the error \"%s\" does not mention \"%s\"", err.msg, needle);
+    expect_mentions(err.msg, ap);
     va_end(ap);
 }
 
@@ -967,32 +981,13 @@ static void test_hostile_config_fields(void **state)
 static void test_hostile_gguf_fields(void **state)
 {
     (void)state;
-    gw_buf b = {0};
-    tt_gguf_header(&b, 5);
-    spm_gguf_vocab(&b, "llama");
+    gw_buf b = spm_gguf(5, "llama");
     gw_kv_u32(&b, "tokenizer.chat_template", 42);
-    char path[256];
-    gguf_file *f = write_gguf(&b, path, sizeof path);
-    plume_tokenizer *t = NULL;
-    plume_error err = {0};
-    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
-    assert_null(t);
-    if (!strstr(err.msg, "tokenizer.chat_template"))
-        fail_msg("the error \"%s\" does not name tokenizer.chat_template", err.msg);
-    gguf_close(f);
-    unlink(path);
+    expect_gguf_error(&b, "tokenizer.chat_template", NULL);
 
-    memset(&b, 0, sizeof b);
-    tt_gguf_header(&b, 5);
-    spm_gguf_vocab(&b, "llama");
+    b = spm_gguf(5, "llama");
     gw_kv_u32(&b, "tokenizer.ggml.bos_token_id", 4000000000u);
-    f = write_gguf(&b, path, sizeof path);
-    assert_int_equal(plume_tokenizer_from_gguf(f, &t, &err), -1);
-    assert_null(t);
-    if (!strstr(err.msg, "tokenizer.ggml.bos_token_id") || !strstr(err.msg, "4000000000"))
-        fail_msg("the error \"%s\" does not name the bos id", err.msg);
-    gguf_close(f);
-    unlink(path);
+    expect_gguf_error(&b, "tokenizer.ggml.bos_token_id", "4000000000", NULL);
 }
 
 /* Text that ends where a readable page ends: the split must not read the
