@@ -71,10 +71,6 @@ static inline uint8_t *tu_weights(uint32_t type, int64_t K, int n_rows, size_t *
             tu_put_f16(p, tu_uniform(0.001f, 0.02f));
             tu_put_f16(p + 2, tu_uniform(-0.1f, 0.1f));
             break;
-        case PLUME_DTYPE_Q4_K:
-            tu_put_f16(p, tu_uniform(0.0001f, 0.002f));
-            tu_put_f16(p + 2, tu_uniform(0.0001f, 0.002f));
-            break;
         case PLUME_DTYPE_Q6_K: tu_put_f16(p + 208, tu_uniform(-0.002f, 0.002f)); break;
         case PLUME_DTYPE_Q5_0:
         case PLUME_DTYPE_IQ4_NL: tu_put_f16(p, tu_uniform(-0.01f, 0.01f)); break;
@@ -82,6 +78,7 @@ static inline uint8_t *tu_weights(uint32_t type, int64_t K, int n_rows, size_t *
             tu_put_f16(p, tu_uniform(0.0005f, 0.01f));
             tu_put_f16(p + 2, tu_uniform(-0.1f, 0.1f));
             break;
+        case PLUME_DTYPE_Q4_K:
         case PLUME_DTYPE_Q5_K:
             tu_put_f16(p, tu_uniform(0.0001f, 0.002f));
             tu_put_f16(p + 2, tu_uniform(0.0001f, 0.002f));
