@@ -16,7 +16,6 @@ last prompt position and one token)."""
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,13 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUME = os.path.join(ROOT, "build", "core", "src", "cli", "plume")
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.join(ROOT, "tests", "http"))
+from serve_util import free_port  # noqa: E402
 
 
 def post(port, body):

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,6 +24,15 @@ def read_head(sock):
             break
         data += chunk
     return data
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
 
 
 class Server:

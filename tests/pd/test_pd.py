@@ -50,7 +50,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "http"))
 import openai  # noqa: E402
 
-from serve_util import CheckFailed, Server, check  # noqa: E402
+from serve_util import CheckFailed, Server, check, free_port  # noqa: E402
 
 plume, tiny = sys.argv[1:3]
 TRANSPORT = sys.argv[3] if len(sys.argv) > 3 else "memfd"
@@ -58,14 +58,6 @@ UCX = TRANSPORT == "ucx"
 if UCX:
     os.environ["UCX_TLS"] = "tcp"  # the workers' UCX: TCP on loopback, as in CI
 TIMEOUT = 3  # the router's --timeout and the connectors' timeout_s in this test
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Worker(Server):
