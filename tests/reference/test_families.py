@@ -77,6 +77,24 @@ def check(ok, what):
     return ok
 
 
+def info_fails_in_one_line(path, needle, what):
+    """check() that `plume info path` exits 1 with one error line that
+    contains needle; what names the check, the start of the error follows."""
+    p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
+    err = p.stderr.strip()
+    return check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
+                 "%s: %s" % (what, err[:200]))
+
+
+def binaries_built():
+    """Whether family_logits and plume are built (else says SKIP)."""
+    for b in (TOOL, PLUME):
+        if not os.access(b, os.X_OK):
+            print("SKIP: %s not built" % b)
+            return False
+    return True
+
+
 def outcome():
     """The exit status of a test over check(): 1 when a check failed, else
     0, after saying so."""
@@ -228,17 +246,12 @@ def hostile_gguf(tmp):
                 gguf.GGUFWriter.add_rope_scaling_type = orig
         else:
             make_family_model.write_gguf(path, c, tensors, tok)
-        p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
-        err = p.stderr.strip()
-        check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
-              "hostile GGUF, %s: one error line: %s" % (what, err[:200]))
+        info_fails_in_one_line(path, needle, "hostile GGUF, %s: one error line" % what)
 
 
 def main():
-    for b in (TOOL, PLUME):
-        if not os.access(b, os.X_OK):
-            print("SKIP: %s not built" % b)
-            return 77
+    if not binaries_built():
+        return 77
     only = sys.argv[1:] or list(make_family_model.VARIANTS)
     with tempfile.TemporaryDirectory(prefix="plume-families-") as tmp:
         for v in only:

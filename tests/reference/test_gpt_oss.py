@@ -205,10 +205,8 @@ def refuse_backend(fx, tmp):
 
 
 def one_line_error(path, needle, what):
-    p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
-    err = p.stderr.strip()
-    check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
-          "hostile gpt-oss, %s: one error line naming %s: %s" % (what, needle, err[:220]))
+    test_families.info_fails_in_one_line(
+        path, needle, "hostile gpt-oss, %s: one error line naming %s" % (what, needle))
 
 
 def hostile_hf(src, tmp, name, key, what, cut):
@@ -249,17 +247,13 @@ def hostile(fx, tmp):
         data = f.read()
     with open(path, "wb") as f:
         f.write(data[:len(data) - 3000])
-    p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
-    err = p.stderr.strip()
-    check(p.returncode == 1 and len(err.splitlines()) == 1,
-          "hostile gpt-oss, a GGUF cut 3000 bytes short: one error line: %s" % err[:220])
+    test_families.info_fails_in_one_line(
+        path, "", "hostile gpt-oss, a GGUF cut 3000 bytes short: one error line")
 
 
 def main():
-    for b in (TOOL, PLUME):
-        if not os.access(b, os.X_OK):
-            print("SKIP: %s not built" % b)
-            return 77
+    if not test_families.binaries_built():
+        return 77
     with tempfile.TemporaryDirectory(prefix="plume-gpt-oss-") as tmp:
         fx = make_gpt_oss_model.make(os.path.join(tmp, "fx"))
         nv = fx["config"]["vocab_size"]

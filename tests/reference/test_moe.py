@@ -372,17 +372,13 @@ def hostile(tmp):
               {"blk.1.ffn_up_exps.weight": up.data[:7]}, "ffn_up_exps")]
     for what, kv, tensors, needle in cases:
         path = rewrite_gguf(src, os.path.join(tmp, "hostile.gguf"), kv=kv, tensors=tensors)
-        p = subprocess.run([PLUME, "info", path], capture_output=True, text=True, timeout=60)
-        err = p.stderr.strip()
-        check(p.returncode == 1 and needle in err and len(err.splitlines()) == 1,
-              "hostile MoE GGUF, %s: one error line: %s" % (what, err[:200]))
+        test_families.info_fails_in_one_line(path, needle,
+                                             "hostile MoE GGUF, %s: one error line" % what)
 
 
 def main():
-    for b in (TOOL, PLUME):
-        if not os.access(b, os.X_OK):
-            print("SKIP: %s not built" % b)
-            return 77
+    if not test_families.binaries_built():
+        return 77
     if not llamacpp_convert.converter_dir():
         print("SKIP: llama.cpp's converter could not be fetched (offline?); run "
               "scripts/fetch-llama-cpp")
