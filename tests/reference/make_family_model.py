@@ -87,37 +87,18 @@ def random_weights(c, seed):
     H, Hkv, V = c["num_attention_heads"], c["num_key_value_heads"], c["vocab_size"]
     gemma = c["model_type"] == "gemma3_text"
 
-    def lin(o, i, gain=1.0):
-        return (rng.standard_normal((o, i)) * gain / np.sqrt(i)).astype(np.float32)
-
     def norm(n):  # Gemma stores w with output * (1 + w)
         return (rng.uniform(-0.5, 0.5, n) if gemma else rng.uniform(0.5, 1.5, n)).astype(np.float32)
 
     emb_gain = 1.0 / math.sqrt(E) if gemma else 1.0  # Gemma multiplies by sqrt(E)
     w = {"model.embed_tokens.weight": (rng.standard_normal((V, E)) * emb_gain).astype(np.float32)}
     for l in range(c["num_hidden_layers"]):
-        p = "model.layers.%d." % l
-        w[p + "input_layernorm.weight"] = norm(E)
-        w[p + "self_attn.q_proj.weight"] = lin(H * D, E, 1.5)
-        w[p + "self_attn.k_proj.weight"] = lin(Hkv * D, E, 1.5)
-        w[p + "self_attn.v_proj.weight"] = lin(Hkv * D, E)
-        w[p + "self_attn.o_proj.weight"] = lin(E, H * D)
-        if c.get("attention_bias"):
-            for n, o in (("q", H * D), ("k", Hkv * D), ("v", Hkv * D)):
-                w[p + "self_attn.%s_proj.bias" % n] = (rng.standard_normal(o) * 0.5).astype(np.float32)
-        if c["model_type"] in ("qwen3", "gemma3_text"):
-            w[p + "self_attn.q_norm.weight"] = norm(D)
-            w[p + "self_attn.k_norm.weight"] = norm(D)
-        w[p + "post_attention_layernorm.weight"] = norm(E)
-        if gemma:
-            w[p + "pre_feedforward_layernorm.weight"] = norm(E)
-            w[p + "post_feedforward_layernorm.weight"] = norm(E)
-        w[p + "mlp.gate_proj.weight"] = lin(F, E)
-        w[p + "mlp.up_proj.weight"] = lin(F, E)
-        w[p + "mlp.down_proj.weight"] = lin(E, F)
+        mtm.layer_weights(w, "model.layers.%d." % l, rng, norm, E, F, D, H, Hkv,
+                          qkv_bias=c.get("attention_bias"),
+                          qk_norm=c["model_type"] in ("qwen3", "gemma3_text"), ffn_norms=gemma)
     w["model.norm.weight"] = norm(E)
     if not c["tie_word_embeddings"]:
-        w["lm_head.weight"] = lin(V, E, 8.0)
+        w["lm_head.weight"] = mtm.linear(rng, V, E, 8.0)
     elif not gemma:
         w["model.embed_tokens.weight"] *= 2.0  # a tied head: logits with an O(1..10) spread
     return w

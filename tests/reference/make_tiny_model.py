@@ -114,37 +114,53 @@ def build_tokenizer(corpus=CORPUS):
     return tokens, types, merges
 
 
+def linear(rng, n_out, n_in, gain=1.0):
+    """A random n_out x n_in float32 projection of unit-ish output scale."""
+    return (rng.standard_normal((n_out, n_in)) * gain / np.sqrt(n_in)).astype(np.float32)
+
+
+def layer_weights(w, p, rng, norm, E, F, D, H, Hkv, qkv_bias=False, qk_norm=False,
+                  ffn_norms=False):
+    """Adds one decoder layer's HF-named weights (prefix p) to w, drawn from
+    rng in a fixed order; norm(n) draws a norm weight.  qkv_bias: q/k/v
+    biases (Qwen2); qk_norm: per-head q/k norms (Qwen3, Gemma 3); ffn_norms:
+    the norms around the MLP (Gemma 3)."""
+    w[p + "input_layernorm.weight"] = norm(E)
+    w[p + "self_attn.q_proj.weight"] = linear(rng, H * D, E, 1.5)
+    w[p + "self_attn.k_proj.weight"] = linear(rng, Hkv * D, E, 1.5)
+    w[p + "self_attn.v_proj.weight"] = linear(rng, Hkv * D, E)
+    w[p + "self_attn.o_proj.weight"] = linear(rng, E, H * D)
+    if qkv_bias:
+        for n, o in (("q", H * D), ("k", Hkv * D), ("v", Hkv * D)):
+            w[p + "self_attn.%s_proj.bias" % n] = (rng.standard_normal(o) * 0.5).astype(np.float32)
+    if qk_norm:
+        w[p + "self_attn.q_norm.weight"] = norm(D)
+        w[p + "self_attn.k_norm.weight"] = norm(D)
+    w[p + "post_attention_layernorm.weight"] = norm(E)
+    if ffn_norms:
+        w[p + "pre_feedforward_layernorm.weight"] = norm(E)
+        w[p + "post_feedforward_layernorm.weight"] = norm(E)
+    w[p + "mlp.gate_proj.weight"] = linear(rng, F, E)
+    w[p + "mlp.up_proj.weight"] = linear(rng, F, E)
+    w[p + "mlp.down_proj.weight"] = linear(rng, E, F)
+
+
 def random_weights(arch, seed, tied, n_vocab):
     """HF-named float32 weights in HF (unpermuted, rotate-half) convention."""
     h = HPARAMS
     rng = np.random.default_rng(seed)
     E, F, D, H, Hkv = h["n_embd"], h["n_ff"], h["head_dim"], h["n_head"], h["n_head_kv"]
 
-    def lin(out_f, in_f, gain=1.0):
-        return (rng.standard_normal((out_f, in_f)) * gain / np.sqrt(in_f)).astype(np.float32)
-
     def norm(n):
         return rng.uniform(0.5, 1.5, n).astype(np.float32)
 
     w = {"model.embed_tokens.weight": rng.standard_normal((n_vocab, E)).astype(np.float32)}
     for i in range(h["n_layer"]):
-        p = "model.layers.%d." % i
-        w[p + "input_layernorm.weight"] = norm(E)
-        w[p + "self_attn.q_proj.weight"] = lin(H * D, E, 1.5)
-        w[p + "self_attn.k_proj.weight"] = lin(Hkv * D, E, 1.5)
-        w[p + "self_attn.v_proj.weight"] = lin(Hkv * D, E)
-        w[p + "self_attn.o_proj.weight"] = lin(E, H * D)
-        if arch == "qwen2":
-            w[p + "self_attn.q_proj.bias"] = (rng.standard_normal(H * D) * 0.5).astype(np.float32)
-            w[p + "self_attn.k_proj.bias"] = (rng.standard_normal(Hkv * D) * 0.5).astype(np.float32)
-            w[p + "self_attn.v_proj.bias"] = (rng.standard_normal(Hkv * D) * 0.5).astype(np.float32)
-        w[p + "post_attention_layernorm.weight"] = norm(E)
-        w[p + "mlp.gate_proj.weight"] = lin(F, E)
-        w[p + "mlp.up_proj.weight"] = lin(F, E)
-        w[p + "mlp.down_proj.weight"] = lin(E, F)
+        layer_weights(w, "model.layers.%d." % i, rng, norm, E, F, D, H, Hkv,
+                      qkv_bias=arch == "qwen2")
     w["model.norm.weight"] = norm(E)
     if not tied:
-        w["lm_head.weight"] = lin(n_vocab, E, 8.0)
+        w["lm_head.weight"] = linear(rng, n_vocab, E, 8.0)
     return w
 
 
