@@ -416,13 +416,17 @@ static void test_streaming_detok(void **state)
 /* ---------------------------------------------------------------- */
 /* chat templates                                                    */
 
-static char *apply(const plume_tokenizer *t, const plume_chat_msg *m, size_t n, bool gen)
+/* Renders the n messages m (with the generation prompt when gen) and
+ * expects the text want. */
+static void expect_chat(const plume_tokenizer *t, const plume_chat_msg *m, size_t n, bool gen,
+                        const char *want)
 {
     char *out = NULL;
     plume_error err = {0};
     if (plume_chat_apply(t, m, n, gen, &out, &err) != 0)
         fail_msg("chat template: %s", err.msg);
-    return out;
+    assert_string_equal(out, want);
+    free(out);
 }
 
 /* Renders and expects an error whose message holds want. */
@@ -451,14 +455,12 @@ static void test_chat_templates(void **state)
     plume_tokenizer *t = byte_level_tok(SMOL_TEMPLATE);
     assert_string_equal(plume_chat_template_name(t), "chatml");
     assert_string_equal(plume_chat_template_source(t), "model");
-    char *s = apply(t, user, 1, true);
-    assert_string_equal(s, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
-                           "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
-                           "<|im_start|>assistant\n");
-    free(s);
-    s = apply(t, conv, 2, false);
-    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
-    free(s);
+    expect_chat(t, user, 1, true,
+                "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, "
+                "trained by Hugging Face<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                "<|im_start|>assistant\n");
+    expect_chat(t, conv, 2, false,
+                "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
     plume_tokenizer_free(t);
 
     /* only what the template says: this one renders the system turn alone */
@@ -466,12 +468,8 @@ static void test_chat_templates(void **state)
                        "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- "
                        "'<|im_start|>system\\nYou are Qwen.<|im_end|>\\n' }}{%- endif %}");
     assert_string_equal(plume_chat_template_name(t), "chatml");
-    s = apply(t, user, 1, false);
-    assert_string_equal(s, "<|im_start|>system\nYou are Qwen.<|im_end|>\n");
-    free(s);
-    s = apply(t, conv, 4, false);
-    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n");
-    free(s);
+    expect_chat(t, user, 1, false, "<|im_start|>system\nYou are Qwen.<|im_end|>\n");
+    expect_chat(t, conv, 4, false, "<|im_start|>system\nBe brief.<|im_end|>\n");
     plume_tokenizer_free(t);
 
     /* recognised as Qwen3, but an unclosed {% if %} is an error at use */
@@ -487,11 +485,10 @@ static void test_chat_templates(void **state)
                        "<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023"
                        "\\n\" }}{{- \"Today Date: \" + date_string }}");
     assert_string_equal(plume_chat_template_name(t), "llama3.1");
-    s = apply(t, conv, 4, true);
     /* bos_token is the vocabulary's BOS text (this test vocabulary's is <|im_start|>) */
-    assert_string_equal(s, "<|im_start|><|start_header_id|>system<|end_header_id|>\n\nCutting "
-                           "Knowledge Date: December 2023\nToday Date: 26 Jul 2024");
-    free(s);
+    expect_chat(t, conv, 4, true,
+                "<|im_start|><|start_header_id|>system<|end_header_id|>\n\nCutting "
+                "Knowledge Date: December 2023\nToday Date: 26 Jul 2024");
     plume_tokenizer_free(t);
 
     /* no template: the family's format; this vocabulary's pre-tokenizer
@@ -499,9 +496,7 @@ static void test_chat_templates(void **state)
     t = byte_level_tok(NULL);
     assert_null(plume_chat_template_name(t));
     assert_string_equal(plume_chat_template_source(t), "family");
-    s = apply(t, user, 1, true);
-    assert_string_equal(s, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
-    free(s);
+    expect_chat(t, user, 1, true, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
     plume_tokenizer_free(t);
 
     t = byte_level_tok("{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + "
@@ -509,13 +504,12 @@ static void test_chat_templates(void **state)
                        "'<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
                        "{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}");
     assert_string_equal(plume_chat_template_name(t), "llama3");
-    s = apply(t, conv, 4, true);
-    assert_string_equal(s, "<|im_start|><|start_header_id|>system<|end_header_id|>\n\nBe brief."
-                           "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
-                           "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
-                           "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
-                           "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    free(s);
+    expect_chat(t, conv, 4, true,
+                "<|im_start|><|start_header_id|>system<|end_header_id|>\n\nBe brief."
+                "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\nHey.<|eot_id|>"
+                "<|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
     plume_tokenizer_free(t);
 
     /* an undefined variable used with + is jinja2's UndefinedError */
@@ -526,18 +520,14 @@ static void test_chat_templates(void **state)
 
     t = byte_level_tok("{% if messages[0]['role'] == 'system' %}<<SYS>>{% endif %}[INST] ");
     assert_string_equal(plume_chat_template_name(t), "llama2-sys");
-    s = apply(t, conv, 4, true);
-    assert_string_equal(s, "<<SYS>>[INST] ");
-    free(s);
+    expect_chat(t, conv, 4, true, "<<SYS>>[INST] ");
     plume_tokenizer_free(t);
 
     /* a template of no known family still renders */
     t = byte_level_tok("{{ 'User: ' + messages[0].content }}{{ raise_exception('stop') if "
                        "messages|length > 1 }}");
     assert_string_equal(plume_chat_template_name(t), "unknown");
-    s = apply(t, user, 1, true);
-    assert_string_equal(s, "User: Hello");
-    free(s);
+    expect_chat(t, user, 1, true, "User: Hello");
     expect_chat_error(t, conv, 4, "the template raised an error: stop");
     plume_tokenizer_free(t);
 }
@@ -803,14 +793,14 @@ static void test_gguf_family_template(void **state)
     assert_null(plume_chat_template_name(t));
     assert_string_equal(plume_chat_template_source(t), "family");
     plume_chat_msg conv[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hey."}};
-    char *s = apply(t, conv, 3, true);
     /* BOS is left out: the tokenizer adds it (add_bos) */
-    assert_string_equal(s, "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
-                           "<start_of_turn>model\nHey.<end_of_turn>\n<start_of_turn>model\n");
-    free(s);
+    expect_chat(t, conv, 3, true,
+                "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+                "<start_of_turn>model\nHey.<end_of_turn>\n<start_of_turn>model\n");
     plume_chat_request req = {.messages_json = "[{\"role\":\"user\",\"content\":\"x\"}]",
                               .template_name = "tool_use"};
     plume_error err = {0};
+    char *s;
     assert_int_equal(plume_chat_render(t, &req, &s, &err), 0);
     assert_string_equal(s, "T1");
     free(s);
