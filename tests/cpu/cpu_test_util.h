@@ -151,4 +151,38 @@ static inline int tu_levels(const plume_kernels **out)
     return n;
 }
 
+
+/* softmax(q·kᵀ·scale)·v in double over the positions lo..hi-1 of one kv
+ * head of a cache: position p's key and value are the hd floats at
+ * k + slot·stride and v + slot·stride, slot = table[p / bs]·bs + p % bs
+ * (table NULL: slot = p).  sink (-INFINITY: none) is one more logit in the
+ * softmax, with no value.  want: hd doubles. */
+static inline void tu_attn_ref(const float *q, const float *k, const float *v, size_t stride,
+                               const int32_t *table, int bs, int lo, int hi, int hd,
+                               double scale, double sink, double *want)
+{
+    double *sc = malloc(sizeof(double) * (size_t)(hi - lo)), mx = sink, sum = 0;
+    for (int d = 0; d < hd; d++)
+        want[d] = 0;
+    for (int p = lo; p < hi; p++) {
+        const size_t slot = table ? (size_t)table[p / bs] * bs + p % bs : (size_t)p;
+        double s = 0;
+        for (int d = 0; d < hd; d++)
+            s += (double)q[d] * k[slot * stride + d];
+        sc[p - lo] = s * scale;
+        mx = fmax(mx, sc[p - lo]);
+    }
+    for (int p = lo; p < hi; p++) {
+        const size_t slot = table ? (size_t)table[p / bs] * bs + p % bs : (size_t)p;
+        const double e = exp(sc[p - lo] - mx);
+        sum += e;
+        for (int d = 0; d < hd; d++)
+            want[d] += e * v[slot * stride + d];
+    }
+    sum += exp(sink - mx);
+    for (int d = 0; d < hd; d++)
+        want[d] /= sum;
+    free(sc);
+}
+
 #endif

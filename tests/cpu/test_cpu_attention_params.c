@@ -29,24 +29,8 @@ static void reference(const int32_t *table, int pos, int g, const float *qh, dou
                       int window, double *want)
 {
     const int lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
-    double sc[NA], mx = -INFINITY, sum = 0;
-    for (int d = 0; d < HD; d++)
-        want[d] = 0;
-    for (int p = lo; p <= pos; p++) {
-        double s = 0;
-        for (int d = 0; d < HD; d++)
-            s += (double)qh[d] * kref[slot_of(table, p)][g * HD + d];
-        sc[p] = s * scale;
-        mx = fmax(mx, sc[p]);
-    }
-    for (int p = lo; p <= pos; p++) {
-        const double e = exp(sc[p] - mx);
-        sum += e;
-        for (int d = 0; d < HD; d++)
-            want[d] += e * vref[slot_of(table, p)][g * HD + d];
-    }
-    for (int d = 0; d < HD; d++)
-        want[d] /= sum;
+    tu_attn_ref(qh, &kref[0][g * HD], &vref[0][g * HD], NKV * HD, table, BS, lo, pos + 1, HD,
+                scale, -INFINITY, want);
 }
 
 /* Reads layer 1 of the cache back through the pool's layout into kref /

@@ -23,27 +23,8 @@ static void reference(const float *q, const float *kc, const float *vc, const in
 {
     const int kv_dim = NKV * HD, kvh = h / (NH / NKV);
     const int lo = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
-    double sc[LEN], mx = sink, den = 0;
-    for (int p = lo; p <= pos; p++) {
-        const float *k = kc + ((size_t)table[p / BS] * BS + p % BS) * kv_dim + kvh * HD;
-        double s = 0;
-        for (int d = 0; d < HD; d++)
-            s += (double)q[d] * k[d];
-        sc[p] = s / sqrt((double)HD);
-        mx = fmax(mx, sc[p]);
-    }
-    for (int d = 0; d < HD; d++)
-        out[d] = 0;
-    for (int p = lo; p <= pos; p++) {
-        const float *v = vc + ((size_t)table[p / BS] * BS + p % BS) * kv_dim + kvh * HD;
-        const double e = exp(sc[p] - mx);
-        den += e;
-        for (int d = 0; d < HD; d++)
-            out[d] += e * v[d];
-    }
-    den += exp(sink - mx);
-    for (int d = 0; d < HD; d++)
-        out[d] /= den;
+    tu_attn_ref(q, kc + kvh * HD, vc + kvh * HD, kv_dim, table, BS, lo, pos + 1, HD,
+                1.0 / sqrt((double)HD), sink, out);
 }
 
 static void test_sinks(void **state)

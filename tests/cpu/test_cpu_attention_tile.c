@@ -69,30 +69,8 @@ static void reference(const cache *c, const float *q, int n_pos, float scale, in
                       double *want)
 {
     const int lo = window > 0 && n_pos > window ? n_pos - window : 0;
-    const int hd = c->hd;
-    const float *kb = c->kc + hd, *vb = c->vc + hd;
-    double mx = -INFINITY, sum = 0;
-    double *sc = malloc(sizeof(double) * (size_t)n_pos);
-    for (int d = 0; d < hd; d++)
-        want[d] = 0;
-    for (int p = lo; p < n_pos; p++) {
-        const size_t slot = (size_t)c->table[p / c->bs] * c->bs + p % c->bs;
-        double s = 0;
-        for (int d = 0; d < hd; d++)
-            s += (double)q[d] * kb[slot * c->stride + d];
-        sc[p] = s * scale;
-        mx = fmax(mx, sc[p]);
-    }
-    for (int p = lo; p < n_pos; p++) {
-        const size_t slot = (size_t)c->table[p / c->bs] * c->bs + p % c->bs;
-        const double e = exp(sc[p] - mx);
-        sum += e;
-        for (int d = 0; d < hd; d++)
-            want[d] += e * vb[slot * c->stride + d];
-    }
-    for (int d = 0; d < hd; d++)
-        want[d] /= sum;
-    free(sc);
+    tu_attn_ref(q, c->kc + c->hd, c->vc + c->hd, (size_t)c->stride, c->table, c->bs, lo, n_pos,
+                c->hd, scale, -INFINITY, want);
 }
 
 static void test_tile_kernel(void **state)

@@ -322,29 +322,14 @@ static void test_attn_step(void **state)
             float *q = malloc(sizeof(float) * NQ * hd), *k = malloc(sizeof(float) * n * stride);
             float *v = malloc(sizeof(float) * n * stride), *o = malloc(sizeof(float) * NQ * hd);
             float *o1 = malloc(sizeof(float) * hd);
-            double *want = calloc((size_t)(NQ * hd), sizeof(double)), *sc = malloc(sizeof(double) * n);
-            double sum[NQ];
+            double *want = malloc(sizeof(double) * NQ * hd);
             tu_fill(q, (size_t)(NQ * hd), -2, 2);
             tu_fill(k, (size_t)(n * stride), -2, 2);
             tu_fill(v, (size_t)(n * stride), -1, 1);
             const float scale = 1.0f / sqrtf((float)hd);
-            for (int qi = 0; qi < NQ; qi++) {
-                double mx = -INFINITY;
-                sum[qi] = 0;
-                for (int i = 0; i < n; i++) {
-                    double d = 0;
-                    for (int c = 0; c < hd; c++)
-                        d += (double)q[qi * hd + c] * k[i * stride + c];
-                    sc[i] = d * scale;
-                    mx = fmax(mx, sc[i]);
-                }
-                for (int i = 0; i < n; i++) {
-                    sc[i] = exp(sc[i] - mx);
-                    sum[qi] += sc[i];
-                    for (int c = 0; c < hd; c++)
-                        want[qi * hd + c] += sc[i] * v[i * stride + c];
-                }
-            }
+            for (int qi = 0; qi < NQ; qi++)
+                tu_attn_ref(q + qi * hd, k, v, stride, NULL, 1, 0, n, hd, scale, -INFINITY,
+                            want + qi * hd);
             for (int l = -1; l < n_levels; l++) {
                 const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
                 for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
@@ -361,9 +346,8 @@ static void test_attn_step(void **state)
                     }
                     for (int qi = 0; qi < NQ; qi++)
                         for (int c = 0; c < hd; c++)
-                            check_close(o[qi * hd + c] / lsum[qi],
-                                        (float)(want[qi * hd + c] / sum[qi]), 2e-5f, "attn_step",
-                                        kt->level, c);
+                            check_close(o[qi * hd + c] / lsum[qi], (float)want[qi * hd + c], 2e-5f,
+                                        "attn_step", kt->level, c);
                     /* the last query alone: the same bits */
                     m1 = -INFINITY;
                     l1 = 0;
@@ -377,7 +361,7 @@ static void test_attn_step(void **state)
                     assert_true(l1 == lsum[NQ - 1]);
                 }
             }
-            free(q); free(k); free(v); free(o); free(o1); free(want); free(sc);
+            free(q); free(k); free(v); free(o); free(o1); free(want);
         }
 }
 
@@ -426,27 +410,12 @@ static void test_attn_paged(void **state)
                     const plume_kernels *kt = l < 0 ? plume_kernels_scalar() : levels[l];
                     kt->attn_paged(q, NQ, kx, vx, stride, f16, table, bs, n_pos, hd, scale, 0, o);
                     for (int qi = 0; qi < NQ; qi++) {
-                        double mx = -INFINITY, sum = 0, want[128] = {0};
-                        double *sc = malloc(sizeof(double) * n_pos);
-                        for (int p = 0; p < n_pos; p++) {
-                            const size_t slot = (size_t)table[p / bs] * bs + p % bs;
-                            double d = 0;
-                            for (int c = 0; c < hd; c++)
-                                d += (double)q[qi * hd + c] * kb[slot * stride + c];
-                            sc[p] = d * scale;
-                            mx = fmax(mx, sc[p]);
-                        }
-                        for (int p = 0; p < n_pos; p++) {
-                            const size_t slot = (size_t)table[p / bs] * bs + p % bs;
-                            const double e = exp(sc[p] - mx);
-                            sum += e;
-                            for (int c = 0; c < hd; c++)
-                                want[c] += e * vb[slot * stride + c];
-                        }
+                        double want[128];
+                        tu_attn_ref(q + qi * hd, kb, vb, stride, table, bs, 0, n_pos, hd, scale,
+                                    -INFINITY, want);
                         for (int c = 0; c < hd; c++)
-                            check_close(o[qi * hd + c], (float)(want[c] / sum), 2e-5f,
+                            check_close(o[qi * hd + c], (float)want[c], 2e-5f,
                                         f16 ? "attn_paged f16" : "attn_paged f32", kt->level, c);
-                        free(sc);
                     }
                     kt->attn_paged(q + (NQ - 1) * hd, 1, kx, vx, stride, f16, table, bs, n_pos,
                                    hd, scale, 0, o1);
