@@ -807,10 +807,16 @@ static void test_gguf_family_template(void **state)
     drop_tokenizer(t, f, path);
 }
 
-/* Fails the test unless msg contains every one of the NULL-terminated
- * needles in ap. */
-static void expect_mentions(const char *msg, va_list ap)
+/* A load of what that returned rc, t and the error msg failed, with a
+ * message that contains every one of the NULL-terminated needles in ap. */
+static void expect_refused(int rc, plume_tokenizer *t, const char *msg, const char *what,
+                           va_list ap)
 {
+    if (rc == 0) {
+        plume_tokenizer_free(t);
+        fail_msg("%s loaded", what);
+    }
+    assert_null(t);
     for (const char *needle; (needle = va_arg(ap, const char *));)
         if (!strstr(msg, needle))
             fail_msg("the error \"%s\" does not mention \"%s\"", msg, needle);
@@ -827,16 +833,11 @@ static void expect_gguf_error(gw_buf *b, ...)
     int rc = plume_tokenizer_from_gguf(f, &t, &err);
     gguf_close(f);
     unlink(path);
-    if (rc == 0) {
-        plume_tokenizer_free(t);
-        fail_msg("a malformed GGUF tokenizer loaded");
-    }
-    assert_int_equal(rc, -1);
-    assert_null(t);
     va_list ap;
     va_start(ap, b);
-    expect_mentions(err.msg, ap);
+    expect_refused(rc, t, err.msg, "a malformed GGUF tokenizer", ap);
     va_end(ap);
+    assert_int_equal(rc, -1);
 }
 
 static void test_gguf_errors(void **state)
@@ -873,16 +874,11 @@ static void expect_load_error(json_t *tok, json_t *cfg, ...)
     plume_tokenizer *t = NULL;
     plume_error err = {0};
     int rc = load_json_rc(tok, cfg, &t, &err);
-    if (rc == 0) {
-        plume_tokenizer_free(t);
-        fail_msg("a hostile tokenizer.json loaded");
-    }
-    assert_null(t);
-    assert_null(strchr(err.msg, '\n'));
     va_list ap;
     va_start(ap, cfg);
-    expect_mentions(err.msg, ap);
+    expect_refused(rc, t, err.msg, "a hostile tokenizer.json", ap);
     va_end(ap);
+    assert_null(strchr(err.msg, '\n'));
 }
 
 /* An id near 2^31 is an error naming the entry, before any per-id array is
