@@ -112,35 +112,19 @@ static int64_t head_stride_of(int t) { return t == 2 ? I8_HEAD : HD; }
 static double reference(const cache *c, int t, int h, const float *q, int n_pos, float scale,
                         double *want)
 {
-    const float *kv = c->kval[t], *vv = c->vval[t];
-    double *sc = malloc(sizeof(double) * (size_t)n_pos), mx = -INFINITY, sum = 0, ds = 0, vmax = 0;
-    for (int d = 0; d < HD; d++)
-        want[d] = 0;
+    const float *kv = c->kval[t] + h * HD, *vv = c->vval[t] + h * HD;
+    tu_attn_ref(q, kv, vv, NKV * HD, c->table, BS, 0, n_pos, HD, scale, -INFINITY, want);
+    double ds = 0, vmax = 0;
     for (int p = 0; p < n_pos; p++) {
         const size_t slot = (size_t)c->table[p / BS] * BS + p % BS;
-        const float *kr = kv + slot * NKV * HD + h * HD;
-        double s = 0, sa = 0;
+        const float *kr = kv + slot * NKV * HD, *vr = vv + slot * NKV * HD;
+        double sa = 0;
         for (int d = 0; d < HD; d++) {
-            s += (double)q[d] * kr[d];
             sa += fabs((double)q[d] * kr[d]);
-        }
-        sc[p] = s * scale;
-        ds = fmax(ds, HD * 0x1p-24 * scale * sa);
-        mx = fmax(mx, sc[p]);
-    }
-    for (int p = 0; p < n_pos; p++) {
-        const size_t slot = (size_t)c->table[p / BS] * BS + p % BS;
-        const float *vr = vv + slot * NKV * HD + h * HD;
-        const double e = exp(sc[p] - mx);
-        sum += e;
-        for (int d = 0; d < HD; d++) {
-            want[d] += e * vr[d];
             vmax = fmax(vmax, fabs(vr[d]));
         }
+        ds = fmax(ds, HD * 0x1p-24 * scale * sa);
     }
-    for (int d = 0; d < HD; d++)
-        want[d] /= sum;
-    free(sc);
     return vmax * (4 * ds + (n_pos + 2.0 * HD) * 0x1p-24);
 }
 
