@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "awq_pack.h"
+#include "gptq_tensors.h"
 #include "plume/fp16.h"
 
 static const char *const k_methods[] = {"awq"};
@@ -80,19 +81,6 @@ void awq_rtn(const float *w, int64_t N, int64_t K, int64_t group_size, uint8_t *
         }
 }
 
-static void put(plume_quant_result *out, const char *suffix, const char *dtype, int64_t d0,
-                int64_t d1, void *data)
-{
-    plume_quant_tensor *t = &out->tensors[out->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->suffix, sizeof t->suffix, "%s", suffix);
-    t->dtype = dtype;
-    t->n_dims = 2;
-    t->shape[0] = d0;
-    t->shape[1] = d1;
-    t->data = data;
-}
-
 /* Σ_n d_n H d_nᵀ, d = w − deq ([N][K]); d, v [K] scratch.  H d is summed
  * from H's rows (H is symmetric), which vectorizes. */
 static double output_error(const float *w, const float *deq, int64_t N, int64_t K,
@@ -129,12 +117,8 @@ int awq_quantize_job(const plume_settings *s, const plume_quant_job *job,
                          "awq: %s is %" PRId64 " x %" PRId64 "; AWQ GEMM needs in_features a "
                          "multiple of the group size %" PRId64 " and out_features a multiple of 8",
                          job->prefix, N, K, gs);
-    for (int64_t i = 0; i < N * K; i++)
-        if (!isfinite(job->w[i]))
-            return plume_err(err, PLUME_ERR_INVALID,
-                             "awq: %s has a weight that is not finite (row %" PRId64
-                             ", input %" PRId64 "); the checkpoint is damaged",
-                             job->prefix, i / K, i % K);
+    if (gptq_quant_check_finite(job, "awq", err))
+        return -1;
     uint8_t *codes = malloc((size_t)(N * K)), *zeros = malloc((size_t)(N * G));
     uint8_t *ct = malloc((size_t)(N * K)), *zt = malloc((size_t)(N * G));
     float *sc = malloc(sizeof *sc * (size_t)(N * G)), *sct = malloc(sizeof *sct * (size_t)(N * G));
@@ -158,9 +142,9 @@ int awq_quantize_job(const plume_settings *s, const plume_quant_job *job,
     if (awq_pack(ct, K, N, qw, err) || awq_pack(zt, G, N, qz, err))
         goto done;
     out->loss = job->hessian ? output_error(job->w, out->w_deq, N, K, job->hessian, d, d + K) : -1;
-    put(out, "qweight", "I32", K, N / 8, qw);
-    put(out, "qzeros", "I32", G, N / 8, qz);
-    put(out, "scales", "F16", G, N, sct);
+    gptq_quant_put(out, "qweight", "I32", K, N / 8, 2, qw);
+    gptq_quant_put(out, "qzeros", "I32", G, N / 8, 2, qz);
+    gptq_quant_put(out, "scales", "F16", G, N, 2, sct);
     qw = qz = NULL;
     sct = NULL;
     rc = 0;

@@ -46,6 +46,13 @@
 #define GPTQ_NIB_BLOCK 256   /* 16 rows × 32 nibble codes */
 #define GPTQ_BYTE_BLOCK 512  /* 16 rows × 32 int8 codes */
 
+/* The rows of the tile that starts at row r0 of a layer of n_rows rows:
+ * GPTQ_TILE_ROWS, but fewer in a last tile padded with zero rows. */
+static inline int gptq_tile_nr(int64_t n_rows, int64_t r0)
+{
+    return n_rows - r0 < GPTQ_TILE_ROWS ? (int)(n_rows - r0) : GPTQ_TILE_ROWS;
+}
+
 /* The shape of a repacked layer's tiles. */
 typedef struct gptq_kgeom {
     int64_t nseg;          /* segments per tile */

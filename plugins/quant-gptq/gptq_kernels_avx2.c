@@ -139,7 +139,7 @@ Y_INLINE void y_mm(const int wide, const uint8_t *tiles, const gptq_kgeom *g, in
 {
     for (int64_t j = j0; j < j1; j++) {
         const int64_t r0 = j * GPTQ_TILE_ROWS;
-        const int nr = n_rows - r0 < GPTQ_TILE_ROWS ? (int)(n_rows - r0) : GPTQ_TILE_ROWS;
+        const int nr = gptq_tile_nr(n_rows, r0);
         const uint8_t *tw = tiles + (size_t)j * g->tile_bytes;
         int t = 0;
         for (; t + YT <= n_tok; t += YT)

@@ -73,7 +73,7 @@ static void mm(const uint8_t *tiles, const gptq_kgeom *g, int64_t j0, int64_t j1
 {
     for (int64_t j = j0; j < j1; j++) {
         const int64_t r0 = j * GPTQ_TILE_ROWS;
-        const int nr = n_rows - r0 < GPTQ_TILE_ROWS ? (int)(n_rows - r0) : GPTQ_TILE_ROWS;
+        const int nr = gptq_tile_nr(n_rows, r0);
         tile(tiles + (size_t)j * g->tile_bytes, g, nr, a, n_tok, y + r0, ldy);
     }
 }

@@ -11,6 +11,7 @@
 #include "gptq_algo.h"
 #include "gptq_pack.h"
 #include "gptq_rtn.h"
+#include "gptq_tensors.h"
 
 typedef struct qopts {
     bool gptq;                /* else rtn */
@@ -103,19 +104,6 @@ static int32_t *diag_order(const double *H, int64_t K)
     return perm;
 }
 
-static void put(plume_quant_result *out, const char *suffix, const char *dtype, int64_t d0,
-                int64_t d1, int n_dims, void *data)
-{
-    plume_quant_tensor *t = &out->tensors[out->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->suffix, sizeof t->suffix, "%s", suffix);
-    t->dtype = dtype;
-    t->n_dims = n_dims;
-    t->shape[0] = d0;
-    t->shape[1] = d1;
-    t->data = data;
-}
-
 int gptq_quantize_job(const plume_settings *s, const plume_quant_job *job,
                       plume_quant_result *out, plume_error *err)
 {
@@ -129,12 +117,8 @@ int gptq_quantize_job(const plume_settings *s, const plume_quant_job *job,
                          "gptq: %s is %" PRId64 " x %" PRId64 "; %d-bit packing needs both "
                          "dimensions to be multiples of %d",
                          job->prefix, N, K, o.p.bits, align);
-    for (int64_t i = 0; i < N * K; i++)
-        if (!isfinite(job->w[i]))
-            return plume_err(err, PLUME_ERR_INVALID,
-                             "gptq: %s has a weight that is not finite (row %" PRId64
-                             ", input %" PRId64 "); the checkpoint is damaged",
-                             job->prefix, i / K, i % K);
+    if (gptq_quant_check_finite(job, "gptq", err))
+        return -1;
     if ((o.gptq || o.p.desc_act) && !job->hessian)
         return plume_err(err, PLUME_ERR_INVALID,
                          "gptq: %s needs calibration data (a Hessian) for %s", job->prefix,
@@ -172,10 +156,10 @@ int gptq_quantize_job(const plume_settings *s, const plume_quant_job *job,
                          job->prefix);
     }
     out->n_tensors = 0;
-    put(out, "qweight", "I32", K * o.p.bits / 32, N, 2, t.qweight);
-    put(out, "qzeros", "I32", t.G, N * o.p.bits / 32, 2, t.qzeros);
-    put(out, "scales", "F16", t.G, N, 2, t.scales);
-    put(out, "g_idx", "I32", K, 0, 1, t.g_idx);
+    gptq_quant_put(out, "qweight", "I32", K * o.p.bits / 32, N, 2, t.qweight);
+    gptq_quant_put(out, "qzeros", "I32", t.G, N * o.p.bits / 32, 2, t.qzeros);
+    gptq_quant_put(out, "scales", "F16", t.G, N, 2, t.scales);
+    gptq_quant_put(out, "g_idx", "I32", K, 0, 1, t.g_idx);
     memset(&t, 0, sizeof t); /* the data now belongs to out */
     return 0;
 }

@@ -1,7 +1,9 @@
-/* Checkpoint tensors as the quant plugins read them. */
+/* Checkpoint tensors as the quant plugins read and write them. */
 #include "gptq_tensors.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,3 +104,28 @@ int gptq_layer_copy_make(const gptq_layer_tensors *t, const char *method, const 
 }
 
 void gptq_layer_copy_free(gptq_layer_copy *c) { free(c->block); }
+
+int gptq_quant_check_finite(const plume_quant_job *job, const char *method, plume_error *err)
+{
+    const int64_t N = job->out_features, K = job->in_features;
+    for (int64_t i = 0; i < N * K; i++)
+        if (!isfinite(job->w[i]))
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "%s: %s has a weight that is not finite (row %" PRId64
+                             ", input %" PRId64 "); the checkpoint is damaged",
+                             method, job->prefix, i / K, i % K);
+    return 0;
+}
+
+void gptq_quant_put(plume_quant_result *out, const char *suffix, const char *dtype, int64_t d0,
+                    int64_t d1, int n_dims, void *data)
+{
+    plume_quant_tensor *t = &out->tensors[out->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->suffix, sizeof t->suffix, "%s", suffix);
+    t->dtype = dtype;
+    t->n_dims = n_dims;
+    t->shape[0] = d0;
+    t->shape[1] = d1;
+    t->data = data;
+}

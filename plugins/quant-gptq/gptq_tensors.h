@@ -1,5 +1,5 @@
-/* Checkpoint tensors as the quant plugins (gptq, awq) read them: types and
- * host copies. */
+/* Checkpoint tensors as the quant plugins (gptq, awq) read them (types and
+ * host copies) and as their quantizers write them. */
 #ifndef PLUME_GPTQ_TENSORS_H
 #define PLUME_GPTQ_TENSORS_H
 
@@ -8,7 +8,7 @@
 
 #include "plume/error.h"
 #include "plume/tensor.h"
-#include "plume/linear.h" /* plume_weights_find */
+#include "plume/linear.h" /* plume_weights_find, plume_quant_job */
 
 /* A 32-bit integer tensor: safetensors keeps I32/U32 as raw views (type not
  * a plume dtype) of 4 bytes per element. */
@@ -58,5 +58,17 @@ typedef struct gptq_layer_copy {
 int gptq_layer_copy_make(const gptq_layer_tensors *t, const char *method, const char *prefix,
                          gptq_layer_copy *c, plume_error *err);
 void gptq_layer_copy_free(gptq_layer_copy *c);
+
+/* ---- writing (the quantizers' plume_quant_result) ---- */
+
+/* 0 when every weight of job is finite; else -1 with PLUME_ERR_INVALID
+ * "<method>: <prefix> has a weight that is not finite (row r, input i);
+ * the checkpoint is damaged" for the first one. */
+int gptq_quant_check_finite(const plume_quant_job *job, const char *method, plume_error *err);
+
+/* Appends the tensor "<prefix>.<suffix>" of dtype and shape [d0] (n_dims
+ * 1) or [d0][d1] (n_dims 2) to out, owning data. */
+void gptq_quant_put(plume_quant_result *out, const char *suffix, const char *dtype, int64_t d0,
+                    int64_t d1, int n_dims, void *data);
 
 #endif

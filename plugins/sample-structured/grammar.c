@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "sort.h"
 
 void g_init(ss_grammar *g, plume_error *err)
 {
@@ -497,30 +498,15 @@ typedef struct lit_ctx {
     ss_grammar *g;
     const char *const *s;
     const size_t *len;
-    size_t *ord; /* indices sorted by string */
+    uint32_t *ord; /* indices sorted by string */
 } lit_ctx;
 
-static int lit_cmp(const lit_ctx *c, size_t a, size_t b)
+/* Literal i's bytes, for ss_sort_by_bytes. */
+static const void *lit_bytes(const void *ctx, uint32_t i, size_t *len)
 {
-    size_t la = c->len[a], lb = c->len[b];
-    int r = memcmp(c->s[a], c->s[b], la < lb ? la : lb);
-    return r ? r : (la > lb) - (la < lb);
-}
-
-static void lit_sort(const lit_ctx *c, size_t *a, size_t *tmp, size_t n)
-{
-    if (n < 2)
-        return;
-    size_t h = n / 2, i = 0, j = h, k = 0;
-    lit_sort(c, a, tmp, h);
-    lit_sort(c, a + h, tmp, n - h);
-    while (i < h && j < n)
-        tmp[k++] = lit_cmp(c, a[i], a[j]) <= 0 ? a[i++] : a[j++];
-    while (i < h)
-        tmp[k++] = a[i++];
-    while (j < n)
-        tmp[k++] = a[j++];
-    memcpy(a, tmp, n * sizeof *a);
+    const lit_ctx *c = ctx;
+    *len = c->len[i];
+    return c->s[i];
 }
 
 /* The rule for the strings ord[lo..hi) from byte d on (all share d bytes). */
@@ -602,16 +588,16 @@ int32_t g_literals(ss_grammar *g, const char *const *strs, const size_t *lens, s
         return plume_err(g->err, PLUME_ERR_INVALID, "an empty enum or choice list matches nothing; "
                                                     "give at least one value");
     }
-    size_t *ord = malloc(n * sizeof *ord), *tmp = malloc(n * sizeof *tmp);
+    uint32_t *ord = malloc(n * sizeof *ord), *tmp = malloc(n * sizeof *tmp);
     if (!ord || !tmp) {
         free(ord);
         free(tmp);
         return nomem(g);
     }
     for (size_t i = 0; i < n; i++)
-        ord[i] = i;
+        ord[i] = (uint32_t)i; /* n <= SS_MAX_LITERALS */
     lit_ctx c = {g, strs, lens, ord};
-    lit_sort(&c, ord, tmp, n);
+    ss_sort_by_bytes(ord, tmp, n, lit_bytes, &c);
     free(tmp);
     int32_t r = lit_node(&c, 0, n, 0);
     free(ord);

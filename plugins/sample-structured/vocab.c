@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "grow.h"
+#include "sort.h"
 
 void ss_vocab_free(ss_vocab *v)
 {
@@ -20,33 +21,12 @@ void ss_vocab_free(ss_vocab *v)
 }
 
 
-/* Merge sort of token ids by their bytes (no global comparator state). */
-static int cmp_ids(const ss_vocab *v, uint32_t x, uint32_t y)
+/* Token x's bytes, for ss_sort_by_bytes. */
+static const void *token_bytes(const void *ctx, uint32_t x, size_t *len)
 {
-    uint32_t lx = v->tok_off[x + 1] - v->tok_off[x], ly = v->tok_off[y + 1] - v->tok_off[y];
-    int c = memcmp(v->bytes + v->tok_off[x], v->bytes + v->tok_off[y], lx < ly ? lx : ly);
-    if (c)
-        return c;
-    if (lx != ly)
-        return lx < ly ? -1 : 1;
-    return (x > y) - (x < y);
-}
-
-static void msort(const ss_vocab *v, uint32_t *a, uint32_t *tmp, size_t n)
-{
-    if (n < 2)
-        return;
-    size_t h = n / 2;
-    msort(v, a, tmp, h);
-    msort(v, a + h, tmp, n - h);
-    size_t i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        tmp[k++] = cmp_ids(v, a[i], a[j]) <= 0 ? a[i++] : a[j++];
-    while (i < h)
-        tmp[k++] = a[i++];
-    while (j < n)
-        tmp[k++] = a[j++];
-    memcpy(a, tmp, n * sizeof *a);
+    const ss_vocab *v = ctx;
+    *len = v->tok_off[x + 1] - v->tok_off[x];
+    return v->bytes + v->tok_off[x];
 }
 
 static int build_trie(ss_vocab *v, plume_error *err)
@@ -62,7 +42,7 @@ static int build_trie(ss_vocab *v, plume_error *err)
     for (int32_t t = 0; t < v->n_vocab; t++)
         if (!v->eog[t] && v->tok_off[t + 1] > v->tok_off[t])
             ids[n++] = (uint32_t)t;
-    msort(v, ids, tmp, n);
+    ss_sort_by_bytes(ids, tmp, n, token_bytes, v);
     free(tmp);
     size_t cap = 1024, nn = 1;
     ss_trie_node *nodes = malloc(cap * sizeof *nodes);
