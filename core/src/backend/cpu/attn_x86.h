@@ -1,7 +1,7 @@
 /* The attention kernels of the x86 levels (dispatch.h: attn_step,
  * attn_partial, attn_merge, attn_paged, attn_paged_tile), included by
  * kernels_x86.h once per level (AVX2, AVX-512) after its helpers (kx_hsum,
- * kx_exp, kx_axpy, KX_INLINE). */
+ * kx_hmax, kx_fdot, kx_exp, kx_axpy, KX_INLINE). */
 #ifndef PLUME_CPU_ATTN_X86_H
 #define PLUME_CPU_ATTN_X86_H
 
@@ -9,23 +9,6 @@
 
 /* Keys per slice of the attention kernels (scores on the stack). */
 #define KX_ATTN_SLICE 64
-
-/* q·k for hd values, 8 at a time with a scalar tail (as kx_dotf, inlined). */
-KX_INLINE float kx_qk(const float *q, const float *k, int hd)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= hd; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
-    }
-    for (; i + 8 <= hd; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
-    float sum = kx_hsum(_mm256_add_ps(s0, s1));
-    for (; i < hd; i++)
-        sum += q[i] * k[i];
-    return sum;
-}
 
 /* One query over the ns (<= KX_ATTN_SLICE) keys/values at kp[i] / vp[i]:
  * folds them into the running max *m, sum *l and unnormalized o[hd]. */
@@ -68,13 +51,10 @@ KX_INLINE void kx_attn_slice(const float *q, const float *const *kp, const float
             _mm256_store_ps(p + i, sc);
             mxv = _mm256_max_ps(mxv, sc);
         }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(mxv), _mm256_extractf128_ps(mxv, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h);
+        mx = kx_hmax(mxv);
     }
     for (; i < ns; i++) {
-        p[i] = kx_qk(q, kp[i], hd) * scale;
+        p[i] = kx_fdot(q, kp[i], hd) * scale;
         mx = p[i] > mx ? p[i] : mx;
     }
     const float c = expf(*m - mx); /* 0 on the first slice */
@@ -382,13 +362,7 @@ KX_INLINE __m256 kz_select(__m256 x, __m256 y, int n)
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_blendv_ps(y, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
 }
-KX_INLINE float kz_hmax(__m256 v)
-{
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
+#define kz_hmax kx_hmax
 #define kz_hsum kx_hsum
 
 /* The tree's levels (as the 512-bit ones, on 8 lanes). */
