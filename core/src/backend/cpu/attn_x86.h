@@ -143,8 +143,7 @@ KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv
         int cnt = block_size - in;
         if (cnt > ns - i)
             cnt = ns - i;
-        const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
-                            (size_t)in;
+        const size_t slot = plume_attn_slot(block_table, block_size, p);
         for (int e = 0; e < cnt; e++, i++) {
             const size_t off = (slot + (size_t)e) * (size_t)stride;
             if (!kv_type) {
@@ -219,9 +218,8 @@ static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq
         const int e = end - p0 < slice ? end : p0 + slice;
         kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r, lo = plume_attn_lo(n_pos, window);
-            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
-            if (er <= a)
+            int a, er;
+            if (!plume_attn_row_keys(n_pos0 + r, window, p0, e, &a, &er))
                 continue;
             for (int qi = 0; qi < nq; qi++)
                 kx_attn_slice(q + (size_t)r * q_stride + (size_t)qi * hd, kp + (a - g), vp + (a - g),
@@ -612,8 +610,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
         const int g = p0 > lo0 ? p0 : lo0; /* looked up: g .. e-1 */
         const int e = end - p0 < KX_ATTN_SLICE ? end : p0 + KX_ATTN_SLICE;
         for (int p = g; p < e; p++) {
-            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride * esz;
             kp[p - g] = (const char *)k + off;
             vp[p - g] = (const char *)v + off;
             if (kv_type == PLUME_KV_TYPE_I8) {
@@ -625,8 +622,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
          * first fold of this slice asks for them as it goes (kz_fold) */
         const int pe = n_max - e < KX_ATTN_SLICE ? n_max : e + KX_ATTN_SLICE;
         for (int p = e; p < pe; p++) {
-            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride * esz;
             nkp[p - e] = (const char *)k + off;
             nvp[p - e] = (const char *)v + off;
         }
@@ -645,10 +641,8 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
             kt = PLUME_KV_TYPE_F32;
         }
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r;
-            const int lo = window > 0 ? plume_attn_lo(n_pos, window) : 0;
-            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
-            if (er <= a)
+            int a, er;
+            if (!plume_attn_row_keys(n_pos0 + r, window, p0, e, &a, &er))
                 continue;
             for (int q0 = 0; q0 < nq; q0 += KZ_NQ) {
                 const int i = r * nq + q0;
