@@ -1,7 +1,7 @@
 /* The attention kernels of the x86 levels (dispatch.h: attn_step,
  * attn_partial, attn_merge, attn_paged, attn_paged_tile), included by
  * kernels_x86.h once per level (AVX2, AVX-512) after its helpers (kx_hsum,
- * kx_hmax, kx_fdot, kx_exp, kx_axpy, KX_INLINE). */
+ * kx_hmax, kx_fdot, kx_exp, kx_exp_sum, kx_axpy, KX_INLINE). */
 #ifndef PLUME_CPU_ATTN_X86_H
 #define PLUME_CPU_ATTN_X86_H
 
@@ -58,7 +58,6 @@ KX_INLINE void kx_attn_slice(const float *q, const float *const *kp, const float
         mx = p[i] > mx ? p[i] : mx;
     }
     const float c = expf(*m - mx); /* 0 on the first slice */
-    float sum = *l * c;
     if (c != 1.0f) {
         const __m256 cv = _mm256_set1_ps(c);
         int d = 0;
@@ -67,18 +66,7 @@ KX_INLINE void kx_attn_slice(const float *q, const float *const *kp, const float
         for (; d < hd; d++)
             o[d] *= c;
     }
-    const __m256 mv = _mm256_set1_ps(mx);
-    __m256 sumv = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= ns; i += 8) {
-        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_load_ps(p + i), mv));
-        _mm256_store_ps(p + i, e);
-        sumv = _mm256_add_ps(sumv, e);
-    }
-    sum += kx_hsum(sumv);
-    for (; i < ns; i++) {
-        p[i] = expf(p[i] - mx);
-        sum += p[i];
-    }
+    const float sum = kx_exp_sum(p, ns, mx, *l * c);
     if (hd == 64) { /* the common head size: o in registers, even and odd keys
                        * in separate chains (FMA latency) */
         __m256 acc[8], acc2[8];

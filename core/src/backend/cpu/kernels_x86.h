@@ -468,6 +468,27 @@ KX_GATED(kx_swiglu, kx_silu)
 KX_GATED(kx_geglu, kx_gelu)
 #undef KX_GATED
 
+/* s[i] = e^(s[i] - mx) for the n values (8 at a time by kx_exp, the last
+ * n % 8 by expf); returns sum0 + the vectors' total, then plus each of the
+ * last values in order. */
+KX_INLINE float kx_exp_sum(float *s, int n, float mx, float sum0)
+{
+    const __m256 mv = _mm256_set1_ps(mx);
+    __m256 sum = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+        _mm256_storeu_ps(s + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float total = sum0 + kx_hsum(sum);
+    for (; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        total += s[i];
+    }
+    return total;
+}
+
 static float kx_softmax_exp(float *s, int n)
 {
     float mx = -INFINITY;
@@ -480,19 +501,7 @@ static float kx_softmax_exp(float *s, int n)
     }
     for (; i < n; i++)
         mx = fmaxf(mx, s[i]);
-    const __m256 mv = _mm256_set1_ps(mx);
-    __m256 sum = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
-        _mm256_storeu_ps(s + i, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    float total = kx_hsum(sum);
-    for (; i < n; i++) {
-        s[i] = expf(s[i] - mx);
-        total += s[i];
-    }
-    return total;
+    return kx_exp_sum(s, n, mx, 0.0f);
 }
 
 /* The attention kernels (kx_attn_*; KX_ZMM 1: also the 512-bit kz_attn_*). */
