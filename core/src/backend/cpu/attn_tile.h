@@ -21,6 +21,24 @@ static inline int plume_attn_lo(int n_pos, int window)
     return window > 0 && n_pos > window ? n_pos - window : 0;
 }
 
+/* The cache slot of position p of a paged cache (dispatch.h: attn_paged):
+ * offset p % block_size in block block_table[p / block_size]. */
+static inline size_t plume_attn_slot(const int32_t *block_table, int block_size, int p)
+{
+    return (size_t)block_table[p / block_size] * (size_t)block_size + (size_t)(p % block_size);
+}
+
+/* The keys a row that sees n_pos keys folds from the slice of attn_partial
+ * that starts at p0 and whose keys end at e: *a .. *er - 1; 0 when it folds
+ * none of them. */
+static inline int plume_attn_row_keys(int n_pos, int window, int p0, int e, int *a, int *er)
+{
+    const int lo = plume_attn_lo(n_pos, window);
+    *a = p0 > lo ? p0 : lo;
+    *er = n_pos < e ? n_pos : e;
+    return *er > *a;
+}
+
 /* The keys one chunk of attn_partial gives rows n_pos0 .. n_pos0 + nr - 1. */
 typedef struct plume_attn_range {
     int n_max; /* the keys of the last row: 0 .. n_max - 1 */

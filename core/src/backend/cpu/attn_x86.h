@@ -1,7 +1,7 @@
 /* The attention kernels of the x86 levels (dispatch.h: attn_step,
  * attn_partial, attn_merge, attn_paged, attn_paged_tile), included by
  * kernels_x86.h once per level (AVX2, AVX-512) after its helpers (kx_hsum,
- * kx_exp, kx_axpy, KX_INLINE). */
+ * kx_hmax, kx_fdot, kx_exp, kx_exp_sum, kx_axpy, KX_INLINE). */
 #ifndef PLUME_CPU_ATTN_X86_H
 #define PLUME_CPU_ATTN_X86_H
 
@@ -9,23 +9,6 @@
 
 /* Keys per slice of the attention kernels (scores on the stack). */
 #define KX_ATTN_SLICE 64
-
-/* q·k for hd values, 8 at a time with a scalar tail (as kx_dotf, inlined). */
-KX_INLINE float kx_qk(const float *q, const float *k, int hd)
-{
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= hd; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), s1);
-    }
-    for (; i + 8 <= hd; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s0);
-    float sum = kx_hsum(_mm256_add_ps(s0, s1));
-    for (; i < hd; i++)
-        sum += q[i] * k[i];
-    return sum;
-}
 
 /* One query over the ns (<= KX_ATTN_SLICE) keys/values at kp[i] / vp[i]:
  * folds them into the running max *m, sum *l and unnormalized o[hd]. */
@@ -68,17 +51,13 @@ KX_INLINE void kx_attn_slice(const float *q, const float *const *kp, const float
             _mm256_store_ps(p + i, sc);
             mxv = _mm256_max_ps(mxv, sc);
         }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(mxv), _mm256_extractf128_ps(mxv, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h);
+        mx = kx_hmax(mxv);
     }
     for (; i < ns; i++) {
-        p[i] = kx_qk(q, kp[i], hd) * scale;
+        p[i] = kx_fdot(q, kp[i], hd) * scale;
         mx = p[i] > mx ? p[i] : mx;
     }
     const float c = expf(*m - mx); /* 0 on the first slice */
-    float sum = *l * c;
     if (c != 1.0f) {
         const __m256 cv = _mm256_set1_ps(c);
         int d = 0;
@@ -87,18 +66,7 @@ KX_INLINE void kx_attn_slice(const float *q, const float *const *kp, const float
         for (; d < hd; d++)
             o[d] *= c;
     }
-    const __m256 mv = _mm256_set1_ps(mx);
-    __m256 sumv = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= ns; i += 8) {
-        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_load_ps(p + i), mv));
-        _mm256_store_ps(p + i, e);
-        sumv = _mm256_add_ps(sumv, e);
-    }
-    sum += kx_hsum(sumv);
-    for (; i < ns; i++) {
-        p[i] = expf(p[i] - mx);
-        sum += p[i];
-    }
+    const float sum = kx_exp_sum(p, ns, mx, *l * c);
     if (hd == 64) { /* the common head size: o in registers, even and odd keys
                        * in separate chains (FMA latency) */
         __m256 acc[8], acc2[8];
@@ -163,8 +131,7 @@ KX_INLINE void kx_gather_kv(const void *k, const void *v, int64_t stride, int kv
         int cnt = block_size - in;
         if (cnt > ns - i)
             cnt = ns - i;
-        const size_t slot = (size_t)block_table[p / block_size] * (size_t)block_size +
-                            (size_t)in;
+        const size_t slot = plume_attn_slot(block_table, block_size, p);
         for (int e = 0; e < cnt; e++, i++) {
             const size_t off = (slot + (size_t)e) * (size_t)stride;
             if (!kv_type) {
@@ -239,9 +206,8 @@ static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq
         const int e = end - p0 < slice ? end : p0 + slice;
         kx_gather_kv(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kbuf, vbuf, kp, vp);
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r, lo = plume_attn_lo(n_pos, window);
-            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
-            if (er <= a)
+            int a, er;
+            if (!plume_attn_row_keys(n_pos0 + r, window, p0, e, &a, &er))
                 continue;
             for (int qi = 0; qi < nq; qi++)
                 kx_attn_slice(q + (size_t)r * q_stride + (size_t)qi * hd, kp + (a - g), vp + (a - g),
@@ -382,13 +348,7 @@ KX_INLINE __m256 kz_select(__m256 x, __m256 y, int n)
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     return _mm256_blendv_ps(y, x, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane)));
 }
-KX_INLINE float kz_hmax(__m256 v)
-{
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
+#define kz_hmax kx_hmax
 #define kz_hsum kx_hsum
 
 /* The tree's levels (as the 512-bit ones, on 8 lanes). */
@@ -638,8 +598,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
         const int g = p0 > lo0 ? p0 : lo0; /* looked up: g .. e-1 */
         const int e = end - p0 < KX_ATTN_SLICE ? end : p0 + KX_ATTN_SLICE;
         for (int p = g; p < e; p++) {
-            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride * esz;
             kp[p - g] = (const char *)k + off;
             vp[p - g] = (const char *)v + off;
             if (kv_type == PLUME_KV_TYPE_I8) {
@@ -651,8 +610,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
          * first fold of this slice asks for them as it goes (kz_fold) */
         const int pe = n_max - e < KX_ATTN_SLICE ? n_max : e + KX_ATTN_SLICE;
         for (int p = e; p < pe; p++) {
-            const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                                (size_t)(p % block_size)) * (size_t)stride * esz;
+            const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride * esz;
             nkp[p - e] = (const char *)k + off;
             nvp[p - e] = (const char *)v + off;
         }
@@ -671,10 +629,8 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
             kt = PLUME_KV_TYPE_F32;
         }
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r;
-            const int lo = window > 0 ? plume_attn_lo(n_pos, window) : 0;
-            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
-            if (er <= a)
+            int a, er;
+            if (!plume_attn_row_keys(n_pos0 + r, window, p0, e, &a, &er))
                 continue;
             for (int q0 = 0; q0 < nq; q0 += KZ_NQ) {
                 const int i = r * nq + q0;

@@ -326,8 +326,7 @@ static void attn_gather(const void *k, const void *v, int64_t stride, int kv_typ
 {
     for (int i = 0; i < ns; i++) {
         const int p = p0 + i;
-        const size_t off = ((size_t)block_table[p / block_size] * (size_t)block_size +
-                            (size_t)(p % block_size)) * (size_t)stride;
+        const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride;
         if (kv_type == PLUME_KV_TYPE_I8) {
             const int8_t *k8 = (const int8_t *)k + off, *v8 = (const int8_t *)v + off;
             float ks, vs;
@@ -378,9 +377,8 @@ static void attn_partial(const float *q, int64_t q_stride, int nr, int nq, const
         const int e = end - p0 < slice ? end : p0 + slice;
         attn_gather(k, v, stride, kv_type, block_table, block_size, g, e - g, hd, kb, vb);
         for (int r = 0; r < nr; r++) {
-            const int n_pos = n_pos0 + r, lo = plume_attn_lo(n_pos, window);
-            const int a = p0 > lo ? p0 : lo, er = n_pos < e ? n_pos : e;
-            if (er <= a)
+            int a, er;
+            if (!plume_attn_row_keys(n_pos0 + r, window, p0, e, &a, &er))
                 continue;
             for (int qi = 0; qi < nq; qi++)
                 attn_step(q + (size_t)r * q_stride + (size_t)qi * hd, 1, kb + (size_t)(a - g) * hd,

@@ -50,6 +50,15 @@ KX_INLINE float kx_hsum(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+/* The largest of v's 8 lanes. */
+KX_INLINE float kx_hmax(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
 /* 16 bytes of packed nibbles → 32 bytes: the low nibbles, then the high. */
 KX_INLINE __m256i kx_nibbles(const uint8_t *p)
 {
@@ -214,10 +223,7 @@ static void kx_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float
             v[i] = _mm256_loadu_ps(x + 8 * i);
             mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
         }
-        __m128 m = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_max_ss(m, _mm_movehdup_ps(m));
-        const float amax = _mm_cvtss_f32(m);
+        const float amax = kx_hmax(mx);
         const float db = amax / 127.0f;
         const float id = db != 0.0f ? 1.0f / db : 0.0f;
         const __m256 vid = _mm256_set1_ps(id);
@@ -321,7 +327,9 @@ KX_MM_F(kx_mm_f32, PLUME_KF_F32)
 KX_MM_F(kx_mm_f16, PLUME_KF_F16)
 KX_MM_F(kx_mm_bf16, PLUME_KF_BF16)
 
-static float kx_dotf(const float *a, const float *b, int n)
+/* a·b for n values, 16 at a time in two chains, then 8, then a scalar
+ * tail; inlined where the attention kernels take q·k. */
+KX_INLINE float kx_fdot(const float *a, const float *b, int n)
 {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int i = 0;
@@ -336,6 +344,8 @@ static float kx_dotf(const float *a, const float *b, int n)
         sum += a[i] * b[i];
     return sum;
 }
+
+static float kx_dotf(const float *a, const float *b, int n) { return kx_fdot(a, b, n); }
 
 static void kx_axpy(float *y, float a, const float *x, int n)
 {
@@ -458,6 +468,27 @@ KX_GATED(kx_swiglu, kx_silu)
 KX_GATED(kx_geglu, kx_gelu)
 #undef KX_GATED
 
+/* s[i] = e^(s[i] - mx) for the n values (8 at a time by kx_exp, the last
+ * n % 8 by expf); returns sum0 + the vectors' total, then plus each of the
+ * last values in order. */
+KX_INLINE float kx_exp_sum(float *s, int n, float mx, float sum0)
+{
+    const __m256 mv = _mm256_set1_ps(mx);
+    __m256 sum = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
+        _mm256_storeu_ps(s + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float total = sum0 + kx_hsum(sum);
+    for (; i < n; i++) {
+        s[i] = expf(s[i] - mx);
+        total += s[i];
+    }
+    return total;
+}
+
 static float kx_softmax_exp(float *s, int n)
 {
     float mx = -INFINITY;
@@ -466,26 +497,11 @@ static float kx_softmax_exp(float *s, int n)
         __m256 m = _mm256_loadu_ps(s);
         for (i = 8; i + 8 <= n; i += 8)
             m = _mm256_max_ps(m, _mm256_loadu_ps(s + i));
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        mx = _mm_cvtss_f32(h);
+        mx = kx_hmax(m);
     }
     for (; i < n; i++)
         mx = fmaxf(mx, s[i]);
-    const __m256 mv = _mm256_set1_ps(mx);
-    __m256 sum = _mm256_setzero_ps();
-    for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = kx_exp(_mm256_sub_ps(_mm256_loadu_ps(s + i), mv));
-        _mm256_storeu_ps(s + i, e);
-        sum = _mm256_add_ps(sum, e);
-    }
-    float total = kx_hsum(sum);
-    for (; i < n; i++) {
-        s[i] = expf(s[i] - mx);
-        total += s[i];
-    }
-    return total;
+    return kx_exp_sum(s, n, mx, 0.0f);
 }
 
 /* The attention kernels (kx_attn_*; KX_ZMM 1: also the 512-bit kz_attn_*). */
