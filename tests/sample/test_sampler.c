@@ -77,6 +77,32 @@ static void test_greedy_is_argmax(void **state)
     plume_sampler_free(s);
 }
 
+/* A temperature so small that the scaled logits overflow (1e-40 is a
+ * float denormal) or a repetition penalty that strong samples the argmax,
+ * as the softmax's limit does, instead of dividing inf by inf. */
+static void test_overflowing_scale_is_greedy(void **state)
+{
+    (void)state;
+    float l[NV] = {0.1f, 2.0f, -1.0f, 3.5f, 3.4f, 0, 0, 0}, p[NV];
+    plume_sampling_params sp = params(1e-40f, 0, 0.9f, 0.05f);
+    assert_true(sp.temperature > 0.0f);
+    assert_int_equal(probs_of(sp, l, p), 1);
+    for (int i = 0; i < NV; i++)
+        assert_true(p[i] == (i == 3 ? 1.0f : 0.0f));
+    plume_sampler *s = make(sp);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(plume_sampler_sample(s, l, NULL, 0), 3);
+    plume_sampler_free(s);
+    /* penalty 1e-40 on token 1 (positive logit / 1e-40 = inf): it wins */
+    sp = params(0.7f, 0, 1, 0);
+    sp.repetition_penalty = 1e-40f;
+    const int32_t hist[] = {1};
+    s = make(sp);
+    assert_int_equal(plume_sampler_probs(s, l, hist, 1, p), 1);
+    assert_true(p[1] == 1.0f);
+    plume_sampler_free(s);
+}
+
 static void test_probs_unfiltered_match_softmax(void **state)
 {
     (void)state;
@@ -517,6 +543,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_is_argmax),
+        cmocka_unit_test(test_overflowing_scale_is_greedy),
         cmocka_unit_test(test_probs_unfiltered_match_softmax),
         cmocka_unit_test(test_temperature_sharpens),
         cmocka_unit_test(test_top_k),

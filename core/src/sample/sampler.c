@@ -198,6 +198,17 @@ static void select_top(cand *c, int32_t n, int32_t k)
     qsort(c, (size_t)k, sizeof *c, cmp_cand_desc);
 }
 
+/* probs = one-hot at the first largest of the penalized logits; 1 kept. */
+static int32_t greedy(const plume_sampler *s, float *probs)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->n_vocab; i++)
+        if (s->work[i] > s->work[best])
+            best = i;
+    probs[best] = 1.0f;
+    return 1;
+}
+
 int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t *history,
                             size_t n_history, float *probs)
 {
@@ -208,14 +219,8 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
     apply_penalty(s, history, n_history);
     apply_output_penalties(s, history, n_history);
     memset(probs, 0, sizeof(float) * (size_t)n);
-    if (s->p.temperature == 0.0f) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < n; i++)
-            if (s->work[i] > s->work[best])
-                best = i;
-        probs[best] = 1.0f;
-        return 1;
-    }
+    if (s->p.temperature == 0.0f)
+        return greedy(s, probs);
     cand *c = s->cands;
     float *sp = s->sorted;
     for (int32_t i = 0; i < n; i++) {
@@ -229,6 +234,10 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
     } else {
         qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
     }
+    /* a temperature so small (or a penalty so strong) that the best
+     * scaled logit overflows is the limit of the softmax: greedy */
+    if (c[0].logit == INFINITY)
+        return greedy(s, probs);
     /* softmax over the kept candidates */
     double sum = 0.0;
     float maxl = c[0].logit;
