@@ -79,6 +79,19 @@ static void test_ranges(void **state)
         assert_int_equal(range[0], f->lo_open ? '(' : '[');
         assert_int_equal(range[strlen(range) - 1], ']');
     }
+    /* a real value inside the range stays inside once stored in single
+     * precision: top_p 9e-127 (the fuzzer's find) would round to 0 */
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].integer)
+            continue;
+        const double near[] = {t[i].lo + 1e-300, t[i].lo + 1e-60, t[i].hi - 1e-300, t[i].hi - 1e-12};
+        for (size_t j = 0; j < sizeof near / sizeof *near; j++)
+            if (plume_sampling_param_ok(&t[i], near[j]))
+                agree(&t[i], near[j], true);
+    }
+    plume_sampling_params p = plume_sampling_defaults();
+    plume_sampling_param_store(&p, plume_sampling_param_find("top_p"), 9e-127);
+    assert_true(p.top_p > 0.0f);
     /* an integer parameter refuses a fraction; a real one refuses NaN */
     assert_false(plume_sampling_param_ok(plume_sampling_param_find("top_k"), 1.5));
     assert_false(plume_sampling_param_ok(plume_sampling_param_find("temperature"), NAN));

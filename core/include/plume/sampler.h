@@ -53,7 +53,10 @@ PLUME_API bool plume_sampling_param_ok(const plume_sampling_param *f, double v);
 /* f's range as text for messages, "[0, 100]" or "(0, 1]", into buf. */
 PLUME_API void plume_sampling_param_range(const plume_sampling_param *f, char *buf, size_t cap);
 /* Stores v (in f's range) into the field of p that f names, and reads it back; f
- * must be an entry of the table (plume_sampling_param_list or _find). */
+ * must be an entry of the table (plume_sampling_param_list or _find).  A real
+ * entry is stored in single precision; a v that param_ok accepts stays
+ * accepted once stored (it takes the nearest float inside the range when it
+ * would round onto an open end or past an end). */
 PLUME_API void plume_sampling_param_store(plume_sampling_params *p, const plume_sampling_param *f,
                                           double v);
 PLUME_API double plume_sampling_param_load(const plume_sampling_params *p,

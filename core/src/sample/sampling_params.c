@@ -66,6 +66,15 @@ void plume_sampling_param_store(plume_sampling_params *p, const plume_sampling_p
         memcpy(at, &x, sizeof x);
     } else {
         float x = (float)v;
+        /* an accepted value stays accepted in single precision: one that
+         * rounds onto or past an end (top_p 1e-60 to 0) takes the nearest
+         * float inside the range instead */
+        if (plume_sampling_param_ok(f, v)) {
+            if (!((double)x <= f->hi))
+                x = nextafterf(x, -INFINITY);
+            if (f->lo_open ? !((double)x > f->lo) : !((double)x >= f->lo))
+                x = nextafterf(x, INFINITY);
+        }
         memcpy(at, &x, sizeof x);
     }
 }
