@@ -212,15 +212,15 @@ int ss_mask_compute(const ss_vocab *v, ss_pda *p, int32_t s, uint8_t *out)
     /* the bytes that leave s where it is: a subtree made of them only is
      * allowed whole (each of its tokens' prefixes stays in s, which lives) */
     ss_set loop = {{0}};
-    for (int b = 0; b < 256; b++) {
-        int32_t t = ss_pda_step(p, s, (uint8_t)b);
-        if (t == -2) {
-            rc = -1;
-            goto out;
-        }
-        if (t == s)
+    /* A byte that fails from s (a limit of the grammar) is simply not a
+     * loop byte: it matters only if some token takes it from s, and then
+     * the walk below steps it again and fails as the brute force would.
+     * Its message is not this mask's failure, so p->err is kept. */
+    const plume_error kept = p->err;
+    for (int b = 0; b < 256; b++)
+        if (ss_pda_step(p, s, (uint8_t)b) == s)
             ss_set_add(&loop, (uint8_t)b);
-    }
+    p->err = kept;
     for (uint32_t i = 1; i < v->n_nodes;) {
         const ss_trie_node *nd = &nodes[i];
         int32_t from = lvl[nd->depth - 1];
@@ -255,7 +255,6 @@ int ss_mask_compute(const ss_vocab *v, ss_pda *p, int32_t s, uint8_t *out)
         }
         i++;
     }
-out:
     if (lvl != lvl_buf)
         free(lvl);
     if (rc)
