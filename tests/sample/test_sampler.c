@@ -93,6 +93,11 @@ static void test_overflowing_scale_is_greedy(void **state)
     for (int i = 0; i < 10; i++)
         assert_int_equal(plume_sampler_sample(s, l, NULL, 0), 3);
     plume_sampler_free(s);
+    /* every logit negative: each scaled one is -inf */
+    float neg[NV] = {-3.0f, -0.5f, -2.0f, -0.25f, -0.3f, -9.0f, -1.0f, -4.0f};
+    assert_int_equal(probs_of(sp, neg, p), 1);
+    for (int i = 0; i < NV; i++)
+        assert_true(p[i] == (i == 3 ? 1.0f : 0.0f));
     /* penalty 1e-40 on token 1 (positive logit / 1e-40 = inf): it wins */
     sp = params(0.7f, 0, 1, 0);
     sp.repetition_penalty = 1e-40f;

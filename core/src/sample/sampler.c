@@ -235,8 +235,9 @@ int32_t plume_sampler_probs(plume_sampler *s, const float *logits, const int32_t
         qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
     }
     /* a temperature so small (or a penalty so strong) that the best
-     * scaled logit overflows is the limit of the softmax: greedy */
-    if (c[0].logit == INFINITY)
+     * scaled logit overflows, to +inf or (every logit negative) to -inf,
+     * is the limit of the softmax: greedy on the unscaled logits */
+    if (isinf(c[0].logit))
         return greedy(s, probs);
     /* softmax over the kept candidates */
     double sum = 0.0;
