@@ -19,8 +19,11 @@ static inline void *plume_grow(void *p, size_t *cap, size_t need, size_t first, 
     if (need <= *cap)
         return p;
     size_t nc = *cap ? *cap : first;
-    while (nc < need)
+    while (nc < need) {
+        if (nc > SIZE_MAX / 2)
+            return NULL;
         nc *= 2;
+    }
     if (nc > SIZE_MAX / size)
         return NULL;
     void *np = realloc(p, nc * size);
