@@ -425,7 +425,7 @@ int main(void)
         printf("# harness check: a cpu backend stands in for the GPU\n");
         GPU = CPU;
     } else if (GPU->score() == 0) {
-        MUST(GPU->create(NULL, 0, &gb, &err) == 0); /* never: score 0 means create failures */
+        MUST(GPU->create(NULL, 0, &gb, &err) == 0); /* never: score 0 means create fails */
         printf("SKIP: no usable CUDA device: %s\n", err.msg);
         plume_registry_free(reg);
         return 77;

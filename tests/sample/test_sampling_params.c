@@ -84,7 +84,8 @@ static void test_ranges(void **state)
     for (size_t i = 0; i < n; i++) {
         if (t[i].integer)
             continue;
-        const double near[] = {t[i].lo + 1e-300, t[i].lo + 1e-60, t[i].hi - 1e-300, t[i].hi - 1e-12};
+        const double near[] = {nextafter(t[i].lo, t[i].hi), t[i].lo + 1e-60,
+                               nextafter(t[i].hi, t[i].lo), t[i].hi - 1e-12};
         for (size_t j = 0; j < sizeof near / sizeof *near; j++)
             if (plume_sampling_param_ok(&t[i], near[j]))
                 agree(&t[i], near[j], true);
