@@ -95,25 +95,19 @@ static const char help[] =
 
 #define MAX_STOP CLI_JSONL_MAX_STOP
 
-/* Which sampling settings and thread count the command line gave (they
- * override the pipeline's; the engine's: gen_opts.engine_set). */
-enum {
-    SET_TEMP = 1 << 0, SET_TOPK = 1 << 1, SET_TOPP = 1 << 2, SET_MINP = 1 << 3,
-    SET_PENALTY = 1 << 4, SET_THREADS = 1 << 5, SET_PRESENCE = 1 << 6, SET_FREQUENCY = 1 << 7,
-};
-
-/* The sampling options: the parameter each sets and its bit in gen_opts.set. */
+/* The sampling options and the parameter each sets.  Option k given on
+ * the command line sets bit 1 << k of gen_opts.set: it overrides the
+ * pipeline's value (the engine options' bits: gen_opts.engine_set). */
 static const struct sampling_opt {
     const char *opt, *param;
-    unsigned bit;
 } SAMPLING_OPTS[] = {
-    {"--temperature", "temperature", SET_TEMP},
-    {"--top-k", "top_k", SET_TOPK},
-    {"--top-p", "top_p", SET_TOPP},
-    {"--min-p", "min_p", SET_MINP},
-    {"--repeat-penalty", "repetition_penalty", SET_PENALTY},
-    {"--presence-penalty", "presence_penalty", SET_PRESENCE},
-    {"--frequency-penalty", "frequency_penalty", SET_FREQUENCY},
+    {"--temperature", "temperature"},
+    {"--top-k", "top_k"},
+    {"--top-p", "top_p"},
+    {"--min-p", "min_p"},
+    {"--repeat-penalty", "repetition_penalty"},
+    {"--presence-penalty", "presence_penalty"},
+    {"--frequency-penalty", "frequency_penalty"},
 };
 #define N_SAMPLING_OPTS (sizeof SAMPLING_OPTS / sizeof SAMPLING_OPTS[0])
 
@@ -137,7 +131,7 @@ static bool sampling_opt(int argc, char **argv, int *i, gen_opts *o)
     for (size_t k = 0; k < N_SAMPLING_OPTS; k++)
         if (cli_sampling_opt(argc, argv, i, SAMPLING_OPTS[k].opt, SAMPLING_OPTS[k].param,
                              &o->sp)) {
-            o->set |= SAMPLING_OPTS[k].bit;
+            o->set |= 1u << k;
             return true;
         }
     return false;
@@ -187,7 +181,6 @@ static void parse(int argc, char **argv, gen_opts *o)
             o->ignore_eos = true;
         } else if (cli_opt(argc, argv, &i, "--threads", &v) || cli_opt(argc, argv, &i, "-t", &v)) {
             o->threads = (int)cli_int("--threads", v, 1, 1024);
-            o->set |= SET_THREADS;
         } else if ((set = cli_engine_opt("generate", argc, argv, &i, true, &o->ep))) {
             o->engine_set |= set;
         } else if (cli_flag(argv, i, "--json")) {
@@ -228,7 +221,7 @@ static void merge(gen_opts *o, const plume_pipeline *p)
     plume_pipeline_sampling_params(p, &sp, &seed_given);
     cli_engine_merge(&ep, &o->ep, o->engine_set);
     for (size_t k = 0; k < N_SAMPLING_OPTS; k++)
-        if (o->set & SAMPLING_OPTS[k].bit) {
+        if (o->set & (1u << k)) {
             const plume_sampling_param *f = plume_sampling_param_find(SAMPLING_OPTS[k].param);
             plume_sampling_param_store(&sp, f, plume_sampling_param_load(&o->sp, f));
         }
