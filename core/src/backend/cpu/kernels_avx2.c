@@ -55,6 +55,7 @@ KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int64_t j = 0; j < nb; j++) {
         const uint8_t *b = wg + (size_t)j * bb + 32 * half;
+        kx_prefetch_ahead(wg + (size_t)j * bb, bb);
         __m256i W[8];
         if (kr == PLUME_KR_Q8_0) {
             for (int g = 0; g < 8; g++)
@@ -131,9 +132,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
 {
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
     const int64_t K = a->K;
-    const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
-    const size_t sbb = plume_rpk_super_bytes(f);
-    const uint8_t *super = wg + bb * (size_t)nb;
+    const size_t so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
     const int corr = f.iq4 ? 0 : f.corr, wide = f.iq4 || f.hi_bits == 2;
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
@@ -147,9 +146,10 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     __m256 dsb = _mm256_setzero_ps(), msb = _mm256_setzero_ps();
     for (int64_t j = 0; j < nb; j++) {
-        const uint8_t *b = wg + (size_t)j * bb + 32 * half;
+        const uint8_t *b = wg + plume_rpk_block_off(f, j) + 32 * half;
+        kx_prefetch_ahead(wg + plume_rpk_block_off(f, j), plume_rpk_block_bytes(f));
         if (f.ksuper && (j & 7) == 0) {
-            const uint8_t *rec = super + (size_t)(j >> 3) * sbb + 16 * half;
+            const uint8_t *rec = wg + plume_rpk_super_off(f, j) + 16 * half;
             dsb = yk_f16(rec);
             if (f.dmin)
                 msb = yk_f16(rec + 32);
@@ -183,7 +183,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                 W[g] = _mm256_shuffle_epi8(lut, W[g]);
             U[g] = f.iq4 ? _mm256_abs_epi8(W[g]) : W[g];
         }
-        const uint8_t *sc = wg + (size_t)j * bb + so;
+        const uint8_t *sc = wg + plume_rpk_block_off(f, j) + so;
         __m256 dd0, dd1 = _mm256_setzero_ps(), mm0 = _mm256_setzero_ps(), mm1 = _mm256_setzero_ps();
         switch (f.sk) {
         case PLUME_SK_D16: dd0 = yk_f16(sc + 16 * half); break;

@@ -326,6 +326,7 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int64_t j = 0; j < nb; j++) {
         const uint8_t *b = wg + (size_t)j * bb;
+        kx_prefetch_ahead(b, bb);
         __m512i W[8];
         if (kr == PLUME_KR_Q8_0) {
             for (int g = 0; g < 8; g++)
@@ -378,8 +379,6 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
     const int64_t K = a->K;
     const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
-    const size_t sbb = plume_rpk_super_bytes(f);
-    const uint8_t *super = wg + bb * (size_t)nb;
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
     const int corr = f.iq4 ? -128 : f.corr;
     const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(3);
@@ -398,9 +397,10 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     __m512 dsb = _mm512_setzero_ps(), msb = _mm512_setzero_ps();
     for (int64_t j = 0; j < nb; j++) {
-        const uint8_t *b = wg + (size_t)j * bb;
+        const uint8_t *b = wg + plume_rpk_block_off(f, j);
+        kx_prefetch_ahead(b, bb);
         if (f.ksuper && (j & 7) == 0) {
-            const uint8_t *rec = super + (size_t)(j >> 3) * sbb;
+            const uint8_t *rec = wg + plume_rpk_super_off(f, j);
             dsb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
             if (f.dmin)
                 msb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 32)));

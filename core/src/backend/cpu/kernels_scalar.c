@@ -117,7 +117,7 @@ static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, i
 {
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
     const int64_t K = a->K, nb = K / 32;
-    const size_t bb = plume_rpk_block_bytes(f), gb = plume_rpk_group_bytes(f, nb);
+    const size_t gb = plume_rpk_group_bytes(f, nb);
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
     for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, w += gb) {
         const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
@@ -128,7 +128,7 @@ static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, i
                 const float *s16 = a->s16 + (size_t)t * 2 * nb;
                 float facc = 0.0f, macc = 0.0f;
                 for (int64_t j = 0; j < nb; j++) {
-                    const uint8_t *b = w + (size_t)j * bb;
+                    const uint8_t *b = w + plume_rpk_block_off(f, j);
                     int32_t i0 = f.corr * is16[2 * j], i1 = f.corr * is16[2 * j + 1];
                     for (int e = 0; e < 32; e++) {
                         const int u = rpk_u(f, b, r, e);

@@ -11,8 +11,10 @@
  * decoded from the GGUF blocks (formats.md §3.2; gguf-py quants.py
  * dequantize_blocks, mirrored by core/src/formats/dtype.c).
  *
- * A group (16 rows × K) is nb = K/32 blocks of plume_rpk_block_bytes, then
- * for the K-quants one record per super-block of 256 weights:
+ * A group (16 rows × K) is nb = K/32 blocks of plume_rpk_block_bytes.  The
+ * K-quants have one record per super-block of 256 weights, stored just
+ * before its 8 blocks, so that a kernel reads its group front to back as
+ * one stream (plume_rpk_block_off, plume_rpk_super_off):
  *   d f16[16] (row r at 2r), and dmin f16[16] after it (Q2_K, Q4_K, Q5_K).
  * A block is, in order:
  *   lo  4-bit formats: 4 slices of 64 bytes as repack.h's nib: slice h,
@@ -107,6 +109,22 @@ static inline size_t plume_rpk_super_bytes(plume_rpk_fmt f)
 static inline size_t plume_rpk_group_bytes(plume_rpk_fmt f, int64_t nb)
 {
     return plume_rpk_block_bytes(f) * (size_t)nb + plume_rpk_super_bytes(f) * (size_t)(nb / 8);
+}
+
+/* Offset in its group of the record of the super-block that holds block j
+ * (K-quants only: nb is then a multiple of 8). */
+static inline size_t plume_rpk_super_off(plume_rpk_fmt f, int64_t j)
+{
+    return (size_t)(j >> 3) * (plume_rpk_super_bytes(f) + 8 * plume_rpk_block_bytes(f));
+}
+
+/* Offset of block j in its group: j whole blocks, and for the K-quants the
+ * records of super-blocks j/8 and before. */
+static inline size_t plume_rpk_block_off(plume_rpk_fmt f, int64_t j)
+{
+    if (!f.ksuper)
+        return (size_t)j * plume_rpk_block_bytes(f);
+    return plume_rpk_super_off(f, j) + plume_rpk_super_bytes(f) + (size_t)(j & 7) * plume_rpk_block_bytes(f);
 }
 
 /* Bytes of one group of nb blocks of any repacked format (repack.h's or
@@ -236,10 +254,8 @@ static inline void plume_rpk_pack_group(int kr, const uint8_t *src, size_t rb, i
                                         int64_t g, int64_t nb, uint8_t *dst)
 {
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
-    const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
-    const size_t sbb = plume_rpk_super_bytes(f);
+    const size_t so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
     memset(dst, 0, plume_rpk_group_bytes(f, nb));
-    uint8_t *super = dst + bb * (size_t)nb;
     plume_rpk_src s;
     for (int r = 0; r < 16; r++) {
         const int64_t row = g * 16 + r;
@@ -248,7 +264,7 @@ static inline void plume_rpk_pack_group(int kr, const uint8_t *src, size_t rb, i
         const uint8_t *rp = src + (size_t)row * rb;
         for (int64_t j = 0; j < nb; j++) {
             plume_rpk_decode(kr, rp, j, &s);
-            uint8_t *b = dst + (size_t)j * bb;
+            uint8_t *b = dst + plume_rpk_block_off(f, j);
             for (int i = 0; i < 4; i++) {
                 if (f.lo_bits == 4) {
                     for (int h = 0; h < 4; h++)
@@ -280,7 +296,7 @@ static inline void plume_rpk_pack_group(int kr, const uint8_t *src, size_t rb, i
                 break;
             }
             if (f.ksuper && (j & 7) == 0) {
-                uint8_t *rec = super + (size_t)(j >> 3) * sbb;
+                uint8_t *rec = dst + plume_rpk_super_off(f, j);
                 memcpy(rec + 2 * r, &s.sd, 2);
                 if (f.dmin)
                     memcpy(rec + 32 + 2 * r, &s.smin, 2);
@@ -302,8 +318,8 @@ static inline float plume_rpk_f16(const uint8_t *p) { return plume_fp16_to_fp32(
 static inline plume_rpk_scales plume_rpk_row_scales(plume_rpk_fmt f, const uint8_t *group, int64_t nb,
                                                     int64_t j, int r)
 {
-    const uint8_t *sc = group + (size_t)j * plume_rpk_block_bytes(f) + plume_rpk_sc_off(f);
-    const uint8_t *rec = group + plume_rpk_block_bytes(f) * (size_t)nb + (size_t)(j >> 3) * plume_rpk_super_bytes(f);
+    const uint8_t *sc = group + plume_rpk_block_off(f, j) + plume_rpk_sc_off(f);
+    const uint8_t *rec = group + plume_rpk_super_off(f, j);
     plume_rpk_scales o = {0, 0, 0, 0};
     switch (f.sk) {
     case PLUME_SK_D16: o.dd0 = o.dd1 = plume_rpk_f16(sc + 2 * r); break;
