@@ -55,7 +55,8 @@ KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int64_t j = 0; j < nb; j++) {
         const uint8_t *b = wg + (size_t)j * bb + 32 * half;
-        kx_prefetch_ahead(wg + (size_t)j * bb, bb);
+        if (half == 0) /* the second half reads the lines the first brought in */
+            kx_prefetch_ahead(wg + (size_t)j * bb, bb);
         __m256i W[8];
         if (kr == PLUME_KR_Q8_0) {
             for (int g = 0; g < 8; g++)
@@ -147,7 +148,8 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     __m256 dsb = _mm256_setzero_ps(), msb = _mm256_setzero_ps();
     for (int64_t j = 0; j < nb; j++) {
         const uint8_t *b = wg + plume_rpk_block_off(f, j) + 32 * half;
-        kx_prefetch_ahead(wg + plume_rpk_block_off(f, j), plume_rpk_block_bytes(f));
+        if (half == 0)
+            kx_prefetch_ahead(wg + plume_rpk_block_off(f, j), plume_rpk_block_bytes(f));
         if (f.ksuper && (j & 7) == 0) {
             const uint8_t *rec = wg + plume_rpk_super_off(f, j) + 16 * half;
             dsb = yk_f16(rec);

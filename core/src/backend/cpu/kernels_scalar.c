@@ -138,7 +138,7 @@ static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, i
                         else
                             i1 += v * q[32 * j + e];
                     }
-                    const plume_rpk_scales sc = plume_rpk_row_scales(f, w, nb, j, r);
+                    const plume_rpk_scales sc = plume_rpk_row_scales(f, w, j, r);
                     const float da = a->d[(size_t)t * nb + j];
                     if (two) {
                         facc += (float)i0 * (sc.dd0 * da);

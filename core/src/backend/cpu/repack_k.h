@@ -315,8 +315,7 @@ typedef struct plume_rpk_scales {
 
 static inline float plume_rpk_f16(const uint8_t *p) { return plume_fp16_to_fp32(plume_rpk_u16(p)); }
 
-static inline plume_rpk_scales plume_rpk_row_scales(plume_rpk_fmt f, const uint8_t *group, int64_t nb,
-                                                    int64_t j, int r)
+static inline plume_rpk_scales plume_rpk_row_scales(plume_rpk_fmt f, const uint8_t *group, int64_t j, int r)
 {
     const uint8_t *sc = group + plume_rpk_block_off(f, j) + plume_rpk_sc_off(f);
     const uint8_t *rec = group + plume_rpk_super_off(f, j);
