@@ -54,14 +54,8 @@ static int cmp_double(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    plume_cpu_level level = plume_cpu_level_max();
-    plume_error err;
-    if (argc > 1 && plume_cpu_level_parse(argv[1], &level, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 2;
-    }
+    const plume_kernels *k = tu_level_arg(argc, argv);
     const int nth = argc > 2 ? atoi(argv[2]) : 2;
-    const plume_kernels *k = plume_kernels_for(level);
     if (!k || nth < 1 || nth > MAX_THREADS) {
         fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_threads 1..%d] (a level this CPU runs)\n",
                 argv[0], MAX_THREADS);

@@ -23,14 +23,8 @@ static double cpu_seconds(void)
 
 int main(int argc, char **argv)
 {
-    plume_cpu_level level = plume_cpu_level_max();
-    plume_error err;
-    if (argc > 1 && plume_cpu_level_parse(argv[1], &level, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 2;
-    }
+    const plume_kernels *k = tu_level_arg(argc, argv);
     const int nt = argc > 2 ? atoi(argv[2]) : 1;
-    const plume_kernels *k = plume_kernels_for(level);
     if (!k || nt < 1) {
         fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_tok >= 1] (a level this CPU runs)\n", argv[0]);
         return 2;

@@ -13,6 +13,23 @@
 #include "plume/fp16.h"
 #include "plume/tensor.h"
 
+/* For the benchmark programs: the kernels of the level named by argv[1]
+ * (default: the best this CPU runs), or NULL after printing why on stderr
+ * (not a level, or not one this CPU runs). */
+static inline const plume_kernels *tu_level_arg(int argc, char **argv)
+{
+    plume_cpu_level level = plume_cpu_level_max();
+    plume_error err;
+    if (argc > 1 && plume_cpu_level_parse(argv[1], &level, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    const plume_kernels *k = plume_kernels_for(level);
+    if (!k)
+        fprintf(stderr, "%s: this CPU does not run level %s\n", argv[0], plume_cpu_level_name(level));
+    return k;
+}
+
 static uint64_t tu_state = 0x9E3779B97F4A7C15ull;
 
 static inline uint32_t tu_u32(void)
