@@ -68,9 +68,13 @@ jv jtext_strip(jrt *rt, const jstr *s, const jstr *chars, char which)
         }
     if (which != 'l')
         while (b > a) {
-            size_t l = cp_before(s->data, b);
-            size_t l2;
+            /* the character ending at b, looked for inside [a, b) only */
+            size_t l = cp_before(s->data + a, b - a), l2;
             unsigned cp = jtext_cp_at(s->data + b - l, l, &l2);
+            if (l2 != l) { /* not one well-formed character: its last byte alone, as the left scan reads it */
+                l = 1;
+                cp = (unsigned char)s->data[b - 1];
+            }
             if (chars ? !in_chars(chars, s->data + b - l, l) : !jtext_is_space(cp))
                 break;
             b -= l;
