@@ -147,9 +147,9 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     __m256 dsb = _mm256_setzero_ps(), msb = _mm256_setzero_ps();
     for (int64_t j = 0; j < nb; j++) {
-        const uint8_t *b = wg + plume_rpk_block_off(f, j) + 32 * half;
+        const uint8_t *blk = wg + plume_rpk_block_off(f, j), *b = blk + 32 * half;
         if (half == 0)
-            kx_prefetch_ahead(wg + plume_rpk_block_off(f, j), plume_rpk_block_bytes(f));
+            kx_prefetch_ahead(blk, plume_rpk_block_bytes(f));
         if (f.ksuper && (j & 7) == 0) {
             const uint8_t *rec = wg + plume_rpk_super_off(f, j) + 16 * half;
             dsb = yk_f16(rec);
@@ -185,7 +185,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                 W[g] = _mm256_shuffle_epi8(lut, W[g]);
             U[g] = f.iq4 ? _mm256_abs_epi8(W[g]) : W[g];
         }
-        const uint8_t *sc = wg + plume_rpk_block_off(f, j) + so;
+        const uint8_t *sc = blk + so;
         __m256 dd0, dd1 = _mm256_setzero_ps(), mm0 = _mm256_setzero_ps(), mm1 = _mm256_setzero_ps();
         switch (f.sk) {
         case PLUME_SK_D16: dd0 = yk_f16(sc + 16 * half); break;
