@@ -80,6 +80,7 @@ CASES = [
     "{{ 'ab' is lower }} {{ 'AB' is upper }} {{ 1 is eq 1 }} {{ 2 is gt 1 }} {{ 'a' is in 'cat' }} {{ none is sameas none }} {{ n is not none }} {{ undefined_x is iterable }}",
     # methods
     "{{ ' a b '.strip() }}|{{ 'xxaxx'.lstrip('x') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'a b c'.split(' ', 1) }}|{{ 'a,b,c'.rsplit(',', 1) }}",
+    "{{ ' a  b \\t c '.rsplit(none, 1) }}|{{ 'a b  c d'.rsplit(none, 2) }}|{{ '  x \\u3000 y'.rsplit(none, 1) }}|{{ 'one'.rsplit(none, 1) }}",
     "{{ s.startswith('He') }} {{ s.endswith(('x', 'ld')) }} {{ s.upper() }} {{ s.lower() }} {{ s.replace('o', '0') }} {{ s.find('o') }} {{ s.rfind('o') }} {{ s.count('l') }}",
     "{{ '{} and {}'.format(1, 'b') }} {{ '{0}{1}{0}'.format('x', 'y') }} {{ '{a}-{b!r}'.format(a=1, b='q') }} {{ '{:>5}|{:<4}|'.format('r', 'l') }} {{ '{{x}}'.format() }}",
     "{{ ', '.join(['a', 'b']) }} {{ 'line1\\nline2\\r\\nline3'.splitlines() }} {{ s.title() }} {{ 'abc'.capitalize() }} {{ s.isdigit() }} {{ '12'.isdigit() }}",

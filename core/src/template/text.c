@@ -34,13 +34,16 @@ size_t jtext_space_at(const char *p, size_t n)
     return jtext_is_space(cp) ? l : 0;
 }
 
-/* Length of the code point ending at p + end (end > 0). */
+/* Length of the character ending at p + end (end > 0), as jtext_cp_at
+ * reads characters forward: a lead byte with its continuation bytes, else
+ * (bytes that are not one well-formed character) the last byte alone. */
 static size_t cp_before(const char *p, size_t end)
 {
-    size_t s = end - 1;
+    size_t s = end - 1, l;
     while (s > 0 && ((unsigned char)p[s] & 0xC0) == 0x80 && end - s < 4)
         s--;
-    return end - s;
+    jtext_cp_at(p + s, end - s, &l);
+    return l == end - s ? l : 1;
 }
 
 static bool in_chars(const jstr *chars, const char *p, size_t l)
@@ -71,10 +74,6 @@ jv jtext_strip(jrt *rt, const jstr *s, const jstr *chars, char which)
             /* the character ending at b, looked for inside [a, b) only */
             size_t l = cp_before(s->data + a, b - a), l2;
             unsigned cp = jtext_cp_at(s->data + b - l, l, &l2);
-            if (l2 != l) { /* not one well-formed character: its last byte alone, as the left scan reads it */
-                l = 1;
-                cp = (unsigned char)s->data[b - 1];
-            }
             if (chars ? !in_chars(chars, s->data + b - l, l) : !jtext_is_space(cp))
                 break;
             b -= l;
@@ -362,19 +361,22 @@ jv jtext_split(jrt *rt, const jstr *s, const jstr *sep, int64_t maxsplit, bool f
     /* whitespace runs */
     if (from_right) {
         jv parts = jtext_split(rt, s, NULL, -1, false);
-        if (maxsplit < 0 || (size_t)maxsplit + 1 >= parts.u.l->n)
+        if (maxsplit < 0 || (size_t)maxsplit + 1 > parts.u.l->n) /* else the head keeps its leading spaces */
             return parts;
         /* rejoin the leftmost parts with the original spacing */
         size_t keep = (size_t)maxsplit;
         size_t i = s->len, found = 0;
         while (found < keep) {
-            while (i > 0 && jtext_space_at(s->data + i - cp_before(s->data, i), cp_before(s->data, i)))
-                i -= cp_before(s->data, i);
-            while (i > 0 && !jtext_space_at(s->data + i - cp_before(s->data, i), cp_before(s->data, i)))
-                i -= cp_before(s->data, i);
+            for (int want_space = 1; want_space >= 0; want_space--) /* spaces, then the word before */
+                while (i > 0) {
+                    const size_t l = cp_before(s->data, i);
+                    if ((jtext_space_at(s->data + i - l, l) != 0) != want_space)
+                        break;
+                    i -= l;
+                }
             found++;
         }
-        jv head = jtext_strip(rt, jstr_new(rt, s->data, i), NULL, 'b');
+        jv head = jtext_strip(rt, jstr_new(rt, s->data, i), NULL, 'r'); /* Python keeps the leading spaces */
         jlist_push(rt, out.u.l, head);
         for (size_t k = parts.u.l->n - keep; k < parts.u.l->n; k++)
             jlist_push(rt, out.u.l, parts.u.l->items[k]);
