@@ -28,6 +28,26 @@ static inline size_t plume_attn_slot(const int32_t *block_table, int block_size,
     return (size_t)block_table[p / block_size] * (size_t)block_size + (size_t)(p % block_size);
 }
 
+/* Points kp[i] / vp[i] (i < n) at the K/V rows of positions p0 .. p0+n-1
+ * of a paged cache whose slots are slot_bytes apart (from k and v): each
+ * block's slot is looked up once, so no division per row. */
+static inline void plume_attn_rows(const char *k, const char *v, size_t slot_bytes,
+                                   const int32_t *block_table, int block_size, int p0, int n,
+                                   const char **kp, const char **vp)
+{
+    for (int i = 0; i < n;) {
+        const int p = p0 + i;
+        int cnt = block_size - p % block_size;
+        if (cnt > n - i)
+            cnt = n - i;
+        size_t off = plume_attn_slot(block_table, block_size, p) * slot_bytes;
+        for (const int stop = i + cnt; i < stop; i++, off += slot_bytes) {
+            kp[i] = k + off;
+            vp[i] = v + off;
+        }
+    }
+}
+
 /* The keys a row that sees n_pos keys folds from the slice of attn_partial
  * that starts at p0 and whose keys end at e: *a .. *er - 1; 0 when it folds
  * none of them. */

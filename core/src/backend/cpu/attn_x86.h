@@ -586,10 +586,15 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
                             const int32_t *block_table, int block_size, int n_pos0, int hd,
                             float scale, int window, int c0, float *m, float *l, float *o)
 {
-    const char *kp[KX_ATTN_SLICE], *vp[KX_ATTN_SLICE], *nkp[KX_ATTN_SLICE], *nvp[KX_ATTN_SLICE];
+    /* this slice's rows and the next one's (looked up a slice ahead, for
+     * the prefetch, then taken over) */
+    const char *rows[4][KX_ATTN_SLICE];
+    const char **kp = rows[0], **vp = rows[1], **nkp = rows[2], **nvp = rows[3];
+    int next_at = -1, next_n = 0; /* what nkp / nvp hold: next_n rows from next_at */
     float ksc[KX_ATTN_SLICE], vsc[KX_ATTN_SLICE];
     _Alignas(64) float kbuf[KX_ATTN_F16_BUF], vbuf[KX_ATTN_F16_BUF];
     const size_t esz = kv_type == PLUME_KV_TYPE_F32 ? 4 : kv_type == PLUME_KV_TYPE_F16 ? 2 : 1;
+    const size_t slot_bytes = (size_t)stride * esz;
     const int row_bytes = hd * (int)esz + (kv_type == PLUME_KV_TYPE_I8 ? 4 : 0);
     const plume_attn_range rg =
         plume_attn_partial_begin(nr, nq, hd, n_pos0, window, c0, KX_ATTN_SLICE, m, l, o);
@@ -597,23 +602,24 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
     for (int p0 = rg.p0; p0 < end; p0 += KX_ATTN_SLICE) {
         const int g = p0 > lo0 ? p0 : lo0; /* looked up: g .. e-1 */
         const int e = end - p0 < KX_ATTN_SLICE ? end : p0 + KX_ATTN_SLICE;
-        for (int p = g; p < e; p++) {
-            const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride * esz;
-            kp[p - g] = (const char *)k + off;
-            vp[p - g] = (const char *)v + off;
-            if (kv_type == PLUME_KV_TYPE_I8) {
-                memcpy(&ksc[p - g], kp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
-                memcpy(&vsc[p - g], vp[p - g] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
-            }
+        if (next_at == g && next_n >= e - g) { /* the last slice looked these up */
+            const char **t = kp;
+            kp = nkp, nkp = t;
+            t = vp, vp = nvp, nvp = t;
+        } else {
+            plume_attn_rows(k, v, slot_bytes, block_table, block_size, g, e - g, kp, vp);
         }
+        if (kv_type == PLUME_KV_TYPE_I8)
+            for (int i = 0; i < e - g; i++) {
+                memcpy(&ksc[i], kp[i] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
+                memcpy(&vsc[i], vp[i] + PLUME_KV_I8_SCALE_AT(hd), sizeof(float));
+            }
         /* the next slice's rows are strided and in blocks anywhere: the
          * first fold of this slice asks for them as it goes (kz_fold) */
         const int pe = n_max - e < KX_ATTN_SLICE ? n_max : e + KX_ATTN_SLICE;
-        for (int p = e; p < pe; p++) {
-            const size_t off = plume_attn_slot(block_table, block_size, p) * (size_t)stride * esz;
-            nkp[p - e] = (const char *)k + off;
-            nvp[p - e] = (const char *)v + off;
-        }
+        next_at = e;
+        next_n = pe > e ? pe - e : 0;
+        plume_attn_rows(k, v, slot_bytes, block_table, block_size, e, next_n, nkp, nvp);
         kz_pf pf = {nkp, nvp, pe > e ? pe - e : 0, row_bytes};
         int kt = kv_type;
         if (nr > 1 && kv_type != PLUME_KV_TYPE_F32 && hd * KX_ATTN_SLICE <= KX_ATTN_F16_BUF) {
