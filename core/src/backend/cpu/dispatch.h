@@ -91,7 +91,7 @@ typedef void (*plume_mm_r_fn)(const uint8_t *w, int n_rows, const plume_q8_act *
 /* Keys per split-K chunk of the attention kernels: a row's result is the
  * in-order merge of its partials over chunks at absolute positions c *
  * PLUME_ATTN_CHUNK, however the work is divided. */
-#define PLUME_ATTN_CHUNK 256
+#define PLUME_ATTN_CHUNK 64
 
 /* The attention kernels' kv_type (the values of plume_kv_dtype): a cache
  * of f32, IEEE f16, or int8 values each (slot, kv head) with its own f32
