@@ -78,7 +78,9 @@ int main(int argc, char **argv)
     k->quantize_q8(x, K, aq, ad, as);
     for (int64_t i = 0; i < 2 * nb; i++)
         as16[i] = 0.1f;
-    const plume_q8_act act = {aq, ad, as, K, ai, ai16, as16};
+    plume_q8_act act = {aq, ad, as, K, ai, ai16, as16, NULL, 0};
+    plume_q8_blk *blk = aligned_alloc(64, plume_cpu_act_blocks_bytes(1, K));
+    plume_cpu_act_blocks(&act, 1, blk);
     for (size_t ti = 0; ti < TU_N_RP_TYPES; ti++)
         for (int m = 0; m < N_MAT; m++) {
             size_t rb;
@@ -121,6 +123,6 @@ int main(int argc, char **argv)
     for (size_t ti = 0; ti < TU_N_RP_TYPES; ti++)
         for (int m = 0; m < N_MAT; m++)
             plume_cpu_weight_release(&w[ti][m]);
-    free(x); free(aq); free(ad); free(as); free(as16); free(ai); free(ai16); free(y);
+    free(x); free(aq); free(ad); free(as); free(as16); free(ai); free(ai16); free(blk); free(y);
     return 0;
 }

@@ -1,11 +1,13 @@
 /* Per-type speed of the repacked (mm_r) matmul kernels, for comparing
- * weight formats with each other: one thread, a 1536 x 8192 weight (K x N),
+ * weight formats with each other: one thread, a K x 8192 weight (K = 1536 unless told),
  * n_tok tokens, best of 15 runs in thread CPU time (so that a loaded
  * machine's preemption does not count; the weight stays in a large last-level
  * cache, so this measures the kernels' own speed, not memory bandwidth).
  * Prints per type the repacked bits per weight, GB/s of repacked bytes and
  * weights/s; for Q4_K and Q6_K also the unrepacked mm_q kernels.
- * Usage: bench_mm_r [scalar|avx2|avx512] [n_tok]   (defaults: best level, 1)
+ * Usage: bench_mm_r [scalar|avx2|avx512] [n_tok] [K]   (defaults: best level,
+ * 1, 1536; K a multiple of 256).  One call takes all n_tok tokens: the
+ * matmuls' own split into token blocks (matmul.c) is not applied.
  * Not a test: it asserts nothing. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +27,11 @@ int main(int argc, char **argv)
 {
     const plume_kernels *k = tu_level_arg(argc, argv);
     const int nt = argc > 2 ? atoi(argv[2]) : 1;
-    if (!k || nt < 1) {
-        fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_tok >= 1] (a level this CPU runs)\n", argv[0]);
+    const int64_t K = argc > 3 ? atoll(argv[3]) : 1536, N = 8192, nb = K / 32;
+    if (!k || nt < 1 || K < 256 || K % 256) {
+        fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_tok >= 1] [K, a multiple of 256] (a level this CPU runs)\n", argv[0]);
         return 2;
     }
-    const int64_t K = 1536, N = 8192, nb = K / 32;
     float *x = malloc(sizeof(float) * (size_t)(K * nt));
     int8_t *aq = malloc((size_t)(K * nt));
     float *ad = malloc(sizeof(float) * (size_t)(nb * nt)), *as = malloc(sizeof(float) * (size_t)(nb * nt));
@@ -41,7 +43,9 @@ int main(int argc, char **argv)
         k->quantize_q8(x + t * K, K, aq + t * K, ad + t * nb, as + t * nb);
     for (int64_t i = 0; i < 2 * nb * nt; i++)
         as16[i] = 0.1f;
-    const plume_q8_act act = {aq, ad, as, K, ai, ai16, as16};
+    plume_q8_act act = {aq, ad, as, K, ai, ai16, as16, NULL, 0};
+    plume_q8_blk *blk = aligned_alloc(64, plume_cpu_act_blocks_bytes(nt, K));
+    plume_cpu_act_blocks(&act, nt, blk);
     printf("level %s, %d token(s), K=%lld N=%lld, one thread, best of 15 (thread CPU time)\n",
            plume_cpu_level_name(k->level), nt, (long long)K, (long long)N);
     double peak = 0; /* the level's int8 peak in the same clock, for the % column */
@@ -88,6 +92,6 @@ int main(int argc, char **argv)
         plume_cpu_weight_release(&pw);
         free(w);
     }
-    free(x); free(aq); free(ad); free(as); free(as16); free(ai); free(ai16); free(y);
+    free(x); free(aq); free(ad); free(as); free(as16); free(ai); free(ai16); free(blk); free(y);
     return 0;
 }

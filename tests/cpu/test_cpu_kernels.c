@@ -95,7 +95,7 @@ static void test_matmul_kernels(void **state)
             if (quant)
                 for (int t = 0; t < max_tok; t++)
                     ref->quantize_q8(x + t * K, K, aq + t * K, ad + t * (K / 32), as + t * (K / 32));
-            const plume_q8_act act = {aq, ad, as, K, NULL, NULL, NULL};
+            const plume_q8_act act = {aq, ad, as, K, NULL, NULL, NULL, NULL, 0};
             float *y0 = malloc(sizeof(float) * max_rows * max_tok);
             float *y1 = malloc(sizeof(float) * max_rows * max_tok);
             for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++)

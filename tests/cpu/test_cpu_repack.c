@@ -80,7 +80,9 @@ static void test_mm_r_vs_dequant(void **state)
             int32_t *ai16 = malloc(sizeof(int32_t) * 2 * nb * max_tok);
             float *as16 = malloc(sizeof(float) * 2 * nb * max_tok);
             quantize_all(x, K, max_tok, aq, ad, as, ai, ai16, as16);
-            const plume_q8_act act = {aq, ad, as, K, ai, ai16, as16};
+            plume_q8_act act = {aq, ad, as, K, ai, ai16, as16, NULL, 0};
+            plume_q8_blk *blk = aligned_alloc(64, plume_cpu_act_blocks_bytes(max_tok, K));
+            plume_cpu_act_blocks(&act, max_tok, blk);
             /* reference: dequantized weights · the int8 activations, in double */
             float *deq = malloc(sizeof(float) * K * max_rows);
             double *ref = malloc(sizeof(double) * max_rows * max_tok);
@@ -130,6 +132,7 @@ static void test_mm_r_vs_dequant(void **state)
                     free(yb);
                 }
             free(w); free(x); free(aq); free(ad); free(as); free(ai); free(ai16); free(as16);
+            free(blk);
             free(deq); free(ref); free(mag);
         }
 }
@@ -302,12 +305,15 @@ static void test_tile_invariance(void **state)
         int32_t *ai = malloc(sizeof(int32_t) * nb * NT), *ai16 = malloc(sizeof(int32_t) * 2 * nb * NT);
         float *as16 = malloc(sizeof(float) * 2 * nb * NT);
         quantize_all(x, K, NT, aq, ad, as, ai, ai16, as16);
+        plume_q8_act all = {aq, ad, as, K, ai, ai16, as16, NULL, 0};
+        plume_q8_blk *blk = aligned_alloc(64, plume_cpu_act_blocks_bytes(NT, K));
+        plume_cpu_act_blocks(&all, NT, blk);
         float *ref = malloc(sizeof(float) * NR * NT), *y = malloc(sizeof(float) * NR * NT);
         for (int l = 0; l < n_levels; l++) {
             const plume_kernels *k = levels[l];
             for (int tk = 0; tk < NT; tk++) { /* every token alone */
                 const plume_q8_act one = {aq + tk * K, ad + tk * nb, as + tk * nb, K, ai + tk * nb,
-                                          ai16 + 2 * tk * nb, as16 + 2 * tk * nb};
+                                          ai16 + 2 * tk * nb, as16 + 2 * tk * nb, blk + tk, all.ldb};
                 k->mm_r[pw.kr](pw.packed, NR, &one, 1, ref + tk * NR, NR);
             }
             for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
@@ -316,7 +322,8 @@ static void test_tile_invariance(void **state)
                 for (int t0 = 0; t0 < NT; t0 += bs) {
                     const int n = NT - t0 < bs ? NT - t0 : bs;
                     const plume_q8_act part = {aq + t0 * K, ad + t0 * nb, as + t0 * nb, K,
-                                               ai + t0 * nb, ai16 + 2 * t0 * nb, as16 + 2 * t0 * nb};
+                                               ai + t0 * nb, ai16 + 2 * t0 * nb, as16 + 2 * t0 * nb,
+                                               blk + t0, all.ldb};
                     k->mm_r[pw.kr](pw.packed, NR, &part, n, y + t0 * NR, NR);
                 }
                 if (memcmp(ref, y, sizeof(float) * NR * NT) != 0)
@@ -326,7 +333,7 @@ static void test_tile_invariance(void **state)
         }
         plume_cpu_weight_release(&pw);
         free(w); free(x); free(aq); free(ad); free(as); free(ai); free(ai16); free(as16);
-        free(ref); free(y);
+        free(blk); free(ref); free(y);
     }
 }
 

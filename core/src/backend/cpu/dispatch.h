@@ -13,6 +13,19 @@
 
 #include "backend/cpu/cpu_features.h"
 
+/* One token's block of 32 quantized activations with all that the AVX-512
+ * repacked kernels read of it, in one cache line: the values, their scale
+ * d, s = d * Σq, Σq, Σq per 16 values and d * that (the same numbers as the
+ * row arrays of plume_q8_act). */
+typedef struct plume_q8_blk {
+    _Alignas(64) int8_t q[32];
+    float d, s;
+    int32_t isum;
+    int32_t isum16[2];
+    float s16[2];
+} plume_q8_blk;
+_Static_assert(sizeof(plume_q8_blk) == 64, "a block record is one cache line");
+
 /* Activations quantized for integer dot products: per token, K values (a
  * multiple of 32) in blocks of 32, each with its own scale computed from
  * that block's values only: x ≈ d * q, q in [-127, 127].
@@ -32,6 +45,12 @@ typedef struct plume_q8_act {
      * repack_k.h (PLUME_KR_Q5_0 and after), may be NULL for the others. */
     const int32_t *isum16;
     const float *s16;
+    /* plume_q8_blk[K/32][ldb]: block j of token t at blk[j * ldb +
+     * t], so that a tile of tokens is one base pointer and constant
+     * offsets.  Needed by the AVX-512 mm_r kernels (which read nothing
+     * else); may be NULL for the others. */
+    const plume_q8_blk *blk;
+    int64_t ldb;
 } plume_q8_act;
 
 /* Weight formats with a matmul kernel, indexing plume_kernels.mm_q/mm_f. */

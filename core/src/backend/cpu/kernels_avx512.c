@@ -276,41 +276,49 @@ KX_INLINE __m512i zr_zero(void)
 #endif
 }
 
-/* I[t] += Σ of the block's 32 products for T tokens (token t's 32 values
- * at q0 + t*K): from 3 tokens on, one chain of 8 vpdpbusd per token, the
+/* I[t] += Σ of the block's 32 products for T tokens (token t's block
+ * record r[t]): from 3 tokens on, one chain of 8 vpdpbusd per token, the
  * chains interleaved (step g of every token, then step g+1) so that the
  * out-of-order window holds independent work; for 1 or 2 tokens two
  * chains of 4 per token, which halves the latency a lone token waits on.
  * Integer sums are exact: the result is the same either way. */
-KX_INLINE void zr_chains(const int T, __m512i *I, const __m512i *W, const int8_t *q0, int64_t K)
+KX_INLINE void zr_chains(const int T, __m512i *I, const __m512i *W, const plume_q8_blk *r)
 {
     if (T >= 3) {
         for (int g = 0; g < 8; g++)
             for (int t = 0; t < T; t++)
-                I[t] = zr_dp(I[t], W[g], q0 + (size_t)t * (size_t)K + 4 * g);
+                I[t] = zr_dp(I[t], W[g], r[t].q + 4 * g);
         return;
     }
     for (int t = 0; t < T; t++) {
-        const int8_t *q = q0 + (size_t)t * (size_t)K;
         __m512i i1 = zr_zero();
         for (int g = 0; g < 8; g += 2) {
-            I[t] = zr_dp(I[t], W[g], q + 4 * g);
-            i1 = zr_dp(i1, W[g + 1], q + 4 * g + 4);
+            I[t] = zr_dp(I[t], W[g], r[t].q + 4 * g);
+            i1 = zr_dp(i1, W[g + 1], r[t].q + 4 * g + 4);
         }
         I[t] = _mm512_add_epi32(I[t], i1);
     }
 }
 
-/* I[t] = corr · Σq of block j (0 when corr is 0) plus the block's 32
- * products (zr_chains), for the T tokens from t0. */
-KX_INLINE void zr_sums(const int T, __m512i *I, const __m512i *W, const plume_q8_act *a, int t0,
-                       int64_t j, int64_t nb, int32_t corr)
+/* I[t] = corr · Σq of the block (0 when corr is 0) plus the block's 32
+ * products (zr_chains), for the T tokens whose records are r[0..T). */
+KX_INLINE void zr_sums(const int T, __m512i *I, const __m512i *W, const plume_q8_blk *r,
+                       int32_t corr)
 {
-    const int64_t K = a->K;
-    const int8_t *q0 = a->q + (size_t)t0 * (size_t)K + 32 * j;
     for (int t = 0; t < T; t++)
-        I[t] = corr ? _mm512_set1_epi32(corr * a->isum[(size_t)(t0 + t) * nb + j]) : zr_zero();
-    zr_chains(T, I, W, q0, K);
+        I[t] = corr ? _mm512_set1_epi32(corr * r[t].isum) : zr_zero();
+    zr_chains(T, I, W, r);
+}
+
+/* Block j's records of the tile's tokens t0 .. (one base pointer, the
+ * tokens 64 bytes apart). */
+KX_INLINE const plume_q8_blk *zr_recs(const int T, const plume_q8_act *a, int64_t j, int t0)
+{
+    const plume_q8_blk *r = a->blk + (size_t)j * (size_t)a->ldb + (size_t)t0;
+    if (T > 1)
+        for (int t = 0; t < T; t++)
+            _mm_prefetch((const char *)(r + 4 * a->ldb + t), _MM_HINT_T0);
+    return r;
 }
 
 KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
@@ -342,14 +350,14 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         const __m512 mw = kr == PLUME_KR_Q4_1
                               ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff + 32)))
                               : _mm512_setzero_ps();
+        const plume_q8_blk *r = zr_recs(T, a, j, t0);
         __m512i I[ZR_T];
-        zr_sums(T, I, W, a, t0, j, nb, corr);
+        zr_sums(T, I, W, r, corr);
         for (int t = 0; t < T; t++) {
-            const size_t tt = (size_t)(t0 + t);
-            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[tt * nb + j]));
+            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(r[t].d));
             facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), sc, facc[t]);
             if (kr == PLUME_KR_Q4_1)
-                macc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+                macc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(r[t].s), macc[t]);
         }
     }
     for (int t = 0; t < T; t++) {
@@ -377,7 +385,6 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
-    const int64_t K = a->K;
     const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
     const int corr = f.iq4 ? -128 : f.corr;
@@ -460,24 +467,23 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
             dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
             break;
         }
+        const plume_q8_blk *r = zr_recs(T, a, j, t0);
         if (!two) { /* zr_tile's interleaved chains; the float steps below */
             __m512i I[ZK_T];
-            zr_sums(T, I, W, a, t0, j, nb, corr);
+            zr_sums(T, I, W, r, corr);
             for (int t = 0; t < T; t++) {
-                const size_t tt = (size_t)(t0 + t);
                 facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]),
-                                          _mm512_mul_ps(dd0, _mm512_set1_ps(a->d[tt * nb + j])), facc[t]);
+                                          _mm512_mul_ps(dd0, _mm512_set1_ps(r[t].d)), facc[t]);
                 if (f.sk == PLUME_SK_DM16)
-                    macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+                    macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
                 else if (mk == 1)
-                    macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+                    macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
             }
             continue;
         }
         for (int t = 0; t < T; t++) {
-            const size_t tt = (size_t)(t0 + t);
-            const int8_t *q = a->q + tt * (size_t)K + 32 * j;
-            const int32_t *is16 = a->isum16 + tt * 2 * (size_t)nb + 2 * j;
+            const int8_t *q = r[t].q;
+            const int32_t *is16 = r[t].isum16;
             __m512i i0 = corr ? _mm512_set1_epi32(corr * is16[0]) : _mm512_setzero_si512();
             __m512i i1 = corr ? _mm512_set1_epi32(corr * is16[1]) : _mm512_setzero_si512();
             i0 = zr_dp(i0, W[0], q + 0);
@@ -488,7 +494,7 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
             i1 = zr_dp(i1, W[6], q + 24);
             i0 = zr_dp(i0, W[3], q + 12);
             i1 = zr_dp(i1, W[7], q + 28);
-            const __m512 da = _mm512_set1_ps(a->d[tt * nb + j]);
+            const __m512 da = _mm512_set1_ps(r[t].d);
             if (two) {
                 facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(dd0, da), facc[t]);
                 facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(dd1, da), facc[t]);
@@ -497,11 +503,11 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                                           _mm512_mul_ps(dd0, da), facc[t]);
             }
             if (f.sk == PLUME_SK_DM16) {
-                macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+                macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
             } else if (mk == 1) {
-                macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(a->s[tt * nb + j]), macc[t]);
+                macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
             } else if (mk == 2) {
-                const float *s16 = a->s16 + tt * 2 * (size_t)nb + 2 * j;
+                const float *s16 = r[t].s16;
                 macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(s16[0]), macc[t]);
                 macc[t] = _mm512_fnmadd_ps(mm1, _mm512_set1_ps(s16[1]), macc[t]);
             }

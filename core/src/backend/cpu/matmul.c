@@ -22,6 +22,14 @@
 /* The same for the repacked kernels (chunks are groups of 16 rows). */
 #define MR_CHUNKS_PER_THREAD 16
 
+/* Bytes of quantized activations (every array and record of a token) a
+ * repacked kernel call streams per row group, at most: tokens beyond are
+ * taken in blocks of that many, each block's activations kept in the
+ * core's L2 across the row groups of a chunk, rather than all of them
+ * streamed from L3 for every row group (with 2 threads, a 512-token
+ * prefill's 1.3-2.4 MB of activations per pass ran into L3 bandwidth). */
+#define MR_TOKEN_BLOCK_BYTES (384 * 1024)
+
 static int kq_index(uint32_t type)
 {
     switch (type) {
@@ -129,7 +137,7 @@ static void mm_worker(void *ctx, int ith, int nth)
     mm_job *j = ctx;
     (void)ith;
     (void)nth;
-    const plume_q8_act act = {j->aq, j->ad, j->as, j->K, NULL, NULL, NULL};
+    const plume_q8_act act = {j->aq, j->ad, j->as, j->K, NULL, NULL, NULL, NULL, 0};
     for (;;) {
         const int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
         if (r0 >= j->N)
@@ -315,14 +323,55 @@ typedef struct mr_job {
     int64_t gend[PLUME_CPU_MULTI_MAX]; /* cumulative group counts */
     int64_t chunk;
     plume_q8_act act;
-    int n_tok;
+    int n_tok, tok_block;
     /* quantization */
     const float *x;
     int8_t *aq;
     float *ad, *as, *as16;
     int32_t *ai, *ai16;
+    plume_q8_blk *blk;
     atomic_llong next;
 } mr_job;
+
+/* Token t's block records (blk[b * ldb + t]) from act's row arrays. */
+static void act_token_blocks(const plume_q8_act *a, int t, plume_q8_blk *blk, int64_t ldb)
+{
+    const int64_t nb = a->K / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        plume_q8_blk *r = blk + (size_t)b * (size_t)ldb + (size_t)t;
+        const size_t i = (size_t)t * (size_t)nb + (size_t)b;
+        memcpy(r->q, a->q + (size_t)t * (size_t)a->K + 32 * b, 32);
+        r->d = a->d[i];
+        r->s = a->s[i];
+        r->isum = a->isum[i];
+        r->isum16[0] = a->isum16[2 * i];
+        r->isum16[1] = a->isum16[2 * i + 1];
+        r->s16[0] = a->s16[2 * i];
+        r->s16[1] = a->s16[2 * i + 1];
+    }
+}
+
+/* The records' row stride for n tokens: odd, so that the records of one
+ * token in successive blocks fall in different cache sets (with n even,
+ * a tile's blocks n x 64 bytes apart shared a few sets of L1 and evicted
+ * each other: AVX-512 Q4_K at 96 tokens ran 17% slower). */
+static int64_t act_ldb(int n)
+{
+    return (int64_t)n | 1;
+}
+
+size_t plume_cpu_act_blocks_bytes(int n, int64_t K)
+{
+    return sizeof(plume_q8_blk) * (size_t)act_ldb(n) * (size_t)(K / 32);
+}
+
+void plume_cpu_act_blocks(plume_q8_act *act, int n, plume_q8_blk *blk)
+{
+    for (int t = 0; t < n; t++)
+        act_token_blocks(act, t, blk, act_ldb(n));
+    act->blk = blk;
+    act->ldb = act_ldb(n);
+}
 
 static void mr_quantize_token(const void *job, int t)
 {
@@ -345,6 +394,7 @@ static void mr_quantize_token(const void *job, int t)
         s16[2 * b] = d[b] * (float)s0;
         s16[2 * b + 1] = d[b] * (float)s1;
     }
+    act_token_blocks(&j->act, t, j->blk, j->act.ldb);
 }
 
 static void mr_worker(void *ctx, int ith, int nth)
@@ -375,17 +425,56 @@ static void mr_worker(void *ctx, int ith, int nth)
             int64_t r1 = (e - base) * PLUME_RP_ROWS;
             if (r1 > w->N)
                 r1 = w->N;
-            j->k->mm_r[w->kr](w->packed + (size_t)(g0 - base) * w->group_bytes, (int)(r1 - r0),
-                              &j->act, j->n_tok, j->y[i] + r0, w->N);
+            for (int t0 = 0; t0 < j->n_tok; t0 += j->tok_block) {
+                const plume_q8_act a = plume_q8_act_from(&j->act, t0);
+                const int nt = j->n_tok - t0 < j->tok_block ? j->n_tok - t0 : j->tok_block;
+                j->k->mm_r[w->kr](w->packed + (size_t)(g0 - base) * w->group_bytes,
+                                  (int)(r1 - r0), &a, nt, j->y[i] + (size_t)t0 * (size_t)w->N + r0,
+                                  w->N);
+            }
             g0 = e;
         }
         g0 = atomic_load_explicit(&j->next, memory_order_relaxed);
     }
 }
 
+plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0)
+{
+    const int64_t nb = a->K / 32;
+    plume_q8_act r = *a;
+    r.q += t0 * a->K;
+    r.d += t0 * nb;
+    if (r.s)
+        r.s += t0 * nb;
+    if (r.isum)
+        r.isum += t0 * nb;
+    if (r.isum16)
+        r.isum16 += 2 * t0 * nb;
+    if (r.s16)
+        r.s16 += 2 * t0 * nb;
+    if (r.blk)
+        r.blk += t0; /* token t0 of every block (stride ldb) */
+    return r;
+}
+
+/* Tokens per repacked kernel call for n_tok tokens of K values:
+ * MR_TOKEN_BLOCK_BYTES of their activations, a multiple of 12 (whole tiles
+ * of 2, 3, 4 or 6 tokens), all n_tok when they fit. */
+static int mr_token_block(int n_tok, int64_t K)
+{
+    const size_t per_tok = (size_t)K + 7 * sizeof(float) * (size_t)(K / 32) +
+                           sizeof(plume_q8_blk) * (size_t)(K / 32);
+    int64_t tb = (int64_t)(MR_TOKEN_BLOCK_BYTES / per_tok) / 12 * 12;
+    if (tb < 12)
+        tb = 12;
+    return tb >= n_tok ? n_tok : (int)tb;
+}
+
 size_t plume_cpu_act_bytes(int n, int64_t K)
 {
-    return ((size_t)n * (size_t)K + 63) / 64 * 64 + 7 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 64;
+    const size_t rows = ((size_t)n * (size_t)K + 63) / 64 * 64 +
+                        (7 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 63) / 64 * 64;
+    return rows + plume_cpu_act_blocks_bytes(n, K) + 64;
 }
 
 void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const float *x, int n,
@@ -399,7 +488,11 @@ void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const flo
     j.ai = (int32_t *)(j.as + (size_t)n * (size_t)nb);
     j.ai16 = j.ai + (size_t)n * (size_t)nb;
     j.as16 = (float *)(j.ai16 + 2 * (size_t)n * (size_t)nb);
-    j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16};
+    /* the records after the row arrays, at the next 64-byte boundary (ws
+     * is 64-byte aligned) */
+    j.blk = (plume_q8_blk *)(ws + ((size_t)n * (size_t)K + 63) / 64 * 64 +
+                             (7 * sizeof(float) * (size_t)n * (size_t)nb + 63) / 64 * 64);
+    j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16, j.blk, act_ldb(n)};
     quantize_tokens(pool, K, n, mr_quantize_token, &j);
     *act = j.act;
 }
@@ -450,6 +543,7 @@ void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
         for (int i = 0; i < j.n; i++)
             j.y[i] = y0[i] + (size_t)t0 * (size_t)j.w[i]->N;
         j.n_tok = nt;
+        j.tok_block = mr_token_block(nt, K);
         plume_cpu_quantize_rows(k, pool, x + (size_t)t0 * K, nt, K, ws, &j.act);
         atomic_init(&j.next, 0);
         plume_pool_run(pool, mr_worker, &j);

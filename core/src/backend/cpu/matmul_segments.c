@@ -48,18 +48,12 @@ static void run_pair(const seg_job *j, int64_t i, int64_t g0, int64_t g1)
     const int64_t base = i ? j->gend[i - 1] : 0;
     const int s = (int)(i / j->n_w), jj = (int)(i % j->n_w);
     const plume_cpu_weight *w = j->w[i];
-    const int64_t t0 = j->off[s], nt = j->off[s + 1] - t0, nb = j->act.K / 32;
+    const int64_t t0 = j->off[s], nt = j->off[s + 1] - t0;
     const int64_t r0 = (g0 - base) * PLUME_RP_ROWS;
     int64_t r1 = (g1 - base) * PLUME_RP_ROWS;
     if (r1 > w->N)
         r1 = w->N;
-    plume_q8_act a = j->act;
-    a.q += t0 * a.K;
-    a.d += t0 * nb;
-    a.s += t0 * nb;
-    a.isum += t0 * nb;
-    a.isum16 += 2 * t0 * nb;
-    a.s16 += 2 * t0 * nb;
+    const plume_q8_act a = plume_q8_act_from(&j->act, t0);
     j->k->mm_r[w->kr](w->packed + (size_t)(g0 - base) * w->group_bytes, (int)(r1 - r0), &a,
                       (int)nt, j->y[jj] + (size_t)t0 * (size_t)w->N + r0, w->N);
 }

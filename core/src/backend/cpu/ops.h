@@ -71,6 +71,19 @@ size_t plume_cpu_act_bytes(int n, int64_t K);
 void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const float *x, int n,
                              int64_t K, uint8_t *ws, plume_q8_act *act);
 
+/* act's tokens from t0 on: every array (and the block records) moved on
+ * by t0 tokens. */
+plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0);
+
+/* Bytes of the block records of n tokens of K (plume_cpu_act_blocks). */
+size_t plume_cpu_act_blocks_bytes(int n, int64_t K);
+
+/* Fills blk (plume_cpu_act_blocks_bytes(n, K) bytes, 64-byte aligned) from act's row arrays (q, d, s, isum,
+ * isum16, s16 of n tokens) and points act->blk at them, as
+ * plume_cpu_quantize_rows does: for callers that quantize activations
+ * themselves (tests, benches) before an AVX-512 mm_r kernel reads them. */
+void plume_cpu_act_blocks(plume_q8_act *act, int n, plume_q8_blk *blk);
+
 /* Segmented matmuls, the CPU side of the backend's matmul_segments: for
  * s < n_seg and j < n_w, rows off[s] .. off[s+1]-1 of y[j] (y[j]'s rows are
  * w[s * n_w + j]->N wide, the same for every s) = those rows of x times
