@@ -22,8 +22,9 @@
 /* The same for the repacked kernels (chunks are groups of 16 rows). */
 #define MR_CHUNKS_PER_THREAD 16
 
-/* Bytes of quantized activations (every array and record of a token) a
- * repacked kernel call streams per row group, at most: tokens beyond are
+/* Bytes of quantized activations (a token's block records, about what
+ * the row arrays take too) a repacked kernel call streams per row group,
+ * at most: tokens beyond are
  * taken in blocks of that many, each block's activations kept in the
  * core's L2 across the row groups of a chunk, rather than all of them
  * streamed from L3 for every row group (with 2 threads, a 512-token
@@ -458,12 +459,12 @@ plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0)
 }
 
 /* Tokens per repacked kernel call for n_tok tokens of K values:
- * MR_TOKEN_BLOCK_BYTES of their activations, a multiple of 12 (whole tiles
- * of 2, 3, 4 or 6 tokens), all n_tok when they fit. */
+ * MR_TOKEN_BLOCK_BYTES of their block records, a multiple of 12 (whole
+ * tiles of 2, 3, 4 or 6 tokens), all n_tok when they fit (96 tokens at K =
+ * 2048, 24 at 8192; 192 KiB and 768 KiB were no better, 2026-12-05). */
 static int mr_token_block(int n_tok, int64_t K)
 {
-    const size_t per_tok = (size_t)K + 7 * sizeof(float) * (size_t)(K / 32) +
-                           sizeof(plume_q8_blk) * (size_t)(K / 32);
+    const size_t per_tok = sizeof(plume_q8_blk) * (size_t)(K / 32);
     int64_t tb = (int64_t)(MR_TOKEN_BLOCK_BYTES / per_tok) / 12 * 12;
     if (tb < 12)
         tb = 12;
