@@ -23,12 +23,12 @@
 #define MR_CHUNKS_PER_THREAD 16
 
 /* Bytes of quantized activations (a token's block records, about what
- * the row arrays take too) a repacked kernel call streams per row group,
- * at most: tokens beyond are
- * taken in blocks of that many, each block's activations kept in the
- * core's L2 across the row groups of a chunk, rather than all of them
- * streamed from L3 for every row group (with 2 threads, a 512-token
- * prefill's 1.3-2.4 MB of activations per pass ran into L3 bandwidth). */
+ * its row arrays take too) a repacked kernel call streams per row group,
+ * at most: more tokens are taken in blocks of that many, each block's
+ * activations kept in the core's L2 across the row groups of a chunk,
+ * rather than all of them streamed from L3 for every row group (with 2
+ * threads, a 512-token prefill's 1.3-2.4 MB of activations per pass ran
+ * into L3 bandwidth). */
 #define MR_TOKEN_BLOCK_BYTES (384 * 1024)
 
 static int kq_index(uint32_t type)
@@ -352,10 +352,10 @@ static void act_token_blocks(const plume_q8_act *a, int t, plume_q8_blk *blk, in
     }
 }
 
-/* The records' row stride for n tokens: odd, so that the records of one
- * token in successive blocks fall in different cache sets (with n even,
- * a tile's blocks n x 64 bytes apart shared a few sets of L1 and evicted
- * each other: AVX-512 Q4_K at 96 tokens ran 17% slower). */
+/* The records' row stride for n tokens: odd, so that a tile's records in
+ * successive blocks do not keep to a few cache sets (a precaution: at 96
+ * tokens an odd stride measured the same as n; what the kernels needed
+ * was a prefetch, kernels_avx512.c zr_recs). */
 static int64_t act_ldb(int n)
 {
     return (int64_t)n | 1;
@@ -471,11 +471,17 @@ static int mr_token_block(int n_tok, int64_t K)
     return tb >= n_tok ? n_tok : (int)tb;
 }
 
+/* Bytes of the row arrays of n tokens of K (values, then 7 floats per
+ * block), each part rounded up to 64: where the block records start. */
+static size_t act_rows_bytes(int n, int64_t K)
+{
+    return ((size_t)n * (size_t)K + 63) / 64 * 64 +
+           (7 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 63) / 64 * 64;
+}
+
 size_t plume_cpu_act_bytes(int n, int64_t K)
 {
-    const size_t rows = ((size_t)n * (size_t)K + 63) / 64 * 64 +
-                        (7 * sizeof(float) * (size_t)n * (size_t)(K / 32) + 63) / 64 * 64;
-    return rows + plume_cpu_act_blocks_bytes(n, K) + 64;
+    return act_rows_bytes(n, K) + plume_cpu_act_blocks_bytes(n, K) + 64;
 }
 
 void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const float *x, int n,
@@ -489,10 +495,7 @@ void plume_cpu_quantize_rows(const plume_kernels *k, plume_pool *pool, const flo
     j.ai = (int32_t *)(j.as + (size_t)n * (size_t)nb);
     j.ai16 = j.ai + (size_t)n * (size_t)nb;
     j.as16 = (float *)(j.ai16 + 2 * (size_t)n * (size_t)nb);
-    /* the records after the row arrays, at the next 64-byte boundary (ws
-     * is 64-byte aligned) */
-    j.blk = (plume_q8_blk *)(ws + ((size_t)n * (size_t)K + 63) / 64 * 64 +
-                             (7 * sizeof(float) * (size_t)n * (size_t)nb + 63) / 64 * 64);
+    j.blk = (plume_q8_blk *)(ws + act_rows_bytes(n, K)); /* 64-byte aligned, as ws */
     j.act = (plume_q8_act){j.aq, j.ad, j.as, K, j.ai, j.ai16, j.as16, j.blk, act_ldb(n)};
     quantize_tokens(pool, K, n, mr_quantize_token, &j);
     *act = j.act;

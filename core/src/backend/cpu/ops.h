@@ -78,10 +78,11 @@ plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0);
 /* Bytes of the block records of n tokens of K (plume_cpu_act_blocks). */
 size_t plume_cpu_act_blocks_bytes(int n, int64_t K);
 
-/* Fills blk (plume_cpu_act_blocks_bytes(n, K) bytes, 64-byte aligned) from act's row arrays (q, d, s, isum,
- * isum16, s16 of n tokens) and points act->blk at them, as
- * plume_cpu_quantize_rows does: for callers that quantize activations
- * themselves (tests, benches) before an AVX-512 mm_r kernel reads them. */
+/* Fills blk (plume_cpu_act_blocks_bytes(n, K) bytes, 64-byte aligned)
+ * from act's row arrays (q, d, s, isum, isum16, s16 of n tokens) and
+ * points act->blk and act->ldb at them, as plume_cpu_quantize_rows does:
+ * for callers that quantize activations themselves (tests, benches)
+ * before an AVX-512 mm_r kernel reads them. */
 void plume_cpu_act_blocks(plume_q8_act *act, int n, plume_q8_blk *blk);
 
 /* Segmented matmuls, the CPU side of the backend's matmul_segments: for
