@@ -620,7 +620,7 @@ static void kz_attn_partial(const float *q, int64_t q_stride, int nr, int nq, co
         next_at = e;
         next_n = pe > e ? pe - e : 0;
         plume_attn_rows(k, v, slot_bytes, block_table, block_size, e, next_n, nkp, nvp);
-        kz_pf pf = {nkp, nvp, pe > e ? pe - e : 0, row_bytes};
+        kz_pf pf = {nkp, nvp, next_n, row_bytes};
         int kt = kv_type;
         if (nr > 1 && kv_type != PLUME_KV_TYPE_F32 && hd * KX_ATTN_SLICE <= KX_ATTN_F16_BUF) {
             /* several rows: convert the slice once for all of them (f16
