@@ -106,6 +106,7 @@ static inline uint8_t *tu_weights(uint32_t type, int64_t K, int n_rows, size_t *
             break;
         case PLUME_DTYPE_Q3_K: tu_put_f16(p + 108, tu_uniform(-0.002f, 0.002f)); break;
         case PLUME_DTYPE_IQ4_XS: tu_put_f16(p, tu_uniform(-0.0005f, 0.0005f)); break;
+        case PLUME_DTYPE_MXFP4: p[0] = (uint8_t)(118 + tu_u32() % 6); break; /* 2^-10..2^-5 */
         case PLUME_DTYPE_Q8_K: {
             float f = tu_uniform(-0.01f, 0.01f);
             memcpy(p, &f, 4);
@@ -126,7 +127,8 @@ static const uint32_t TU_TYPES[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DT
 static const uint32_t TU_RP_TYPES[] = {
     PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_Q5_0,
     PLUME_DTYPE_Q5_1, PLUME_DTYPE_IQ4_NL, PLUME_DTYPE_Q4_K, PLUME_DTYPE_Q5_K,
-    PLUME_DTYPE_Q6_K, PLUME_DTYPE_Q2_K, PLUME_DTYPE_Q3_K, PLUME_DTYPE_IQ4_XS};
+    PLUME_DTYPE_Q6_K, PLUME_DTYPE_Q2_K, PLUME_DTYPE_Q3_K, PLUME_DTYPE_IQ4_XS,
+    PLUME_DTYPE_MXFP4};
 #define TU_N_RP_TYPES (sizeof TU_RP_TYPES / sizeof TU_RP_TYPES[0])
 
 /* Index of a weight type in plume_kernels.mm_q / mm_f. */

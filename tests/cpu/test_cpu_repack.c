@@ -1,6 +1,6 @@
 /* The repacked weight layouts (repack.h, repack_k.h) and their mm_r
  * kernels, for every repacked type (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1, IQ4_NL,
- * Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS):
+ * Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_XS, MXFP4):
  *  - every level's mm_r against Σ_k dequant(W)[k] · d_b·q[k] in double (the
  *    product of the dequantized weights with the int8 activations the
  *    kernel sees, so only float rounding separates them), odd row counts
@@ -135,6 +135,53 @@ static void test_mm_r_vs_dequant(void **state)
             free(blk);
             free(deq); free(ref); free(mag);
         }
+}
+
+/* MXFP4's E8M0 scales over their whole range, subnormal (e = 0, 1) and
+ * huge ones included, at every level: 16 rows of one block, row r with
+ * exponent E[r] and every weight at level 1 (code 1), against activations
+ * of 1.0 (q = 127 each, one scale da).  Each kernel computes
+ * float(32·127) · (2^(e−128) · da) in f32 with one rounding per step, so
+ * the result is known to the bit. */
+static void test_mxfp4_scales(void **state)
+{
+    (void)state;
+    static const uint8_t E[16] = {0, 1, 2, 3, 20, 64, 100, 118, 120, 126, 127, 128, 129, 150, 200, 240};
+    uint8_t w[16 * 17];
+    for (int r = 0; r < 16; r++) {
+        w[17 * r] = E[r];
+        memset(w + 17 * r + 1, 0x11, 16);
+        assert_true(plume_e8m0_half_to_fp32(E[r]) == ldexpf(1.0f, E[r] - 128));
+    }
+    plume_tensor t = {.name = "w", .type = PLUME_DTYPE_MXFP4, .n_dims = 2, .ne = {32, 16, 1, 1},
+                      .data = w, .nbytes = sizeof w};
+    plume_cpu_weight pw;
+    assert_int_equal(plume_cpu_weight_init(&pw, &t, NULL), 0);
+    assert_int_equal(pw.kr, PLUME_KR_MXFP4);
+    float x[32];
+    for (int i = 0; i < 32; i++)
+        x[i] = 1.0f;
+    int8_t aq[32];
+    float ad, as, as16[2];
+    int32_t ai, ai16[2];
+    quantize_all(x, 32, 1, aq, &ad, &as, &ai, ai16, as16);
+    assert_int_equal(ai, 32 * 127);
+    plume_q8_act act = {aq, &ad, &as, 32, &ai, ai16, as16, NULL, 0};
+    plume_q8_blk *blk = aligned_alloc(64, plume_cpu_act_blocks_bytes(1, 32));
+    plume_cpu_act_blocks(&act, 1, blk);
+    for (int l = 0; l < n_levels; l++) {
+        float y[16];
+        levels[l]->mm_r[PLUME_KR_MXFP4](pw.packed, 16, &act, 1, y, 16);
+        for (int r = 0; r < 16; r++) {
+            volatile float sc = plume_e8m0_half_to_fp32(E[r]) * ad; /* one f32 rounding */
+            const float want = (float)(4064.0 * (double)sc);
+            if (memcmp(&y[r], &want, 4) != 0)
+                fail_msg("MXFP4 level %s, exponent %d: y = %a, want %a",
+                         plume_cpu_level_name(levels[l]->level), E[r], (double)y[r], (double)want);
+        }
+    }
+    plume_cpu_weight_release(&pw);
+    free(blk);
 }
 
 /* Unsupported shapes and types are not repacked and still multiply. */
@@ -344,6 +391,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mm_r_vs_dequant),
+        cmocka_unit_test(test_mxfp4_scales),
         cmocka_unit_test(test_weight_fallback),
         cmocka_unit_test(test_matmul_w_vs_dequant),
         cmocka_unit_test(test_batch_invariance),

@@ -75,4 +75,13 @@ static inline uint16_t plume_fp32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+/* An E8M0 exponent byte (MXFP4's block scale) → 2^(e-128), the "half"
+ * value ggml_e8m0_to_fp32_half (ggml-impl.h) and gguf-py's
+ * MXFP4.e8m0_to_fp32_half build from its bits: e < 2 gives the subnormal
+ * bits 0x00200000 << e, e >= 2 the normal (e - 1) << 23.  Exact for all e. */
+static inline float plume_e8m0_half_to_fp32(uint8_t e)
+{
+    return plume_bits_to_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+
 #endif

@@ -165,19 +165,15 @@ static void dequant_bf16(const uint8_t *src, float *dst, int64_t n)
  * exponent), qs u8[16] of e2m1 codes, nibbles ordered as Q4_0 (low nibble
  * of byte j is element j, high is j+16); y = d * kvalues[code] with the
  * doubled e2m1 values kvalues = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}
- * and d = 2^(e-128) built from its bits as ggml_e8m0_to_fp32_half
- * (ggml-impl.h) and gguf-py 0.19.0's quants.py MXFP4.e8m0_to_fp32_half do:
- * e < 2 gives the subnormal bits 0x00200000 << e.  Every product is exact
+ * and d = 2^(e-128) (plume_e8m0_half_to_fp32, as gguf-py 0.19.0's
+ * quants.py MXFP4.e8m0_to_fp32_half builds it).  Every product is exact
  * in f32, so the result equals gguf-py's bit for bit. */
 static const int8_t mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static void dequant_mxfp4(const uint8_t *src, float *dst, int64_t nb)
 {
     for (int64_t b = 0; b < nb; b++, src += 17, dst += 32) {
-        const uint32_t e = src[0];
-        const uint32_t bits = e < 2 ? 0x00200000u << e : (e - 1) << 23;
-        float d;
-        memcpy(&d, &bits, 4);
+        const float d = plume_e8m0_half_to_fp32(src[0]);
         const uint8_t *qs = src + 1;
         for (int j = 0; j < 16; j++) {
             dst[j] = d * (float)mxfp4_kvalues[qs[j] & 0x0F];

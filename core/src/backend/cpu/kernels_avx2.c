@@ -114,8 +114,8 @@ KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
  * so products are summed in int16 only as far as they cannot saturate:
  * the 4 weight-groups of a half-block (weights 0..15 or 16..31) at once
  * for u < 32 (4·2·31·127 = 31496), each one widened alone for Q6_K's
- * u < 64 and for IQ4, whose signed levels go through |w| × sign(a, w) as
- * Q8_0 does (so IQ4 needs no correction here). */
+ * u < 64 and for the level formats (IQ4, MXFP4), whose signed levels go
+ * through |w| × sign(a, w) as Q8_0 does (so they need no correction). */
 KX_INLINE __m256i yk_shift(__m256i v, int s)
 {
     return s >= 0 ? _mm256_sll_epi16(v, _mm_cvtsi32_si128(s)) : _mm256_srl_epi16(v, _mm_cvtsi32_si128(-s));
@@ -127,6 +127,13 @@ KX_INLINE __m256 yk_i8(const uint8_t *p)
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 KX_INLINE __m256i yk_u8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+/* The bits of plume_e8m0_half_to_fp32(e) for 8 exponents e (int32 lanes). */
+KX_INLINE __m256i yk_e8m0(__m256i e)
+{
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e));
+}
 
 KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb, int half,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, int nr)
@@ -135,11 +142,11 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     const int64_t K = a->K;
     const size_t so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
-    const int corr = f.iq4 ? 0 : f.corr, wide = f.iq4 || f.hi_bits == 2;
+    const int corr = f.lv ? 0 : f.corr, wide = f.lv || f.hi_bits == 2;
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
     const __m256i hmask = _mm256_set1_epi8((char)(f.hi_bits == 2 ? 0x30 : 1 << f.lo_bits));
-    const __m256i lut = f.iq4 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)PLUME_IQ4_LEVELS))
-                              : _mm256_setzero_si256();
+    const __m256i lut = f.lv ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)f.lv))
+                             : _mm256_setzero_si256();
     __m256 facc[YR_T], macc[YR_T];
     for (int t = 0; t < T; t++) {
         facc[t] = _mm256_setzero_ps();
@@ -181,9 +188,9 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         }
         __m256i U[8];
         for (int g = 0; g < 8; g++) {
-            if (f.iq4)
+            if (f.lv)
                 W[g] = _mm256_shuffle_epi8(lut, W[g]);
-            U[g] = f.iq4 ? _mm256_abs_epi8(W[g]) : W[g];
+            U[g] = f.lv ? _mm256_abs_epi8(W[g]) : W[g];
         }
         const uint8_t *sc = blk + so;
         __m256 dd0, dd1 = _mm256_setzero_ps(), mm0 = _mm256_setzero_ps(), mm1 = _mm256_setzero_ps();
@@ -210,6 +217,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
             mm1 = _mm256_mul_ps(msb, _mm256_cvtepi32_ps(_mm256_srli_epi32(x1, 4)));
             break;
         }
+        case PLUME_SK_E8: dd0 = _mm256_castsi256_ps(yk_e8m0(yk_u8(sc + 8 * half))); break;
         default: dd0 = _mm256_mul_ps(dsb, yk_i8(sc + 8 * half)); break;
         }
         for (int t = 0; t < T; t++) {
@@ -224,7 +232,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                     int v;
                     memcpy(&v, q + 4 * g, 4);
                     __m256i av = _mm256_set1_epi32(v);
-                    if (f.iq4)
+                    if (f.lv)
                         av = _mm256_sign_epi8(av, W[g]);
                     const __m256i p = _mm256_maddubs_epi16(U[g], av);
                     if (wide)
@@ -301,6 +309,7 @@ YR_MM(yk_mm_q6_k, PLUME_KR_Q6_K)
 YR_MM(yk_mm_q2_k, PLUME_KR_Q2_K)
 YR_MM(yk_mm_q3_k, PLUME_KR_Q3_K)
 YR_MM(yk_mm_iq4_xs, PLUME_KR_IQ4_XS)
+YR_MM(yk_mm_mxfp4, PLUME_KR_MXFP4)
 
 /* Twelve independent 256-bit FMA chains (written in assembly so that the
  * accumulators stay in registers); operands are zero, so no denormals. */
@@ -346,7 +355,8 @@ static const plume_kernels K = {
     .level = PLUME_CPU_AVX2,
     .mm_q = {kx_mm_q4_0, kx_mm_q4_1, kx_mm_q8_0, kx_mm_q4_k, kx_mm_q6_k},
     .mm_r = {yr_mm_q4_0, yr_mm_q4_1, yr_mm_q8_0, yk_mm_q5_0, yk_mm_q5_1, yk_mm_iq4_nl,
-             yk_mm_q4_k, yk_mm_q5_k, yk_mm_q6_k, yk_mm_q2_k, yk_mm_q3_k, yk_mm_iq4_xs},
+             yk_mm_q4_k, yk_mm_q5_k, yk_mm_q6_k, yk_mm_q2_k, yk_mm_q3_k, yk_mm_iq4_xs,
+             yk_mm_mxfp4},
     KX_SHARED_KERNELS,
     .fma_peak = fma_peak,
     .int8_peak = int8_peak,

@@ -373,10 +373,10 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
 /* ---- the repack_k.h formats on zmm: zr_tile's scheme (16 rows per
  * vector, tokens ZK_T at a time, per token the same instructions whatever
  * the tile), with the bits above the low 4 (or 2) merged in from their
- * packed slices (shift + vpternlogd), IQ4's levels looked up with vpshufb
- * (+128 so that they are unsigned, corrected by −128·Σq), two integer
- * sums per block (weights 0..15 and 16..31) for the per-16 corrections
- * and scales, then the float steps listed in repack_k.h. */
+ * packed slices (shift + vpternlogd), the IQ4 and MXFP4 levels looked up
+ * with vpshufb (+128 so that they are unsigned, corrected by −128·Σq), two
+ * integer sums per block (weights 0..15 and 16..31) for the per-16
+ * corrections and scales, then the float steps listed in repack_k.h. */
 #define ZK_T 6
 
 /* v shifted left by s bits (right by −s) in 16-bit lanes. */
@@ -391,14 +391,14 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
     const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
-    const int corr = f.iq4 ? -128 : f.corr;
+    const int corr = f.lv ? -128 : f.corr;
     const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(3);
     const __m512i hmask = _mm512_set1_epi8((char)(f.hi_bits == 2 ? 0x30 : 1 << f.lo_bits));
     __m512i lut = _mm512_setzero_si512();
-    if (f.iq4) {
+    if (f.lv) {
         int8_t l[16];
         for (int i = 0; i < 16; i++)
-            l[i] = (int8_t)(PLUME_IQ4_LEVELS[i] + 128);
+            l[i] = (int8_t)(f.lv[i] + 128);
         lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)l));
     }
     __m512 facc[ZK_T], macc[ZK_T];
@@ -438,7 +438,7 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                 W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(g < 4 ? H0 : H1, 4 - 2 * (g & 3)),
                                                  hmask, 0xF8);
         }
-        if (f.iq4)
+        if (f.lv)
             for (int g = 0; g < 8; g++)
                 W[g] = _mm512_shuffle_epi8(lut, W[g]);
         const uint8_t *sc = b + so;
@@ -465,6 +465,13 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
             dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x1, m4)));
             mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x0, 4)));
             mm1 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x1, 4)));
+            break;
+        }
+        case PLUME_SK_E8: { /* plume_e8m0_half_to_fp32 on 16 lanes */
+            const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
+            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+            dd0 = _mm512_castsi512_ps(_mm512_mask_sllv_epi32(
+                normal, _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), _mm512_set1_epi32(0x00200000), e));
             break;
         }
         default: /* K32 */
@@ -569,6 +576,7 @@ ZR_MM(zk_mm_q6_k, PLUME_KR_Q6_K)
 ZR_MM(zk_mm_q2_k, PLUME_KR_Q2_K)
 ZR_MM(zk_mm_q3_k, PLUME_KR_Q3_K)
 ZR_MM(zk_mm_iq4_xs, PLUME_KR_IQ4_XS)
+ZR_MM(zk_mm_mxfp4, PLUME_KR_MXFP4)
 
 /* Twelve independent 512-bit FMA chains (written in assembly so that the
  * accumulators stay in registers); operands are zero, so no denormals. */
@@ -593,7 +601,8 @@ static const plume_kernels K = {
     .level = PLUME_CPU_AVX512,
     .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
     .mm_r = {zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1, zk_mm_iq4_nl,
-             zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs},
+             zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs,
+             zk_mm_mxfp4},
     KX_SHARED_KERNELS,
     .fma_peak = fma_peak,
     .int8_peak = int8_peak,

@@ -132,7 +132,7 @@ static void mm_rk(int kr, const uint8_t *w, int n_rows, const plume_q8_act *a, i
                     int32_t i0 = f.corr * is16[2 * j], i1 = f.corr * is16[2 * j + 1];
                     for (int e = 0; e < 32; e++) {
                         const int u = rpk_u(f, b, r, e);
-                        const int v = f.iq4 ? PLUME_IQ4_LEVELS[u] : u;
+                        const int v = f.lv ? f.lv[u] : u;
                         if (e < 16)
                             i0 += v * q[32 * j + e];
                         else
@@ -181,6 +181,7 @@ MM_R(mm_r_q6_k, PLUME_KR_Q6_K)
 MM_R(mm_r_q2_k, PLUME_KR_Q2_K)
 MM_R(mm_r_q3_k, PLUME_KR_Q3_K)
 MM_R(mm_r_iq4_xs, PLUME_KR_IQ4_XS)
+MM_R(mm_r_mxfp4, PLUME_KR_MXFP4)
 
 static inline float wval(int kf, const uint8_t *row, int64_t k)
 {
@@ -480,7 +481,7 @@ static const plume_kernels K = {
     .mm_q = {mm_q4_0, mm_q4_1, mm_q8_0, mm_q4_k, mm_q6_k},
     .mm_f = {mm_f32, mm_f16, mm_bf16},
     .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0, mm_r_q5_0, mm_r_q5_1, mm_r_iq4_nl, mm_r_q4_k,
-             mm_r_q5_k, mm_r_q6_k, mm_r_q2_k, mm_r_q3_k, mm_r_iq4_xs},
+             mm_r_q5_k, mm_r_q6_k, mm_r_q2_k, mm_r_q3_k, mm_r_iq4_xs, mm_r_mxfp4},
     .dot = dot,
     .axpy = axpy,
     .rmsnorm = rmsnorm,

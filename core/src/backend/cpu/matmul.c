@@ -271,6 +271,7 @@ static int kr_index(uint32_t type)
     case PLUME_DTYPE_Q2_K: return PLUME_KR_Q2_K;
     case PLUME_DTYPE_Q3_K: return PLUME_KR_Q3_K;
     case PLUME_DTYPE_IQ4_XS: return PLUME_KR_IQ4_XS;
+    case PLUME_DTYPE_MXFP4: return PLUME_KR_MXFP4;
     default: return -1;
     }
 }

@@ -1,5 +1,5 @@
 /* Repacked layouts of the other GGUF block types (Q5_0, Q5_1, IQ4_NL, the
- * K-quants Q2_K..Q6_K and IQ4_XS) for the mm_r kernels: the same idea as
+ * K-quants Q2_K..Q6_K, IQ4_XS and MXFP4) for the mm_r kernels: the same idea as
  * repack.h (16 rows interleaved, one row per 32-bit lane, 4 consecutive
  * weights of a row per lane), generalized so that every format keeps about
  * its GGUF size: the bits above the low 4 (or 2) stay packed, and the
@@ -7,7 +7,8 @@
  * (and dmin) stored once per 256 weights.
  *
  * Every format is read as 32-weight blocks of unsigned integers u (each
- * weight w = scale · (u + corr), or scale · level[u] for IQ4, + min),
+ * weight w = scale · (u + corr), or scale · level[u] for IQ4 and MXFP4,
+ * + min),
  * decoded from the GGUF blocks (formats.md §3.2; gguf-py quants.py
  * dequantize_blocks, mirrored by core/src/formats/dtype.c).
  *
@@ -34,13 +35,14 @@
  *       K16   Q6_K, Q3_K    sc0 i8 at r, sc1 i8 at 16+r  w = (D·sc_h)·(u+corr)
  *       K16M  Q2_K          b0 u8 at r, b1 u8 at 16+r    w = (D·(b_h&15))·u − Dmin·(b_h>>4)
  *       K32   IQ4_XS        sc i8 at r                   w = (D·sc)·level[u]
+ *       E8    MXFP4         e u8 at r                    w = 2^(e−128)·level[u]
  *       (D, Dmin: the super-block's; _h: weights 0..15 use the first, 16..31
  *       the second; Q3_K's sc are its 6-bit scales − 32.)
  *
  * The kernels compute, per block and token (a ≈ da·q; isum16 the sums of
  * q over each 16, s = da·Σq over 32, s16 = da·isum16):
  *   i0 = Σ_{i<16} u_i·q_i + corr·isum16[0], i1 likewise over 16..31 (exact
- *   integers; IQ4: level[u] in place of u + corr)
+ *   integers; IQ4, MXFP4: level[u] in place of u + corr)
  *   one scale per 32:  facc += float(i0 + i1) · (dd · da)
  *   two (per 16):      facc += float(i0) · (dd0 · da); facc += float(i1) · (dd1 · da)
  *   min per 32:        macc += mm · s        min per 16: macc += mm0·s16[0]; macc += mm1·s16[1]
@@ -57,44 +59,48 @@
 #include "backend/cpu/repack.h"
 #include "plume/fp16.h"
 
-enum { PLUME_SK_D16, PLUME_SK_DM16, PLUME_SK_K32M, PLUME_SK_K16, PLUME_SK_K16M, PLUME_SK_K32 };
+enum { PLUME_SK_D16, PLUME_SK_DM16, PLUME_SK_K32M, PLUME_SK_K16, PLUME_SK_K16M, PLUME_SK_K32, PLUME_SK_E8 };
+
+/* The 16 IQ4_NL / IQ4_XS levels (gguf-py IQ4_NL.kvalues). */
+static const int8_t PLUME_IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+/* The 16 MXFP4 levels: e2m1 values doubled (gguf-py MXFP4.kvalues; the
+ * scale is halved to match, see plume_e8m0_half_to_fp32). */
+static const int8_t PLUME_MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 typedef struct plume_rpk_fmt {
     uint8_t lo_bits; /* 4 or 2 */
     uint8_t hi_bits; /* 0, 1 or 2 */
     uint8_t sk;      /* PLUME_SK_* */
-    int8_t corr;     /* added to u (0: none); IQ4 uses the levels instead */
-    uint8_t iq4;     /* 1: w ∝ level[u] */
+    int8_t corr;     /* added to u (0: none); the level formats use lv instead */
+    const int8_t *lv; /* non-NULL: w ∝ lv[u] (IQ4_NL, IQ4_XS, MXFP4) */
     uint8_t ksuper;  /* 1: a K-quant (256-weight super-blocks, d/dmin per group record) */
     uint8_t dmin;    /* 1: the super-block record also has dmin */
-    uint16_t src_bytes; /* GGUF bytes per 32 weights (Q5_0..IQ4_NL) or per 256 (K) */
+    uint16_t src_bytes; /* GGUF bytes per 32 weights (Q5_0..IQ4_NL, MXFP4) or per 256 (K) */
 } plume_rpk_fmt;
 
 /* Format of a PLUME_KR_* id at or above PLUME_KR_Q5_0. */
 static inline plume_rpk_fmt plume_rpk_fmt_of(int kr)
 {
     switch (kr) {
-    case PLUME_KR_Q5_0: return (plume_rpk_fmt){4, 1, PLUME_SK_D16, -16, 0, 0, 0, 22};
-    case PLUME_KR_Q5_1: return (plume_rpk_fmt){4, 1, PLUME_SK_DM16, 0, 0, 0, 0, 24};
-    case PLUME_KR_IQ4_NL: return (plume_rpk_fmt){4, 0, PLUME_SK_D16, 0, 1, 0, 0, 18};
-    case PLUME_KR_Q4_K: return (plume_rpk_fmt){4, 0, PLUME_SK_K32M, 0, 0, 1, 1, 144};
-    case PLUME_KR_Q5_K: return (plume_rpk_fmt){4, 1, PLUME_SK_K32M, 0, 0, 1, 1, 176};
-    case PLUME_KR_Q6_K: return (plume_rpk_fmt){4, 2, PLUME_SK_K16, -32, 0, 1, 0, 210};
-    case PLUME_KR_Q2_K: return (plume_rpk_fmt){2, 0, PLUME_SK_K16M, 0, 0, 1, 1, 84};
-    case PLUME_KR_Q3_K: return (plume_rpk_fmt){2, 1, PLUME_SK_K16, -4, 0, 1, 0, 110};
-    default: /* PLUME_KR_IQ4_XS */ return (plume_rpk_fmt){4, 0, PLUME_SK_K32, 0, 1, 1, 0, 136};
+    case PLUME_KR_Q5_0: return (plume_rpk_fmt){4, 1, PLUME_SK_D16, -16, NULL, 0, 0, 22};
+    case PLUME_KR_Q5_1: return (plume_rpk_fmt){4, 1, PLUME_SK_DM16, 0, NULL, 0, 0, 24};
+    case PLUME_KR_IQ4_NL: return (plume_rpk_fmt){4, 0, PLUME_SK_D16, 0, PLUME_IQ4_LEVELS, 0, 0, 18};
+    case PLUME_KR_Q4_K: return (plume_rpk_fmt){4, 0, PLUME_SK_K32M, 0, NULL, 1, 1, 144};
+    case PLUME_KR_Q5_K: return (plume_rpk_fmt){4, 1, PLUME_SK_K32M, 0, NULL, 1, 1, 176};
+    case PLUME_KR_Q6_K: return (plume_rpk_fmt){4, 2, PLUME_SK_K16, -32, NULL, 1, 0, 210};
+    case PLUME_KR_Q2_K: return (plume_rpk_fmt){2, 0, PLUME_SK_K16M, 0, NULL, 1, 1, 84};
+    case PLUME_KR_Q3_K: return (plume_rpk_fmt){2, 1, PLUME_SK_K16, -4, NULL, 1, 0, 110};
+    case PLUME_KR_IQ4_XS: return (plume_rpk_fmt){4, 0, PLUME_SK_K32, 0, PLUME_IQ4_LEVELS, 1, 0, 136};
+    default: /* PLUME_KR_MXFP4 */ return (plume_rpk_fmt){4, 0, PLUME_SK_E8, 0, PLUME_MXFP4_LEVELS, 0, 0, 17};
     }
 }
-
-/* The 16 IQ4_NL / IQ4_XS levels (gguf-py IQ4_NL.kvalues). */
-static const int8_t PLUME_IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 static inline size_t plume_rpk_lo_bytes(plume_rpk_fmt f) { return (size_t)f.lo_bits * 64; }
 static inline size_t plume_rpk_sc_off(plume_rpk_fmt f) { return (size_t)(f.lo_bits + f.hi_bits) * 64; }
 static inline size_t plume_rpk_sc_bytes(plume_rpk_fmt f)
 {
-    return f.sk == PLUME_SK_DM16 ? 64 : f.sk == PLUME_SK_K32 ? 16 : 32;
+    return f.sk == PLUME_SK_DM16 ? 64 : f.sk == PLUME_SK_K32 || f.sk == PLUME_SK_E8 ? 16 : 32;
 }
 static inline size_t plume_rpk_block_bytes(plume_rpk_fmt f)
 {
@@ -139,7 +145,7 @@ static inline size_t plume_rp_group_bytes(int kr, int64_t nb)
 typedef struct plume_rpk_src {
     uint8_t u[32];
     uint16_t d, m;       /* D16/DM16: f16 bits */
-    uint8_t sc0, sc1;    /* raw per-block scale bytes (see the table above) */
+    uint8_t sc0, sc1;    /* raw per-block scale bytes (see the table above; MXFP4's e) */
     uint16_t sd, smin;   /* K: the super-block's d and dmin (f16 bits) */
 } plume_rpk_src;
 
@@ -166,12 +172,17 @@ static inline void plume_rpk_decode(int kr, const uint8_t *row, int64_t j, plume
         }
         break;
     }
-    case PLUME_KR_IQ4_NL: {
-        const uint8_t *b = row + j * 18;
-        o->d = plume_rpk_u16(b);
+    case PLUME_KR_IQ4_NL:
+    case PLUME_KR_MXFP4: { /* the same nibble order as Q4_0 */
+        const int mx = kr == PLUME_KR_MXFP4;
+        const uint8_t *b = row + j * (mx ? 17 : 18), *qs = b + (mx ? 1 : 2);
+        if (mx)
+            o->sc0 = b[0];
+        else
+            o->d = plume_rpk_u16(b);
         for (int i = 0; i < 16; i++) {
-            o->u[i] = b[2 + i] & 0xF;
-            o->u[i + 16] = b[2 + i] >> 4;
+            o->u[i] = qs[i] & 0xF;
+            o->u[i + 16] = qs[i] >> 4;
         }
         break;
     }
@@ -289,7 +300,8 @@ static inline void plume_rpk_pack_group(int kr, const uint8_t *src, size_t rb, i
                 memcpy(sc + 2 * r, &s.d, 2);
                 memcpy(sc + 32 + 2 * r, &s.m, 2);
                 break;
-            case PLUME_SK_K32: sc[r] = s.sc0; break;
+            case PLUME_SK_K32:
+            case PLUME_SK_E8: sc[r] = s.sc0; break;
             default:
                 sc[r] = s.sc0;
                 sc[16 + r] = s.sc1;
@@ -340,6 +352,7 @@ static inline plume_rpk_scales plume_rpk_row_scales(plume_rpk_fmt f, const uint8
         o.mm0 = -(plume_rpk_f16(rec + 32 + 2 * r) * (float)(sc[r] >> 4));
         o.mm1 = -(plume_rpk_f16(rec + 32 + 2 * r) * (float)(sc[16 + r] >> 4));
         break;
+    case PLUME_SK_E8: o.dd0 = o.dd1 = plume_e8m0_half_to_fp32(sc[r]); break;
     default: o.dd0 = o.dd1 = plume_rpk_f16(rec + 2 * r) * (float)(int8_t)sc[r]; break;
     }
     return o;
