@@ -222,16 +222,21 @@ def rewrite_gguf(src, dst, arch=None, kv=None, tensors=None):
 
 def decode_bytes(tmp):
     """`plume info` counts what one decode token reads: every tensor but the
-    experts, and k of the X experts' bytes (gguf-py's sizes of the file)."""
+    experts, and k of the X experts' bytes, and of a token embedding
+    separate from the head one row (gguf-py's sizes of the file)."""
     fx = fixture(tmp, "olmoe")
     c = fx["config"]
     X, k = make_moe_model.n_experts(c), c["num_experts_per_tok"]
     total = experts = 0
-    for t in gguf.GGUFReader(fx["gguf"]).tensors:
+    tensors = {t.name: t for t in gguf.GGUFReader(fx["gguf"]).tensors}
+    for t in tensors.values():
         total += int(t.n_bytes)
         if "_exps." in t.name:
             experts += int(t.n_bytes)
     want = total - experts + experts // X * k
+    if "output.weight" in tensors:
+        e = tensors["token_embd.weight"]
+        want -= int(e.n_bytes) - int(e.n_bytes) // c["vocab_size"]
     p = subprocess.run([PLUME, "info", fx["gguf"]], capture_output=True, text=True, timeout=60)
     line = [l for l in p.stdout.splitlines() if l.startswith("read per token:")]
     got = float(line[0].split()[3]) if line else -1.0

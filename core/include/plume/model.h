@@ -98,9 +98,10 @@ PLUME_API int64_t plume_model_weight_bytes(const plume_model *m);
 PLUME_API int64_t plume_model_n_params_per_token(const plume_model *m);
 /* The weight bytes one decode token reads at batch 1: every weight, but of
  * a mixture of experts only the experts it is routed to (n_expert_used of
- * n_expert; the router, attention and any shared expert in full).  Decode
- * rooflines divide the bandwidth by it; it equals plume_model_weight_bytes
- * for a dense model. */
+ * n_expert; the router, attention and any shared expert in full), and of a
+ * token-embedding table separate from the output head only the token's
+ * row.  Decode rooflines divide the bandwidth by it; it equals
+ * plume_model_weight_bytes for a dense model with a tied head. */
 PLUME_API int64_t plume_model_decode_bytes(const plume_model *m);
 /* The attention shape: layers, query heads, kv heads, head size (for
  * rooflines and KV sizing; any pointer may be NULL). */

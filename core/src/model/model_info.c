@@ -44,7 +44,8 @@ int64_t plume_model_n_params_per_token(const plume_model *m)
 
 int64_t plume_model_decode_bytes(const plume_model *m)
 {
-    return m->weight_bytes - m->expert_bytes + active_experts(m, m->expert_bytes);
+    return m->weight_bytes - m->expert_bytes + active_experts(m, m->expert_bytes) -
+           m->embd_unread_bytes;
 }
 
 void plume_model_attn_shape(const plume_model *m, int32_t *n_layer, int32_t *n_head,

@@ -88,6 +88,10 @@ struct plume_model {
     int64_t weight_bytes;
     /* of those, the mixture-of-experts layers' experts (all of them) */
     int64_t expert_params, expert_bytes;
+    /* of those, the bytes of a token-embedding table separate from the
+     * head that a decode step does not read (all rows but one); 0 when the
+     * head is the embedding and reads it whole */
+    int64_t embd_unread_bytes;
     /* a quantized checkpoint: its method ("gptq") and settings, else "" / NULL */
     char quant_method[32];
     plume_settings *quant;

@@ -776,6 +776,8 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
             goto fail;
         }
         m->tok_embd = m->own_embd;
+        m->embd_unread_bytes = (int64_t)m->tok_embd_t->nbytes -
+                               (int64_t)plume_dtype_row_bytes(m->tok_embd_t->type, c->n_embd);
     } else {
         /* the head is the embedding matrix, run by the native method */
         plume_weights w = weights_of(m);
