@@ -9,7 +9,7 @@
 
 #include "awq_pack.h"
 #include "gptq_tensors.h"
-#include "plume/fp16.h"
+#include "plume/int4_group.h"
 
 static const char *const k_methods[] = {"awq"};
 
@@ -60,23 +60,14 @@ void awq_rtn(const float *w, int64_t N, int64_t K, int64_t group_size, uint8_t *
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < G; g++) {
             const float *v = w + n * K + g * group_size;
-            float lo = v[0], hi = v[0];
-            for (int64_t i = 1; i < group_size; i++) {
-                lo = v[i] < lo ? v[i] : lo;
-                hi = v[i] > hi ? v[i] : hi;
-            }
-            float sc = (hi - lo) > 1e-5f ? (hi - lo) / 15.0f : 1e-5f / 15.0f;
-            sc = plume_fp16_to_fp32(plume_fp32_to_fp16(sc));
-            float z = -roundf(lo / sc);
-            z = z < 0 ? 0 : z > 15 ? 15 : z;
-            zeros[n * G + g] = (uint8_t)z;
-            scales[n * G + g] = sc;
+            const plume_int4_group p = plume_int4_group_of(v, group_size);
+            zeros[n * G + g] = (uint8_t)p.zero;
+            scales[n * G + g] = p.scale;
             for (int64_t i = 0; i < group_size; i++) {
-                float q = roundf(v[i] / sc) + z;
-                q = q < 0 ? 0 : q > 15 ? 15 : q;
+                const float q = plume_int4_group_code(v[i], p);
                 codes[n * K + g * group_size + i] = (uint8_t)q;
                 if (deq)
-                    deq[n * K + g * group_size + i] = sc * (q - z);
+                    deq[n * K + g * group_size + i] = plume_int4_group_value(q, p);
             }
         }
 }

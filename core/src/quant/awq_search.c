@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plume/fp16.h"
+#include "plume/int4_group.h"
 #include "plume/tensor.h"
 
 void awq_fake_quant(const float *w, int64_t N, int64_t K, int64_t gs, float *out)
@@ -13,20 +13,9 @@ void awq_fake_quant(const float *w, int64_t N, int64_t K, int64_t gs, float *out
     for (int64_t n = 0; n < N; n++)
         for (int64_t g0 = 0; g0 < K; g0 += gs) {
             const float *v = w + n * K + g0;
-            float lo = v[0], hi = v[0];
-            for (int64_t i = 1; i < gs; i++) {
-                lo = v[i] < lo ? v[i] : lo;
-                hi = v[i] > hi ? v[i] : hi;
-            }
-            float sc = (hi - lo) > 1e-5f ? (hi - lo) / 15.0f : 1e-5f / 15.0f;
-            sc = plume_fp16_to_fp32(plume_fp32_to_fp16(sc));
-            float z = -roundf(lo / sc);
-            z = z < 0 ? 0 : z > 15 ? 15 : z;
-            for (int64_t i = 0; i < gs; i++) {
-                float q = roundf(v[i] / sc) + z;
-                q = q < 0 ? 0 : q > 15 ? 15 : q;
-                out[n * K + g0 + i] = sc * (q - z);
-            }
+            const plume_int4_group g = plume_int4_group_of(v, gs);
+            for (int64_t i = 0; i < gs; i++)
+                out[n * K + g0 + i] = plume_int4_group_value(plume_int4_group_code(v[i], g), g);
         }
 }
 
