@@ -46,37 +46,28 @@ SHAPES = {
 }
 
 
-def q4_0_blocks(rng, rows, cols):
-    """rows x cols weights as random Q4_0 blocks: f16 scale, 16 bytes of nibbles."""
+def random_blocks(rng, rows, cols, size, head):
+    """rows x cols weights as random GGUF blocks of `size` bytes per 32
+    values: the scale bytes head(nb) gives for the nb blocks, then random
+    bytes (4-bit or 8-bit codes)."""
     nb = rows * cols // 32
-    blk = np.empty((nb, 18), dtype=np.uint8)
-    d = (rng.uniform(0.005, 0.015, nb)).astype(np.float16)
-    blk[:, :2] = d.view(np.uint8).reshape(nb, 2)
-    blk[:, 2:] = rng.integers(0, 256, (nb, 16), dtype=np.uint8)
-    return blk.reshape(rows, cols // 32 * 18)
+    h = head(nb)
+    blk = np.empty((nb, size), dtype=np.uint8)
+    blk[:, :h.shape[1]] = h
+    blk[:, h.shape[1]:] = rng.integers(0, 256, (nb, size - h.shape[1]), dtype=np.uint8)
+    return blk.reshape(rows, cols // 32 * size)
 
 
-def q8_0_blocks(rng, rows, cols):
-    """rows x cols weights as random Q8_0 blocks: f16 scale, 32 int8 values."""
-    nb = rows * cols // 32
-    blk = np.empty((nb, 34), dtype=np.uint8)
-    d = (rng.uniform(0.0002, 0.0006, nb)).astype(np.float16)
-    blk[:, :2] = d.view(np.uint8).reshape(nb, 2)
-    blk[:, 2:] = rng.integers(0, 256, (nb, 32), dtype=np.uint8)
-    return blk.reshape(rows, cols // 32 * 34)
+def f16_scales(rng, lo, hi):
+    return lambda nb: rng.uniform(lo, hi, nb).astype(np.float16).view(np.uint8).reshape(nb, 2)
 
 
-def mxfp4_blocks(rng, rows, cols):
-    """rows x cols weights as random MXFP4 blocks: an E8M0 scale byte (118..121:
-    2^-10..2^-7 after ggml's halving) and 16 bytes of e2m1 codes."""
-    nb = rows * cols // 32
-    blk = np.empty((nb, 17), dtype=np.uint8)
-    blk[:, 0] = rng.integers(118, 122, nb, dtype=np.uint8)
-    blk[:, 1:] = rng.integers(0, 256, (nb, 16), dtype=np.uint8)
-    return blk.reshape(rows, cols // 32 * 17)
-
-
-BLOCKS = {"q4": (q4_0_blocks, 18), "q8": (q8_0_blocks, 34), "mx": (mxfp4_blocks, 17)}
+def block_kinds(rng):
+    """kind -> (bytes per 32 values, scale bytes): Q4_0 (scales around 0.01),
+    Q8_0 (around 0.0004), MXFP4 (E8M0 bytes 118..121: 2^-10..2^-7 after
+    ggml's halving)."""
+    return {"q4": (18, f16_scales(rng, 0.005, 0.015)), "q8": (34, f16_scales(rng, 0.0002, 0.0006)),
+            "mx": (17, lambda nb: rng.integers(118, 122, (nb, 1), dtype=np.uint8))}
 
 
 def olmoe_plan(s):
@@ -184,9 +175,10 @@ def main():
     # (name, numpy shape, kind): q4/q8/mx (random blocks), norm (F32 ~1),
     # router (F32 ~ N(0, 1/in)), bias (F32, small)
     plan = gpt_oss_plan(s) if gpt_oss else olmoe_plan(s)
+    blocks = block_kinds(rng)
     for name, shape, kind in plan:
-        if kind in BLOCKS:
-            nbytes = int(np.prod(shape)) // 32 * BLOCKS[kind][1]
+        if kind in blocks:
+            nbytes = int(np.prod(shape)) // 32 * blocks[kind][0]
             g.add_tensor_info(name, shape, np.dtype(np.float32), nbytes, raw_dtype=raw[kind])
         else:
             g.add_tensor_info(name, shape, np.dtype(np.float32), int(np.prod(shape)) * 4)
@@ -194,8 +186,8 @@ def main():
     g.write_kv_data_to_file()
     g.write_ti_data_to_file()
     for i, (name, shape, kind) in enumerate(plan):
-        if kind in BLOCKS:
-            t = BLOCKS[kind][0](rng, int(np.prod(shape[:-1])), shape[-1])
+        if kind in blocks:
+            t = random_blocks(rng, int(np.prod(shape[:-1])), shape[-1], *blocks[kind])
         elif kind == "norm":
             t = rng.uniform(0.8, 1.2, shape).astype(np.float32)
         elif kind == "bias":
