@@ -32,7 +32,7 @@ static inline plume_int4_group plume_int4_group_of(const float *v, int64_t n)
     return (plume_int4_group){sc, z};
 }
 
-/* The code (0..15) of value v in group g. */
+/* The code of value v in group g: an integer in [0, 15], as a float. */
 static inline float plume_int4_group_code(float v, plume_int4_group g)
 {
     const float q = roundf(v / g.scale) + g.zero;

@@ -1,15 +1,14 @@
 /* Repacked layouts of the other GGUF block types (Q5_0, Q5_1, IQ4_NL, the
- * K-quants Q2_K..Q6_K, IQ4_XS and MXFP4) for the mm_r kernels: the same idea as
- * repack.h (16 rows interleaved, one row per 32-bit lane, 4 consecutive
- * weights of a row per lane), generalized so that every format keeps about
- * its GGUF size: the bits above the low 4 (or 2) stay packed, and the
- * K-quants keep their small integer scales, with the super-block's f16 d
- * (and dmin) stored once per 256 weights.
+ * K-quants Q2_K..Q6_K, IQ4_XS and MXFP4) for the mm_r kernels: the same
+ * idea as repack.h (16 rows interleaved, one row per 32-bit lane, 4
+ * consecutive weights of a row per lane), generalized so that every
+ * format keeps about its GGUF size: the bits above the low 4 (or 2) stay
+ * packed, and the K-quants keep their small integer scales, with the
+ * super-block's f16 d (and dmin) stored once per 256 weights.
  *
  * Every format is read as 32-weight blocks of unsigned integers u (each
  * weight w = scale · (u + corr), or scale · level[u] for IQ4 and MXFP4,
- * + min),
- * decoded from the GGUF blocks (formats.md §3.2; gguf-py quants.py
+ * + min), decoded from the GGUF blocks (formats.md §3.2; gguf-py quants.py
  * dequantize_blocks, mirrored by core/src/formats/dtype.c).
  *
  * A group (16 rows × K) is nb = K/32 blocks of plume_rpk_block_bytes.  The
