@@ -27,11 +27,17 @@ bound the type's design gives, derived below from the input alone:
                the trial scales reach amax/134, so the short side (113) may clip
                by amax·(1 - 113/134) = 0.157·amax; IQ4_XS adds 6-bit scales
                against max_scale/32:                       |e| <= 0.16·amax + 127·Q/2
+  MXFP4        d = 2^(floor(log2 amax) - 3) (an exact power of two), levels
+               0, ±1, ±2, ±3, ±4, ±6, ±8, ±12 times d: inside ±12d the largest gap
+               is 4d (rounding 2d at most), and amax < 16d clips by less than
+               4d:                                         |e| <= 4d
+               ("step" for the RMS check: 2d, the mean gap over ±12d)
 Over the whole array the RMS error must also stay below 0.36 of the RMS
 natural step (a uniform rounding error gives 1/sqrt(12) = 0.29).
 
-gguf-py has its own quantizers for Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0, written
-after the same ggml reference: for those the bytes must be identical.
+gguf-py has its own quantizers for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and MXFP4,
+written after the same ggml reference: for those the bytes must be
+identical.
 Exit 0 pass, 1 fail, 77 skip (no numpy/gguf).
 """
 
@@ -145,8 +151,18 @@ def iq4_bound(qtype, x):
             np.repeat(s[:, :, None], 32, axis=2).reshape(x.shape))
 
 
+def mxfp4_bound(x):
+    g = groups(x.astype(np.float64), 32)
+    amax = np.abs(g).max(1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        d = np.where(amax > 0, 2.0 ** (np.floor(np.log2(np.where(amax > 0, amax, 1))) - 3), 0)
+    return (np.broadcast_to(4 * d, g.shape).reshape(x.shape),
+            np.broadcast_to(2 * d, g.shape).reshape(x.shape))
+
+
 TYPES = [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K,
-         T.IQ4_NL, T.IQ4_XS]
+         T.IQ4_NL, T.IQ4_XS, T.MXFP4]
+SAME_AS_GGUF_PY = (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4)
 
 
 def main():
@@ -170,6 +186,8 @@ def main():
                 bound, step = k_bound(qtype, x)
             elif qtype in (T.IQ4_NL, T.IQ4_XS):
                 bound, step = iq4_bound(qtype, x)
+            elif qtype == T.MXFP4:
+                bound, step = mxfp4_bound(x)
             else:
                 bound, step = legacy_bound(qtype, x)
             ratio = float((err / np.maximum(bound, 1e-30)).max())
@@ -183,7 +201,7 @@ def main():
             # rows are independent: quantizing one row alone gives its bytes
             y1 = plume_quantize(tool, qtype, x[5:6], tmp)
             check(np.array_equal(y1[0], y[5]), "%s: a row alone quantizes differently" % qtype.name)
-            if qtype in (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0):
+            if qtype in SAME_AS_GGUF_PY:
                 ref = quants.quantize(x, qtype)
                 same = np.array_equal(ref.reshape(y.shape), y)
                 if not same:

@@ -50,7 +50,7 @@ int cmd_quantize_gguf(int argc, char **argv)
         CLI_OPT_STR("--to", &to, "gguf", "write a GGUF file (without it: plume quantize --help)"),
         CLI_OPT_STR("--type", &type, "TYPE",
                     "Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0,\n"
-                    "Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS (required)"),
+                    "Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4_MOE (required)"),
         CLI_OPT_INT("--threads", &threads, 0, 1024, "N", "threads for the quantizers [all cores]"),
         CLI_OPT_FLAG("--force", &force, "replace OUT.gguf if it exists"),
         CLI_OPT_FLAG("--quiet", &quiet, "no progress on stderr (default: a line per tensor)"),

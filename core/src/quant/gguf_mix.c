@@ -15,7 +15,7 @@ static const gguf_mix MIXES[] = {
     {"Q5_0", GQ_Q5_0, 8},     {"Q5_1", GQ_Q5_1, 9},     {"Q2_K", GQ_Q2_K, 10},
     {"Q3_K_M", GQ_Q3_K, 12},  {"Q4_K_S", GQ_Q4_K, 14},  {"Q4_K_M", GQ_Q4_K, 15},
     {"Q5_K_S", GQ_Q5_K, 16},  {"Q5_K_M", GQ_Q5_K, 17},  {"Q6_K", GQ_Q6_K, 18},
-    {"IQ4_NL", GQ_IQ4_NL, 25}, {"IQ4_XS", GQ_IQ4_XS, 30},
+    {"IQ4_NL", GQ_IQ4_NL, 25}, {"IQ4_XS", GQ_IQ4_XS, 30}, {"MXFP4_MOE", GQ_MXFP4, 38},
 };
 #define N_MIXES (sizeof MIXES / sizeof MIXES[0])
 
@@ -30,7 +30,7 @@ const gguf_mix *gguf_mix_find(const char *name)
 const char *plume_gguf_mix_names(void)
 {
     return "Q4_K_M, Q4_K_S, Q5_K_M, Q5_K_S, Q3_K_M, Q2_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0, "
-           "Q5_1, IQ4_NL, IQ4_XS";
+           "Q5_1, IQ4_NL, IQ4_XS, MXFP4_MOE";
 }
 
 static bool ends_with(const char *s, const char *suf)
@@ -140,7 +140,12 @@ gguf_mix_choice gguf_mix_tensor_type(const gguf_mix *mix, const gguf_mix_model *
     int layer = 0;
     sscanf(name, "blk.%d.", &layer);
     c.quantized = true;
-    c.wanted = rule_type(mix, m, name, layer, ne[0]);
+    /* llama-quant.cpp MXFP4_MOE: the 3-D expert tensors MXFP4, every other
+     * quantized tensor (the head included) Q8_0 */
+    if (is_mix(mix, "MXFP4_MOE"))
+        c.wanted = n_dims >= 3 && ne[2] > 1 ? GQ_MXFP4 : GQ_Q8_0;
+    else
+        c.wanted = rule_type(mix, m, name, layer, ne[0]);
     c.type = fallback(c.wanted, ne[0]);
     return c;
 }

@@ -46,7 +46,8 @@ typedef struct gguf_mix_choice {
  * Mixtures of experts: the router (ffn_gate_inp) stays in float, 3-D
  * expert tensors (ffn_{gate,up,down}_exps) follow the ffn_* rules of their
  * layer, and with 8 experts attn_k / attn_v get Q8_0 and attn_output Q5_K
- * in the K/IQ4 presets, as llama-quantize does. */
+ * in the K/IQ4 presets, as llama-quantize does.  MXFP4_MOE: 3-D expert
+ * tensors MXFP4, every other quantized tensor Q8_0. */
 gguf_mix_choice gguf_mix_tensor_type(const gguf_mix *mix, const gguf_mix_model *m,
                                      const char *name, int n_dims, const int64_t *ne);
 

@@ -2,8 +2,9 @@
  * floats to the exact block bytes of formats.md §3.2, with the algorithms
  * of ggml-quants.c that llama-quantize runs when it has no importance
  * matrix (quantize_row_*_ref; IQ4_NL/IQ4_XS: the best-scale search with
- * x² weights).  Written here from the published algorithm descriptions; the
- * legacy types are bit-identical to gguf-py's quantize (tests/quant). */
+ * x² weights; MXFP4: quantize_row_mxfp4_ref).  Written here from the
+ * published algorithm descriptions; the legacy types and MXFP4 are
+ * bit-identical to gguf-py's quantize (tests/quant). */
 #ifndef PLUME_GGUF_QUANT_H
 #define PLUME_GGUF_QUANT_H
 
@@ -27,6 +28,7 @@ enum {
     GQ_Q6_K = 14,
     GQ_IQ4_NL = 20,
     GQ_IQ4_XS = 23,
+    GQ_MXFP4 = 39,
 };
 
 /* True when gguf_quantize_rows can write ggml type id `type` (the types
@@ -54,6 +56,7 @@ void gq_row_q5_k(const float *x, uint8_t *y, int64_t k);
 void gq_row_q6_k(const float *x, uint8_t *y, int64_t k);
 void gq_row_iq4_nl(const float *x, uint8_t *y, int64_t k);
 void gq_row_iq4_xs(const float *x, uint8_t *y, int64_t k);
+void gq_row_mxfp4(const float *x, uint8_t *y, int64_t k);
 
 /* Round to nearest (ties to even, as the FPU rounds), for |f| < 2^22: the
  * magic-number trick ggml's K-quants use, so that codes match theirs. */

@@ -143,3 +143,46 @@ void gq_row_iq4_xs(const float *x, uint8_t *y, int64_t k)
             pack32(L + 32 * b, y + 8 + 16 * b);
     }
 }
+
+/* MXFP4 (17 bytes per 32: an E8M0 exponent e, then 16 bytes of e2m1 codes,
+ * nibbles as Q4_0), as ggml-quants.c's quantize_row_mxfp4_ref: e =
+ * floor(log2(max |x|)) − 2 + 127 (0 for an all-zero block), the scale
+ * d = 2^(e−128) (plume_e8m0_half_to_fp32), and each weight's code the first
+ * of the 16 doubled e2m1 levels nearest x / d (|level·d − x| in f32, ties to
+ * the lower code).  gguf-py 0.19.0's MXFP4.quantize_blocks gives the same
+ * bytes.  One difference, where ggml's C converts a negative or infinite
+ * float to uint8 (undefined): e is clamped to 0..255, so a block whose max
+ * is below 2^-125 gets e = 0. */
+static const int8_t MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static uint8_t mxfp4_code(float x, float d)
+{
+    int best = 0;
+    float best_err = fabsf((float)MXFP4_LEVELS[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)MXFP4_LEVELS[i] * d - x);
+        if (err < best_err) {
+            best = i;
+            best_err = err;
+        }
+    }
+    return (uint8_t)best;
+}
+
+void gq_row_mxfp4(const float *x, uint8_t *y, int64_t k)
+{
+    uint8_t L[32];
+    for (int64_t i = 0; i < k / 32; i++, x += 32, y += 17) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j]))
+                amax = fabsf(x[j]);
+        float ef = amax > 0.0f ? floorf(log2f(amax)) - 2 + 127 : 0.0f;
+        ef = ef < 0.0f ? 0.0f : ef > 255.0f ? 255.0f : ef;
+        y[0] = (uint8_t)ef;
+        const float d = plume_e8m0_half_to_fp32(y[0]);
+        for (int j = 0; j < 32; j++)
+            L[j] = mxfp4_code(x[j], d);
+        pack32(L, y + 1);
+    }
+}

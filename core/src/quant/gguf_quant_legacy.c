@@ -148,6 +148,7 @@ static const gq_row_fn row_fn[] = {
     [GQ_Q5_1] = gq_row_q5_1, [GQ_Q8_0] = gq_row_q8_0, [GQ_Q2_K] = gq_row_q2_k,
     [GQ_Q3_K] = gq_row_q3_k, [GQ_Q4_K] = gq_row_q4_k, [GQ_Q5_K] = gq_row_q5_k,
     [GQ_Q6_K] = gq_row_q6_k, [GQ_IQ4_NL] = gq_row_iq4_nl, [GQ_IQ4_XS] = gq_row_iq4_xs,
+    [GQ_MXFP4] = gq_row_mxfp4,
 };
 
 static gq_row_fn row_quantizer(uint32_t type)
