@@ -75,6 +75,11 @@ static inline uint16_t plume_fp32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+/* The values of MXFP4's 16 e2m1 codes, doubled (gguf-py's MXFP4.kvalues,
+ * ggml's kvalues_mxfp4): a code c stands for
+ * PLUME_MXFP4_LEVELS[c] · plume_e8m0_half_to_fp32(e). */
+static const int8_t PLUME_MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 /* An E8M0 exponent byte (MXFP4's block scale) → 2^(e-128), the "half"
  * value ggml_e8m0_to_fp32_half (ggml-impl.h) and gguf-py's
  * MXFP4.e8m0_to_fp32_half build from its bits: e < 2 gives the subnormal

@@ -163,21 +163,19 @@ static void dequant_bf16(const uint8_t *src, float *dst, int64_t n)
 
 /* MXFP4 (17 B / 32, ggml type 39, gpt-oss's experts): e u8 (an E8M0
  * exponent), qs u8[16] of e2m1 codes, nibbles ordered as Q4_0 (low nibble
- * of byte j is element j, high is j+16); y = d * kvalues[code] with the
- * doubled e2m1 values kvalues = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}
- * and d = 2^(e-128) (plume_e8m0_half_to_fp32, as gguf-py 0.19.0's
- * quants.py MXFP4.e8m0_to_fp32_half builds it).  Every product is exact
- * in f32, so the result equals gguf-py's bit for bit. */
-static const int8_t mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
+ * of byte j is element j, high is j+16); y = d * PLUME_MXFP4_LEVELS[code]
+ * (the doubled e2m1 values {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, ..., -12}) and
+ * d = 2^(e-128) (plume_e8m0_half_to_fp32, as gguf-py 0.19.0's quants.py
+ * MXFP4.e8m0_to_fp32_half builds it).  Every product is exact in f32, so
+ * the result equals gguf-py's bit for bit. */
 static void dequant_mxfp4(const uint8_t *src, float *dst, int64_t nb)
 {
     for (int64_t b = 0; b < nb; b++, src += 17, dst += 32) {
         const float d = plume_e8m0_half_to_fp32(src[0]);
         const uint8_t *qs = src + 1;
         for (int j = 0; j < 16; j++) {
-            dst[j] = d * (float)mxfp4_kvalues[qs[j] & 0x0F];
-            dst[j + 16] = d * (float)mxfp4_kvalues[qs[j] >> 4];
+            dst[j] = d * (float)PLUME_MXFP4_LEVELS[qs[j] & 0x0F];
+            dst[j + 16] = d * (float)PLUME_MXFP4_LEVELS[qs[j] >> 4];
         }
     }
 }

@@ -153,14 +153,12 @@ void gq_row_iq4_xs(const float *x, uint8_t *y, int64_t k)
  * bytes.  One difference, where ggml's C converts a negative or infinite
  * float to uint8 (undefined): e is clamped to 0..255, so a block whose max
  * is below 2^-125 gets e = 0. */
-static const int8_t MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
 static uint8_t mxfp4_code(float x, float d)
 {
     int best = 0;
-    float best_err = fabsf((float)MXFP4_LEVELS[0] * d - x);
+    float best_err = fabsf((float)PLUME_MXFP4_LEVELS[0] * d - x);
     for (int i = 1; i < 16; i++) {
-        const float err = fabsf((float)MXFP4_LEVELS[i] * d - x);
+        const float err = fabsf((float)PLUME_MXFP4_LEVELS[i] * d - x);
         if (err < best_err) {
             best = i;
             best_err = err;

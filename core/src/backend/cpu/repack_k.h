@@ -63,9 +63,6 @@ enum { PLUME_SK_D16, PLUME_SK_DM16, PLUME_SK_K32M, PLUME_SK_K16, PLUME_SK_K16M, 
 /* The 16 IQ4_NL / IQ4_XS levels (gguf-py IQ4_NL.kvalues). */
 static const int8_t PLUME_IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
-/* The 16 MXFP4 levels: e2m1 values doubled (gguf-py MXFP4.kvalues; the
- * scale is halved to match, see plume_e8m0_half_to_fp32). */
-static const int8_t PLUME_MXFP4_LEVELS[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 typedef struct plume_rpk_fmt {
     uint8_t lo_bits; /* 4 or 2 */
