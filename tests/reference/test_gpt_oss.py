@@ -100,11 +100,14 @@ def references(fx, ids):
     return orc, ref
 
 
-def run_form(tag, path, orc, ids, tmp, nv):
-    ref = orc.logits(ids)
+def run_form(tag, path, orc, ids, tmp, nv, ref=None):
+    """One form against its oracle (ref: orc's logits of ids when already
+    computed); returns those logits."""
+    if ref is None:
+        ref = orc.logits(ids)
     pre, msg = plume_logits(path, ids, N, 0, tmp, nv)
     if not check(pre is not None, "%s: prefill of %d runs %s" % (tag, N, msg)):
-        return
+        return ref
     check(rel(pre, ref) < TOL, "%s: prefill logits of all %d positions vs the oracle: max |diff| "
           "/ max |logit| %.2e (tol %g, max |logit| %.1f)" % (tag, N, rel(pre, ref), TOL,
                                                               float(np.abs(ref).max())))
@@ -119,6 +122,7 @@ def run_form(tag, path, orc, ids, tmp, nv):
           "%s: plume generate gives the prefill's last logits bit for bit %s" % (tag, msg))
     check(gen == oracle_greedy(orc, ids, GEN), "%s: %d-token greedy continuation equals the "
           "oracle's: %s" % (tag, GEN, gen))
+    return ref
 
 
 O200K = ("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
@@ -298,21 +302,20 @@ def main():
         fx = make_gpt_oss_model.make(os.path.join(tmp, "fx"))
         nv = fx["config"]["vocab_size"]
         ids = [int(t) for t in np.random.default_rng(7).integers(0, nv - 3, N)]
-        orc, _ = references(fx, ids)
-        run_form("hf", fx["hf"], orc, ids, tmp, nv)
-        orc_m = gpt_oss_oracle.load_hf(fx["hf_mxfp4"])
-        run_form("hf-mxfp4", fx["hf_mxfp4"], orc_m, ids, tmp, nv)
-        int8_runs("hf-mxfp4", fx["hf_mxfp4"], ids, tmp, orc_m.logits(ids))
+        orc, ref = references(fx, ids)
+        run_form("hf", fx["hf"], orc, ids, tmp, nv, ref)
+        ref_m = run_form("hf-mxfp4", fx["hf_mxfp4"], gpt_oss_oracle.load_hf(fx["hf_mxfp4"]), ids,
+                         tmp, nv)
+        int8_runs("hf-mxfp4", fx["hf_mxfp4"], ids, tmp, ref_m)
         if fx["gguf"]:
             for form in ("gguf", "gguf_mxfp4"):
                 types = {t.tensor_type.name for t in gguf.GGUFReader(fx[form]).tensors
                          if "_exps.weight" in t.name}
                 check(types == ({"MXFP4"} if form == "gguf_mxfp4" else {"F32"}),
                       "%s: convert_hf_to_gguf.py wrote the experts as %s" % (form, types))
-                orc_g = gpt_oss_oracle.load_gguf(fx[form])
-                run_form(form, fx[form], orc_g, ids, tmp, nv)
+                ref_g = run_form(form, fx[form], gpt_oss_oracle.load_gguf(fx[form]), ids, tmp, nv)
                 if form == "gguf_mxfp4":
-                    int8_runs(form, fx[form], ids, tmp, orc_g.logits(ids))
+                    int8_runs(form, fx[form], ids, tmp, ref_g)
         else:
             check(False, "the GGUF forms need llama.cpp's converter from the pinned "
                   "llama-cpp-python sdist, which could not be fetched (offline?); run "
