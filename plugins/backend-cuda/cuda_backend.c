@@ -44,6 +44,10 @@ typedef struct cuda_backend {
     ck_step step;        /* device pointers into d_meta */
     void *scratch;       /* GEMM: f16 x and a dequantized slab */
     size_t scratch_cap;
+    /* a mixture-of-experts op's index arrays: host staging and device copy */
+    uint8_t *h_moe;
+    void *d_moe;
+    size_t moe_cap;      /* bytes of both */
 } cuda_backend;
 
 struct plume_bweight {
@@ -139,10 +143,20 @@ static void cuda_destroy(plume_backend *be)
     cc_blas_free(b->blas);
     (void)cudaFree(b->d_meta);
     (void)cudaFree(b->scratch);
+    (void)cudaFree(b->d_moe);
     (void)cudaStreamDestroy(b->stream);
     (void)cudaGetLastError();
     free(b->h_meta);
+    free(b->h_moe);
     free(b);
+}
+
+/* Matrices of this type stay in their checkpoint blocks on the device
+ * (ck_w_at reads them); the other supported types become f16. */
+static bool kept_in_blocks(uint32_t type)
+{
+    return type == PLUME_DTYPE_Q4_0 || type == PLUME_DTYPE_Q4_1 || type == PLUME_DTYPE_Q8_0 ||
+           type == PLUME_DTYPE_MXFP4;
 }
 
 static int cuda_supports(plume_backend *be, plume_backend_feature f, int64_t arg)
@@ -151,18 +165,17 @@ static int cuda_supports(plume_backend *be, plume_backend_feature f, int64_t arg
     switch (f) {
     case PLUME_FEAT_WEIGHT_TYPE:
         return arg == PLUME_DTYPE_F32 || arg == PLUME_DTYPE_F16 || arg == PLUME_DTYPE_BF16 ||
-               arg == PLUME_DTYPE_Q4_0 || arg == PLUME_DTYPE_Q4_1 || arg == PLUME_DTYPE_Q8_0;
+               (arg >= 0 && kept_in_blocks((uint32_t)arg));
     case PLUME_FEAT_KV_DTYPE:
         return arg == PLUME_KV_F32 || arg == PLUME_KV_F16;
     case PLUME_FEAT_HEAD_DIM: /* the attention kernel's per-lane registers */
         return arg > 0 && arg <= CK_HD_MAX && arg % 2 == 0;
     case PLUME_FEAT_ROPE_ADJACENT:
         return arg == 0 || arg == 1;
-    case PLUME_FEAT_MOE: /* no gather/scatter kernels yet: the loader refuses MoE models */
-        return 0;
-    case PLUME_FEAT_ATTN_SINKS: /* the attention kernel has no sink term: the loader refuses
-                                   gpt-oss, and cuda_attention refuses p->sinks */
-        return 0;
+    case PLUME_FEAT_MOE: /* gather_rows, scatter_add_rows (and matmul_segments) */
+        return 1;
+    case PLUME_FEAT_ATTN_SINKS: /* ck_attn_write's sink term */
+        return 1;
     }
     return 0;
 }
@@ -248,7 +261,7 @@ static int cuda_weight_prepare(plume_backend *be, const plume_tensor *t, plume_b
     if (!cuda_supports(be, PLUME_FEAT_WEIGHT_TYPE, t->type))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "cuda backend: tensor %s has type %s; the cuda backend runs F32, F16, "
-                         "BF16, Q4_0, Q4_1 and Q8_0 (use backend: cpu for this model)",
+                         "BF16, Q4_0, Q4_1, Q8_0 and MXFP4 (use backend: cpu for this model)",
                          t->name ? t->name : "?", plume_dtype_name(t->type));
     if (t->n_dims != 1 && t->n_dims != 2)
         return plume_err(err, PLUME_ERR_INVALID, "cuda backend: tensor %s has %d dims (1 or 2)",
@@ -271,8 +284,7 @@ static int cuda_weight_prepare(plume_backend *be, const plume_tensor *t, plume_b
         w->w.K = K;
         w->w.N = N;
         void *dev = NULL;
-        if (t->type == PLUME_DTYPE_Q4_0 || t->type == PLUME_DTYPE_Q4_1 ||
-            t->type == PLUME_DTYPE_Q8_0) { /* kept in its blocks */
+        if (kept_in_blocks(t->type)) {
             w->w.type = (int)t->type;
             w->w.row_bytes = (int64_t)plume_dtype_row_bytes(t->type, K);
             rc = put(b, &dev, t->data, (size_t)(w->w.row_bytes * N), err);
@@ -321,8 +333,8 @@ static int cuda_weight_fill(plume_backend *be, const plume_tensor *t, const plum
 {
     cuda_backend *b = CB(be);
     *out = NULL;
-    if (!cuda_supports(be, PLUME_FEAT_WEIGHT_TYPE, t->type) || t->n_dims != 2 ||
-        spec->type != t->type || spec->ne0 != t->ne[0])
+    if (!cuda_supports(be, PLUME_FEAT_WEIGHT_TYPE, t->type) || t->type == PLUME_DTYPE_MXFP4 ||
+        t->n_dims != 2 || spec->type != t->type || spec->ne0 != t->ne[0])
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "cuda backend: cannot fill %s (%d dims, type %s); the cuda backend "
                          "fills F32, F16, BF16, Q4_0, Q4_1 and Q8_0 matrices (use dtype F16, "
@@ -502,10 +514,11 @@ static int cuda_attention(plume_backend *be, const plume_step *st, const plume_k
     const ck_step *S = step_of(st, err);
     if (!S)
         return -1;
-    if (p->sinks)
-        return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "cuda backend: attention sinks (gpt-oss) are not implemented; it answers "
-                         "0 to PLUME_FEAT_ATTN_SINKS, so the loader should have refused the model");
+    if (p->sinks && (!p->sinks->vec || p->sinks->n != p->n_head))
+        return plume_err(err, PLUME_ERR_INVALID,
+                         "cuda backend: attention sinks must be a prepared vector of %d floats "
+                         "(one per query head): a bug in the caller",
+                         p->n_head);
     if (p->n_head <= 0 || p->n_head % kv->n_head_kv != 0 || p->window < 0 || !(p->scale >= 0) ||
         kv->head_dim > CK_HD_MAX)
         return plume_err(err, PLUME_ERR_INVALID,
@@ -526,7 +539,8 @@ static int cuda_attention(plume_backend *be, const plume_step *st, const plume_k
                        p->window,
                        (int64_t)kv->n_head_kv * kv->head_dim,
                        p->scale > 0 ? p->scale : 1.0f / sqrtf((float)kv->head_dim),
-                       F(out)};
+                       F(out),
+                       p->sinks ? p->sinks->vec : NULL};
     LAUNCH(ck_launch_attention(S, &A, st->n_rows, CB(be)->stream), "attention");
     return 0;
 }
@@ -535,6 +549,14 @@ static int cuda_swiglu(plume_backend *be, plume_buf *gate, const plume_buf *up, 
                        plume_error *err)
 {
     LAUNCH(ck_launch_swiglu(F(gate), CF(up), (int64_t)n, CB(be)->stream), "swiglu");
+    return 0;
+}
+
+static int cuda_swiglu_oai(plume_backend *be, plume_buf *gate, const plume_buf *up, size_t n,
+                           float alpha, float limit, plume_error *err)
+{
+    LAUNCH(ck_launch_swiglu_oai(F(gate), CF(up), (int64_t)n, alpha, limit, CB(be)->stream),
+           "swiglu_oai");
     return 0;
 }
 
@@ -621,6 +643,159 @@ static int cuda_matmul(plume_backend *be, const plume_bweight *const *w, int n_w
     for (int i = 0; i < n_w; i++)
         if (gemm_one(b, &w[i]->w, xh, n_rows, F(y[i]), slab, slab_rows, err))
             return -1;
+    return 0;
+}
+
+/* ---- mixture-of-experts rows (backend.h version 5) ---- */
+
+/* The host staging area of at least bytes for one op's index arrays,
+ * with a device copy of the same size (growing waits for queued work
+ * that may read the old copy).  NULL with err filled on failure. */
+static void *moe_host(cuda_backend *b, size_t bytes, plume_error *err)
+{
+    if (bytes <= b->moe_cap)
+        return b->h_moe;
+    const size_t cap = bytes * 2;
+    uint8_t *h = realloc(b->h_moe, cap);
+    if (!h) {
+        plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory (%zu bytes of expert indices)",
+                  cap);
+        return NULL;
+    }
+    b->h_moe = h;
+    cudaError_t e = cudaStreamSynchronize(b->stream);
+    (void)cudaFree(b->d_moe);
+    b->d_moe = NULL;
+    b->moe_cap = 0;
+    if (e == cudaSuccess)
+        e = cudaMalloc(&b->d_moe, cap);
+    if (e != cudaSuccess) {
+        b->d_moe = NULL;
+        cu_fail(err, e, "cudaMalloc (expert indices)");
+        return NULL;
+    }
+    b->moe_cap = cap;
+    return b->h_moe;
+}
+
+/* Copies the first bytes of the staging area to its device copy, after
+ * the stream's queued work (pageable source: the host array is free to
+ * reuse when this returns). */
+static int moe_push(cuda_backend *b, size_t bytes, plume_error *err)
+{
+    CU(cudaMemcpyAsync(b->d_moe, b->h_moe, bytes, cudaMemcpyHostToDevice, b->stream),
+       "expert indices upload");
+    return 0;
+}
+
+static int cuda_gather_rows(plume_backend *be, plume_buf *dst, const plume_buf *src,
+                            const int32_t *idx, int32_t n, int32_t dim, plume_error *err)
+{
+    cuda_backend *b = CB(be);
+    if (n <= 0 || dim <= 0)
+        return 0;
+    int32_t *h = moe_host(b, sizeof(int32_t) * (size_t)n, err);
+    if (!h)
+        return -1;
+    memcpy(h, idx, sizeof(int32_t) * (size_t)n);
+    if (moe_push(b, sizeof(int32_t) * (size_t)n, err))
+        return -1;
+    LAUNCH(ck_launch_gather_rows(F(dst), CF(src), b->d_moe, n, dim, b->stream), "gather_rows");
+    return 0;
+}
+
+/* The scatter as destinations: each distinct row r of idx once (row[u]),
+ * with the i that add into it in ascending order (list[start[u] ..
+ * start[u+1])), so one thread per element adds them in the cpu's order. */
+static int cuda_scatter_add_rows(plume_backend *be, plume_buf *dst, const plume_buf *src,
+                                 const int32_t *idx, const float *w, int32_t n, int32_t dim,
+                                 plume_error *err)
+{
+    cuda_backend *b = CB(be);
+    if (n <= 0 || dim <= 0)
+        return 0;
+    int32_t max_r = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (idx[i] < 0)
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "cuda backend: scatter_add_rows: index %d of %d is %d: a bug in the "
+                             "caller",
+                             i, n, idx[i]);
+        max_r = idx[i] > max_r ? idx[i] : max_r;
+    }
+    int32_t *at = calloc((size_t)max_r + 2, sizeof *at); /* per row: its first list slot + 1 */
+    if (!at)
+        return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory (scatter of %d rows)",
+                         n);
+    /* row[n] start[n + 1] list[n] (int32), then w[n] */
+    const size_t ints = 3 * (size_t)n + 1;
+    int32_t *h = moe_host(b, sizeof(int32_t) * ints + sizeof(float) * (size_t)n, err);
+    if (!h) {
+        free(at);
+        return -1;
+    }
+    const int32_t n_u = ck_scatter_plan(idx, n, at, h, h + n, h + 2 * n + 1);
+    free(at);
+    memcpy(h + ints, w, sizeof(float) * (size_t)n);
+    if (moe_push(b, sizeof(int32_t) * ints + sizeof(float) * (size_t)n, err))
+        return -1;
+    const int32_t *d = b->d_moe;
+    LAUNCH(ck_launch_scatter_add(F(dst), CF(src), d, d + n, d + 2 * n + 1,
+                                 (const float *)(d + ints), n_u, dim, b->stream),
+           "scatter_add_rows");
+    return 0;
+}
+
+/* Every active segment's weights (their ck_weight, device pointers inside)
+ * and the tasks (CK_GEMV_ROWS rows of one segment each) in one upload,
+ * then one k_gemv_seg launch per output j.  Each (row, output) is the
+ * row kernel's ck_gemv_lane over that row alone: the same bits as
+ * cuda_matmul of the row, as backend.h asks. */
+static int cuda_matmul_segments(plume_backend *be, const plume_bweight *const *w, int n_w,
+                                int32_t n_seg, const int32_t *off, const plume_buf *x,
+                                plume_buf *const *y, plume_error *err)
+{
+    cuda_backend *b = CB(be);
+    if (n_w <= 0 || n_seg <= 0 || off[n_seg] <= 0)
+        return 0;
+    for (int32_t s = 0; s < n_seg; s++) {
+        if (off[s + 1] < off[s])
+            return plume_err(err, PLUME_ERR_INVALID,
+                             "cuda backend: matmul_segments: offsets not ascending at segment %d",
+                             s);
+        for (int j = 0; j < n_w && off[s + 1] > off[s]; j++) {
+            const ck_weight *W = &w[(size_t)s * n_w + j]->w;
+            if (!W->data || W->K != w[0]->w.K || W->N != w[j]->w.N)
+                return plume_err(err, PLUME_ERR_INVALID,
+                                 "cuda backend: matmul_segments needs prepared matrices of equal "
+                                 "in-features and, per output, equal out-features (segment %d, "
+                                 "output %d)",
+                                 s, j);
+        }
+    }
+    int32_t n_act;
+    const int32_t n_tasks = ck_seg_plan(off, n_seg, NULL, &n_act);
+    const size_t wbytes = sizeof(ck_weight) * (size_t)n_act * (size_t)n_w;
+    uint8_t *h = moe_host(b, wbytes + sizeof(ck_seg_task) * (size_t)n_tasks, err);
+    if (!h)
+        return -1;
+    ck_weight *ws = (ck_weight *)h;
+    ck_seg_task *tasks = (ck_seg_task *)(h + wbytes);
+    for (int32_t s = 0, a = 0; s < n_seg; s++)
+        if (off[s + 1] > off[s]) {
+            for (int j = 0; j < n_w; j++)
+                ws[(size_t)a * n_w + j] = w[(size_t)s * n_w + j]->w;
+            a++;
+        }
+    ck_seg_plan(off, n_seg, tasks, &n_act);
+    if (moe_push(b, wbytes + sizeof(ck_seg_task) * (size_t)n_tasks, err))
+        return -1;
+    const ck_weight *dws = b->d_moe;
+    const ck_seg_task *dtasks = (const ck_seg_task *)((const uint8_t *)b->d_moe + wbytes);
+    for (int j = 0; j < n_w; j++)
+        LAUNCH(ck_launch_gemv_seg(dws, n_w, j, dtasks, n_tasks, w[j]->w.N, CF(x), F(y[j]),
+                                  b->stream),
+               "segmented row matmul");
     return 0;
 }
 
@@ -814,6 +989,10 @@ const plume_backend_vtable ck_backend_vtable = {
     .add_bias = cuda_add_bias,
     .gather_out_rows = cuda_gather_out_rows,
     .matmul = cuda_matmul,
+    .gather_rows = cuda_gather_rows,
+    .scatter_add_rows = cuda_scatter_add_rows,
+    .swiglu_oai = cuda_swiglu_oai,
+    .matmul_segments = cuda_matmul_segments,
     .synchronize = cuda_synchronize,
     .microbench = cuda_microbench,
     .device_info = cuda_device_info,

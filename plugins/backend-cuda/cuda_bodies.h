@@ -31,7 +31,7 @@
 #define CK_HD_LANE (CK_HD_MAX / CK_WARP)
 
 /* Weight types on the device (the plume_dtype ids). */
-enum { CK_F16 = 1, CK_Q4_0 = 2, CK_Q4_1 = 3, CK_Q8_0 = 8 };
+enum { CK_F16 = 1, CK_Q4_0 = 2, CK_Q4_1 = 3, CK_Q8_0 = 8, CK_MXFP4 = 39 };
 
 /* A prepared matrix: N rows (out-features) of K values (in-features),
  * row_bytes apart; f16 values, or GGUF blocks of 32 as the checkpoint
@@ -60,7 +60,15 @@ typedef struct ck_attn {
     int64_t slot_elems; /* n_head_kv * head_dim */
     float scale;
     float *out;
+    const float *sinks; /* n_head logits that join each softmax's denominator (gpt-oss), or NULL */
 } ck_attn;
+
+/* One task of the segmented row matmul (matmul_segments): rows t0 ..
+ * t0 + nt - 1 (nt <= CK_GEMV_ROWS) of x, all routed to the active segment
+ * a, whose j-th weight is ws[a * n_w + j]. */
+typedef struct ck_seg_task {
+    int32_t a, t0, nt;
+} ck_seg_task;
 
 typedef struct ck_attn_lane {
     float m, l, acc[CK_HD_LANE];
@@ -75,6 +83,9 @@ typedef struct ck_attn_lane {
 #include "plume/fp16.h"
 #define CK_FN static inline
 static inline float ck_h2f(uint16_t h) { return plume_fp16_to_fp32(h); }
+static inline float ck_e8m0_half(uint8_t e) { return plume_e8m0_half_to_fp32(e); }
+static inline float ck_mul_rn(float a, float b) { return a * b; }
+static inline float ck_add_rn(float a, float b) { return a + b; }
 static inline uint16_t ck_f2h(float f) { return plume_fp32_to_fp16(f); }
 static inline uint16_t ck_ld16(const uint8_t *p)
 {
@@ -88,12 +99,21 @@ static inline uint16_t ck_ld16(const uint8_t *p)
 CK_FN float ck_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 CK_FN uint16_t ck_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 CK_FN uint16_t ck_ld16(const uint8_t *p) { return *(const uint16_t *)p; } /* 2-aligned */
+/* plume_e8m0_half_to_fp32 (plume/fp16.h): 2^(e-128), subnormal for e < 2 */
+CK_FN float ck_e8m0_half(uint8_t e)
+{
+    return __uint_as_float(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+/* a product and a sum each rounded to f32 (never fused into an fma) */
+CK_FN float ck_mul_rn(float a, float b) { return __fmul_rn(a, b); }
+CK_FN float ck_add_rn(float a, float b) { return __fadd_rn(a, b); }
 #endif
 
 /* Element (o, i) of W as f32 — the one block walk every kernel uses.
  * Q8_0: [d f16][32 int8]; Q4_0: [d f16][16 bytes]; Q4_1: [d f16][m f16]
- * [16 bytes]; in a 4-bit block the low nibble of byte j is element j and
- * the high nibble element j + 16. */
+ * [16 bytes]; MXFP4: [e8m0][16 bytes] with element = level(q) · 2^(e-128)
+ * (PLUME_MXFP4_LEVELS, gguf-py's doubled kvalues); in a 4-bit block the
+ * low nibble of byte j is element j and the high nibble element j + 16. */
 CK_FN float ck_w_at(const ck_weight *W, int64_t o, int64_t i)
 {
     const uint8_t *row = W->data + o * W->row_bytes;
@@ -112,6 +132,13 @@ CK_FN float ck_w_at(const ck_weight *W, int64_t o, int64_t i)
         const uint8_t *b = row + (i / 32) * 20;
         const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
         return ck_h2f(ck_ld16(b)) * (float)q + ck_h2f(ck_ld16(b + 2));
+    }
+    case CK_MXFP4: {
+        const uint8_t *b = row + (i / 32) * 17;
+        const int q = j < 16 ? (b[1 + j] & 15) : (b[1 + j - 16] >> 4);
+        /* the levels {0, 1, 2, 3, 4, 6, 8, 12}, negated for q >= 8 */
+        const int m = q & 7, lv = m < 5 ? m : m == 5 ? 6 : m == 6 ? 8 : 12;
+        return (float)(q & 8 ? -lv : lv) * ck_e8m0_half(b[0]);
     }
     default: /* CK_F16 */
         return ck_h2f(ck_ld16(row + 2 * i));
@@ -217,6 +244,15 @@ CK_FN void ck_swiglu(float *gate, const float *up, int64_t i)
     gate[i] = g / (1.0f + expf(-g)) * up[i];
 }
 
+/* gpt-oss's clamped SwiGLU (plume_cpu_swiglu_oai): g = min(gate, limit),
+ * u = clamp(up, -limit, limit), gate = g sigmoid(alpha g) (u + 1). */
+CK_FN void ck_swiglu_oai(float *gate, const float *up, float alpha, float limit, int64_t i)
+{
+    const float g = gate[i] > limit ? limit : gate[i];
+    const float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+    gate[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+}
+
 CK_FN void ck_add(float *x, const float *y, int64_t i) { x[i] += y[i]; }
 
 /* idx = r * dim + i. */
@@ -230,6 +266,32 @@ CK_FN void ck_gather(const ck_step *S, float *dst, const float *src, int32_t dim
 {
     const int64_t j = idx / dim, d = idx % dim;
     dst[idx] = src[(int64_t)S->out_rows[j] * dim + d];
+}
+
+/* ---- mixture-of-experts rows (gather_rows, scatter_add_rows) ---- */
+
+/* dst[i][d] = src[idx[i]][d]; e = i * dim + d. */
+CK_FN void ck_gather_rows(float *dst, const float *src, const int32_t *idx, int32_t dim, int64_t e)
+{
+    const int64_t i = e / dim, d = e % dim;
+    dst[e] = src[(int64_t)idx[i] * dim + d];
+}
+
+/* Destination u of a scatter-add: dst[row[u]][d] += w[i] · src[i][d] for
+ * the i of list[start[u] .. start[u+1]) in ascending order, each product
+ * rounded, then added (the cpu's order, so the same bits); e = u * dim +
+ * d.  One thread owns an element of a destination row: no atomics. */
+CK_FN void ck_scatter_add(float *dst, const float *src, const int32_t *row, const int32_t *start,
+                          const int32_t *list, const float *w, int32_t dim, int64_t e)
+{
+    const int64_t u = e / dim, d = e % dim;
+    float *o = dst + (int64_t)row[u] * dim + d;
+    float acc = *o;
+    for (int32_t k = start[u]; k < start[u + 1]; k++) {
+        const int32_t i = list[k];
+        acc = ck_add_rn(acc, ck_mul_rn(w[i], src[(int64_t)i * dim + d]));
+    }
+    *o = acc;
 }
 
 /* For cuBLAS: x as IEEE half, and W dequantized into an f16 slab of rows
@@ -330,11 +392,19 @@ CK_FN void ck_attn_update(const ck_attn *A, ck_attn_lane *L, int32_t h, int64_t 
     L->m = m;
 }
 
+/* out = acc / l; with sinks, e^{sink_h} joins the denominator (no value):
+ * both rescaled to the larger of the running max and the sink. */
 CK_FN void ck_attn_write(const ck_attn *A, const ck_attn_lane *L, int64_t r, int32_t h, int lane)
 {
     float *o = A->out + (r * A->n_head + h) * A->head_dim;
+    float c = 1.0f, l = L->l;
+    if (A->sinks) {
+        const float s = A->sinks[h], m = s > L->m ? s : L->m;
+        c = expf(L->m - m);
+        l = l * c + expf(s - m);
+    }
     for (int32_t d = lane, k = 0; d < A->head_dim; d += CK_WARP, k++)
-        o[d] = L->acc[k] / L->l;
+        o[d] = L->acc[k] * c / l;
 }
 
 #endif /* bodies */

@@ -37,7 +37,21 @@ __global__ void k_kv_store(ck_step S, void *kl, void *vl, int kv_f16, int64_t sl
 }
 
 __global__ void k_swiglu(float *g, const float *u, int64_t n) { EW_LOOP(n) ck_swiglu(g, u, idx); }
+__global__ void k_swiglu_oai(float *g, const float *u, float alpha, float limit, int64_t n)
+{
+    EW_LOOP(n) ck_swiglu_oai(g, u, alpha, limit, idx);
+}
 __global__ void k_add(float *x, const float *y, int64_t n) { EW_LOOP(n) ck_add(x, y, idx); }
+__global__ void k_gather_rows(float *dst, const float *src, const int32_t *ix, int32_t dim, int64_t n)
+{
+    EW_LOOP(n) ck_gather_rows(dst, src, ix, dim, idx);
+}
+__global__ void k_scatter_add(float *dst, const float *src, const int32_t *row,
+                              const int32_t *start, const int32_t *list, const float *w,
+                              int32_t dim, int64_t n)
+{
+    EW_LOOP(n) ck_scatter_add(dst, src, row, start, list, w, dim, idx);
+}
 __global__ void k_add_bias(float *y, const float *b, int32_t dim, int64_t n)
 {
     EW_LOOP(n) ck_add_bias(y, b, dim, idx);
@@ -85,6 +99,25 @@ __global__ void k_gemv(ck_weight W, const float *x, int32_t n_rows, float *y)
         const float s = ck_warp_sum(acc[j]);
         if (j < nt && lane_id() == 0)
             y[(t0 + j) * W.N + o] = s;
+    }
+}
+
+/* grid.x covers the widest weight's outputs (one warp each), grid.y the
+ * tasks: task t's rows times its segment's weight j */
+__global__ void k_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
+                           const float *x, float *y)
+{
+    const ck_seg_task t = tasks[blockIdx.y];
+    const ck_weight W = ws[(int64_t)t.a * n_w + j];
+    const int64_t o = warp_id();
+    if (o >= W.N)
+        return;
+    float acc[CK_GEMV_ROWS];
+    ck_gemv_lane(&W, x, o, t.t0, t.nt, lane_id(), acc);
+    for (int r = 0; r < CK_GEMV_ROWS; r++) {
+        const float s = ck_warp_sum(acc[r]);
+        if (r < t.nt && lane_id() == 0)
+            y[((int64_t)t.t0 + r) * W.N + o] = s;
     }
 }
 
@@ -170,6 +203,45 @@ cudaError_t ck_launch_swiglu(float *gate, const float *up, int64_t n, cudaStream
 {
     k_swiglu<<<ew_grid(n), EW_THREADS, 0, st>>>(gate, up, n);
     LAUNCHED();
+}
+
+cudaError_t ck_launch_swiglu_oai(float *gate, const float *up, int64_t n, float alpha,
+                                 float limit, cudaStream_t st)
+{
+    k_swiglu_oai<<<ew_grid(n), EW_THREADS, 0, st>>>(gate, up, alpha, limit, n);
+    LAUNCHED();
+}
+
+cudaError_t ck_launch_gather_rows(float *dst, const float *src, const int32_t *idx, int32_t n,
+                                  int32_t dim, cudaStream_t st)
+{
+    const int64_t ne = (int64_t)n * dim;
+    k_gather_rows<<<ew_grid(ne), EW_THREADS, 0, st>>>(dst, src, idx, dim, ne);
+    LAUNCHED();
+}
+
+cudaError_t ck_launch_scatter_add(float *dst, const float *src, const int32_t *row,
+                                  const int32_t *start, const int32_t *list, const float *w,
+                                  int32_t n_dst, int32_t dim, cudaStream_t st)
+{
+    const int64_t ne = (int64_t)n_dst * dim;
+    k_scatter_add<<<ew_grid(ne), EW_THREADS, 0, st>>>(dst, src, row, start, list, w, dim, ne);
+    LAUNCHED();
+}
+
+cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
+                               int32_t n_tasks, int64_t max_n, const float *x, float *y,
+                               cudaStream_t st)
+{
+    for (int32_t t0 = 0; t0 < n_tasks; t0 += 65535) { /* grid.y's limit */
+        const int32_t nt = n_tasks - t0 < 65535 ? n_tasks - t0 : 65535;
+        const dim3 grid((unsigned)blocks_for(max_n, WARPS), (unsigned)nt);
+        k_gemv_seg<<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, x, y);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
 }
 
 cudaError_t ck_launch_add(float *x, const float *y, int64_t n, cudaStream_t st)

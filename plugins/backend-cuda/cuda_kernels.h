@@ -27,6 +27,24 @@ cudaError_t ck_launch_kv_store(const ck_step *S, void *k_layer, void *v_layer, i
 cudaError_t ck_launch_attention(const ck_step *S, const ck_attn *A, int32_t n_rows,
                                 cudaStream_t st);
 cudaError_t ck_launch_swiglu(float *gate, const float *up, int64_t n, cudaStream_t st);
+/* gpt-oss's clamped SwiGLU over n elements, in place in gate. */
+cudaError_t ck_launch_swiglu_oai(float *gate, const float *up, int64_t n, float alpha,
+                                 float limit, cudaStream_t st);
+/* dst[i] = src[idx[i]] for i < n, rows of dim floats (idx device memory). */
+cudaError_t ck_launch_gather_rows(float *dst, const float *src, const int32_t *idx, int32_t n,
+                                  int32_t dim, cudaStream_t st);
+/* For each of n_dst destinations u: dst[row[u]] += w[i] · src[i] over the
+ * i of list[start[u] .. start[u+1]) in order (ck_scatter_add; all device
+ * memory). */
+cudaError_t ck_launch_scatter_add(float *dst, const float *src, const int32_t *row,
+                                  const int32_t *start, const int32_t *list, const float *w,
+                                  int32_t n_dst, int32_t dim, cudaStream_t st);
+/* The segmented row matmul for output j: every task's rows of x times
+ * ws[task.a * n_w + j] into y (y's width that weight's N); max_n is the
+ * widest such N.  ws and tasks are device memory. */
+cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
+                               int32_t n_tasks, int64_t max_n, const float *x, float *y,
+                               cudaStream_t st);
 cudaError_t ck_launch_add(float *x, const float *y, int64_t n, cudaStream_t st);
 cudaError_t ck_launch_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim,
                                cudaStream_t st);

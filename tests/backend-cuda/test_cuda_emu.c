@@ -8,8 +8,11 @@
  * row grouping), rmsnorm, rope (both pair styles), kv_store (the same
  * cache bytes, f32 and f16), paged attention over shuffled block tables
  * (f32/f16 cache, GQA, scale, sliding window), embedding, swiglu, add,
- * add_bias, gather_out_rows, the f16 slab cuBLAS is given, and the dummy
- * weights' fill (the host path's bytes for every type).  Needs no
+ * add_bias, gather_out_rows, the f16 slab cuBLAS is given, the dummy
+ * weights' fill (the host path's bytes for every type), attention sinks,
+ * and the mixture-of-experts ops (gather_rows, scatter_add_rows with the
+ * plugin's own scatter plan, the segmented row matmul against the row
+ * kernel alone, the clamped SwiGLU).  Needs no
  * GPU and no CUDA toolkit. */
 #define CK_EMU 1
 
@@ -78,9 +81,10 @@ static void emu_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *
 
 static void test_matmul(void)
 {
-    const uint32_t types[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_F16};
+    const uint32_t types[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_F16,
+                              PLUME_DTYPE_MXFP4};
     enum { K = 256, N = 37, T = 9 };
-    for (size_t ti = 0; ti < 4; ti++) {
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
         size_t rb;
         uint8_t *wd = tu_weights(type, K, N, &rb);
@@ -247,22 +251,31 @@ static void test_kv_and_attention(void)
             float *q = malloc(sizeof(float) * NROW * MAXH * HD);
             float *oe = malloc(sizeof(float) * NROW * MAXH * HD), *oc = malloc(sizeof(float) * NROW * MAXH * HD);
             tu_fill(q, (size_t)NROW * MAXH * HD, -2, 2);
-            const plume_attn_params ps[] = {{6, 0, 0, NULL}, {6, 0.3f, 0, NULL}, {6, 0, 7, NULL},
-                                            {2, 0, 1, NULL}, {4, 0.05f, 20, NULL}};
+            /* gpt-oss's sinks: one logit per query head, from well below to
+             * well above the scores (|q·k| scale <= 2·2·sqrt(HD)/sqrt(HD)) */
+            const float sink_v[MAXH] = {-30.0f, -1.5f, 0.0f, 0.7f, 3.0f, 25.0f};
+            plume_bweight *sinks = cpu_weight(PLUME_DTYPE_F32, 1, MAXH, 1, sink_v, sizeof sink_v);
+            const plume_attn_params ps[] = {{6, 0, 0, NULL},     {6, 0.3f, 0, NULL},
+                                            {6, 0, 7, NULL},     {2, 0, 1, NULL},
+                                            {4, 0.05f, 20, NULL}, {6, 0, 0, sinks},
+                                            {6, 0.3f, 5, sinks}};
             for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
                 const plume_attn_params *p = &ps[pi];
                 const ck_attn A = {q, ek, ev, f16, BS, p->n_head, NKV, HD, p->window, kv_dim,
-                                   p->scale > 0 ? p->scale : 1.0f / sqrtf((float)HD), oe};
+                                   p->scale > 0 ? p->scale : 1.0f / sqrtf((float)HD), oe,
+                                   p->sinks ? sink_v : NULL};
                 emu_attention(&d.S, &A, NROW);
                 CHECK(CPU->attention(cpu_b, &d.st, &pool, 0, (plume_buf *)q, p, (plume_buf *)oc,
                                      &err) == 0,
                       "cpu attention: %s", err.msg);
                 /* outputs are convex combinations of v in [-1, 1] */
                 const double md = max_diff(oe, oc, (size_t)NROW * p->n_head * HD);
-                CHECK(md <= 2e-5, "attention (hd %d, %s, %d heads, scale %g, window %d): max "
+                CHECK(md <= 2e-5, "attention (hd %d, %s, %d heads, scale %g, window %d%s): max "
                                   "|emu - cpu| = %.3g > 2e-5",
-                      HD, f16 ? "f16" : "f32", p->n_head, (double)p->scale, p->window, md);
+                      HD, f16 ? "f16" : "f32", p->n_head, (double)p->scale, p->window,
+                      p->sinks ? ", sinks" : "", md);
             }
+            CPU->weight_free(cpu_b, sinks);
             CPU->kv_free(cpu_b, &pool);
             free(ek), free(ev), free(k), free(v), free(q), free(oe), free(oc);
         }
@@ -421,6 +434,128 @@ static void test_fill(void)
     }
 }
 
+/* ---- mixture-of-experts rows: gather, scatter-add, the segmented row
+ * matmul, gpt-oss's clamped SwiGLU ---- */
+
+/* k_gemv_seg for every (task, output) of output j, as launched. */
+static void emu_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
+                         int32_t n_tasks, int64_t max_n, const float *x, float *y)
+{
+    for (int32_t ti = 0; ti < n_tasks; ti++)
+        for (int64_t o = 0; o < max_n; o++) {
+            const ck_seg_task t = tasks[ti];
+            const ck_weight W = ws[(int64_t)t.a * n_w + j];
+            if (o >= W.N)
+                continue;
+            float acc[CK_WARP][CK_GEMV_ROWS];
+            for (int l = 0; l < CK_WARP; l++)
+                ck_gemv_lane(&W, x, o, t.t0, t.nt, l, acc[l]);
+            for (int r = 0; r < t.nt; r++) {
+                float v[CK_WARP];
+                for (int l = 0; l < CK_WARP; l++)
+                    v[l] = acc[l][r];
+                ck_emu_warp_sum(v);
+                y[((int64_t)t.t0 + r) * W.N + o] = v[0];
+            }
+        }
+}
+
+static void test_moe(void)
+{
+    enum { R = 11, DIM = 96, M = 29, X = 6, NW = 2, K = 128 };
+    /* gather_rows: rows of src, repeated and out of order */
+    float *src = malloc(sizeof(float) * R * DIM), *ge = malloc(sizeof(float) * M * DIM);
+    float *gc = malloc(sizeof(float) * M * DIM);
+    int32_t idx[M];
+    float w[M];
+    for (int i = 0; i < M; i++) {
+        idx[i] = (int32_t)((i * 7 + 3) % R);
+        w[i] = tu_uniform(0.05f, 1.0f);
+    }
+    idx[M - 1] = idx[0]; /* a row three times, not adjacent */
+    tu_fill(src, (size_t)R * DIM, -3, 3);
+    for (int64_t e = 0; e < (int64_t)M * DIM; e++)
+        ck_gather_rows(ge, src, idx, DIM, e);
+    CHECK(CPU->gather_rows(cpu_b, (plume_buf *)gc, (const plume_buf *)src, idx, M, DIM, &err) == 0,
+          "cpu gather_rows: %s", err.msg);
+    CHECK(memcmp(ge, gc, sizeof(float) * M * DIM) == 0, "gather_rows differs from the cpu's");
+    /* scatter_add_rows: the same bits as the cpu's in-order loop */
+    int32_t at[R + 2] = {0}, row[M], start[M + 1], list[M];
+    const int32_t n_u = ck_scatter_plan(idx, M, at, row, start, list);
+    CHECK(n_u == R && start[n_u] == M, "scatter plan: %d destinations, %d entries", n_u,
+          start[n_u]);
+    for (int32_t u = 0; u < n_u; u++)
+        for (int32_t k = start[u]; k < start[u + 1]; k++)
+            CHECK(idx[list[k]] == row[u] && (k == start[u] || list[k] > list[k - 1]),
+                  "scatter plan: destination %d entry %d", u, k);
+    float *de = malloc(sizeof(float) * R * DIM), *dc = malloc(sizeof(float) * R * DIM);
+    tu_fill(de, (size_t)R * DIM, -1, 1);
+    memcpy(dc, de, sizeof(float) * R * DIM);
+    for (int64_t e = 0; e < (int64_t)n_u * DIM; e++)
+        ck_scatter_add(de, ge, row, start, list, w, DIM, e);
+    CHECK(CPU->scatter_add_rows(cpu_b, (plume_buf *)dc, (const plume_buf *)ge, idx, w, M, DIM,
+                                &err) == 0,
+          "cpu scatter_add_rows: %s", err.msg);
+    CHECK(memcmp(de, dc, sizeof(float) * R * DIM) == 0, "scatter_add_rows differs from the cpu's");
+    /* matmul_segments: X experts x (gate, up), segments of 0..9 rows; each
+     * value the bits of the row kernel on its row alone */
+    const int32_t off[X + 1] = {0, 5, 5, 14, 15, 15, 23}; /* two empty segments */
+    const uint32_t types[NW] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_MXFP4};
+    const int64_t Ns[NW] = {37, 70};
+    uint8_t *wd[X * NW];
+    ck_weight ws[X * NW];
+    for (int s = 0; s < X; s++)
+        for (int j = 0; j < NW; j++) {
+            size_t rb;
+            wd[s * NW + j] = tu_weights(types[j], K, (int)Ns[j], &rb);
+            ws[s * NW + j] = (ck_weight){wd[s * NW + j], K, Ns[j], (int64_t)rb, (int)types[j]};
+        }
+    int32_t n_act;
+    const int32_t n_tasks = ck_seg_plan(off, X, NULL, &n_act);
+    ck_seg_task tasks[32];
+    CHECK(n_tasks <= 32 && n_act == 4, "segment plan: %d tasks, %d active", n_tasks, n_act);
+    ck_seg_plan(off, X, tasks, &n_act);
+    ck_weight act[4 * NW];
+    for (int s = 0, a = 0; s < X; s++)
+        if (off[s + 1] > off[s]) {
+            for (int j = 0; j < NW; j++)
+                act[a * NW + j] = ws[s * NW + j];
+            a++;
+        }
+    const int32_t m = off[X];
+    float *x = malloc(sizeof(float) * m * K), *y = malloc(sizeof(float) * m * 70);
+    float *y1 = malloc(sizeof(float) * 70);
+    tu_fill(x, (size_t)m * K, -1, 1);
+    for (int j = 0; j < NW; j++) {
+        for (int32_t i = 0; i < m * Ns[j]; i++)
+            y[i] = NAN;
+        emu_gemv_seg(act, NW, j, tasks, n_tasks, Ns[j], x, y);
+        int bad = 0;
+        for (int s = 0; s < X; s++)
+            for (int32_t r = off[s]; r < off[s + 1]; r++) {
+                emu_gemv(&ws[s * NW + j], x + (size_t)r * K, 1, y1);
+                bad += memcmp(y1, y + (size_t)r * Ns[j], sizeof(float) * Ns[j]) != 0;
+            }
+        CHECK(bad == 0, "matmul_segments (%s): %d rows differ from the row kernel alone",
+              plume_dtype_name(types[j]), bad);
+    }
+    for (int i = 0; i < X * NW; i++)
+        free(wd[i]);
+    /* swiglu_oai: the cpu's expression (clamps on both sides of the limit) */
+    const size_t n = (size_t)M * DIM;
+    float *g = malloc(sizeof(float) * n), *gu = malloc(sizeof(float) * n);
+    tu_fill(g, n, -12, 12);
+    tu_fill(gu, n, -12, 12);
+    memcpy(ge, g, sizeof(float) * n);
+    memcpy(gc, g, sizeof(float) * n);
+    for (size_t i = 0; i < n; i++)
+        ck_swiglu_oai(ge, gu, 1.702f, 7.0f, (int64_t)i);
+    CHECK(CPU->swiglu_oai(cpu_b, (plume_buf *)gc, (const plume_buf *)gu, n, 1.702f, 7.0f, &err) == 0,
+          "cpu swiglu_oai: %s", err.msg);
+    CHECK(memcmp(ge, gc, sizeof(float) * n) == 0, "swiglu_oai differs from the cpu's");
+    free(src), free(ge), free(gc), free(de), free(dc), free(x), free(y), free(y1), free(g), free(gu);
+}
+
 int main(void)
 {
     if (CPU->create(NULL, 1, &cpu_b, &err)) {
@@ -431,6 +566,7 @@ int main(void)
     test_kv_and_attention();
     test_rows();
     test_fill();
+    test_moe();
     CPU->destroy(cpu_b);
     if (failures) {
         printf("%d check(s) failed\n", failures);
