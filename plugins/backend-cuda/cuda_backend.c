@@ -3,8 +3,8 @@
  * Buffers are cudaMalloc'd device memory (the handle is the device
  * address; host_ptr is NULL); every op is queued on the instance's one
  * stream and download waits for it.  Weights: matrices go to the device
- * as f16 (from f32/f16/bf16) or stay in their GGUF blocks (Q4_0, Q4_1,
- * Q8_0); vectors become f32.  The KV pool is device memory with the cpu
+ * as the checkpoint stores them (f32, f16, bf16, or the GGUF blocks of
+ * Q4_0, Q4_1, Q8_0 and MXFP4); vectors become f32.  The KV pool is device memory with the cpu
  * backend's layout (f32 or f16).  The kernels are in cuda_kernels.cu over
  * cuda_bodies.h.
  *
@@ -151,21 +151,14 @@ static void cuda_destroy(plume_backend *be)
     free(b);
 }
 
-/* Matrices of this type stay in their checkpoint blocks on the device
- * (ck_w_at reads them); the other supported types become f16. */
-static bool kept_in_blocks(uint32_t type)
-{
-    return type == PLUME_DTYPE_Q4_0 || type == PLUME_DTYPE_Q4_1 || type == PLUME_DTYPE_Q8_0 ||
-           type == PLUME_DTYPE_MXFP4;
-}
-
 static int cuda_supports(plume_backend *be, plume_backend_feature f, int64_t arg)
 {
     (void)be;
     switch (f) {
     case PLUME_FEAT_WEIGHT_TYPE:
         return arg == PLUME_DTYPE_F32 || arg == PLUME_DTYPE_F16 || arg == PLUME_DTYPE_BF16 ||
-               (arg >= 0 && kept_in_blocks((uint32_t)arg));
+               arg == PLUME_DTYPE_Q4_0 || arg == PLUME_DTYPE_Q4_1 || arg == PLUME_DTYPE_Q8_0 ||
+               arg == PLUME_DTYPE_MXFP4;
     case PLUME_FEAT_KV_DTYPE:
         return arg == PLUME_KV_F32 || arg == PLUME_KV_F16;
     case PLUME_FEAT_HEAD_DIM: /* the attention kernel's per-lane registers */
@@ -279,40 +272,13 @@ static int cuda_weight_prepare(plume_backend *be, const plume_tensor *t, plume_b
             rc = put(b, (void **)&w->vec, f, sizeof(float) * (size_t)n, err);
             free(f);
         }
-    } else {
-        const int64_t K = t->ne[0], N = t->ne[1];
-        w->w.K = K;
-        w->w.N = N;
+    } else { /* as the checkpoint stores it */
+        w->w.K = t->ne[0];
+        w->w.N = t->ne[1];
+        w->w.type = (int)t->type;
+        w->w.row_bytes = (int64_t)plume_dtype_row_bytes(t->type, t->ne[0]);
         void *dev = NULL;
-        if (kept_in_blocks(t->type)) {
-            w->w.type = (int)t->type;
-            w->w.row_bytes = (int64_t)plume_dtype_row_bytes(t->type, K);
-            rc = put(b, &dev, t->data, (size_t)(w->w.row_bytes * N), err);
-        } else if (t->type == PLUME_DTYPE_F16) {
-            w->w.type = CK_F16;
-            w->w.row_bytes = 2 * K;
-            rc = put(b, &dev, t->data, (size_t)(2 * n), err);
-        } else { /* f32, bf16: to f16 on the host, row by row */
-            w->w.type = CK_F16;
-            w->w.row_bytes = 2 * K;
-            uint16_t *h = malloc(2 * (size_t)n);
-            float *row = malloc(sizeof(float) * (size_t)K);
-            const size_t rb = plume_dtype_row_bytes(t->type, K);
-            if (h && row) {
-                for (int64_t o = 0; o < N; o++) {
-                    plume_dequantize((plume_dtype)t->type, (const uint8_t *)t->data + o * rb, row,
-                                     K);
-                    for (int64_t i = 0; i < K; i++)
-                        h[o * K + i] = plume_fp32_to_fp16(row[i]);
-                }
-                rc = put(b, &dev, h, (size_t)(2 * n), err);
-            } else {
-                plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory converting %s",
-                          t->name ? t->name : "?");
-            }
-            free(h);
-            free(row);
-        }
+        rc = put(b, &dev, t->data, (size_t)(w->w.row_bytes * w->w.N), err);
         w->w.data = dev;
     }
     if (rc) {
@@ -326,8 +292,8 @@ static int cuda_weight_prepare(plume_backend *be, const plume_tensor *t, plume_b
 }
 
 /* load_format: dummy: the matrix made on the device by ck_fill, the same
- * bytes cuda_weight_prepare would upload from plume_fill_row's host rows
- * (F32/BF16 as f16, the rest in their blocks); no host copy. */
+ * bytes cuda_weight_prepare would upload from plume_fill_row's host rows;
+ * no host copy. */
 static int cuda_weight_fill(plume_backend *be, const plume_tensor *t, const plume_fill_spec *spec,
                             plume_bweight **out, plume_error *err)
 {
@@ -344,16 +310,14 @@ static int cuda_weight_fill(plume_backend *be, const plume_tensor *t, const plum
     plume_bweight *w = calloc(1, sizeof *w);
     if (!w)
         return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory");
-    const bool blocks = t->type == PLUME_DTYPE_Q4_0 || t->type == PLUME_DTYPE_Q4_1 ||
-                        t->type == PLUME_DTYPE_Q8_0;
     w->w.K = t->ne[0];
     w->w.N = t->ne[1];
-    w->w.type = blocks ? (int)t->type : CK_F16;
-    w->w.row_bytes = blocks ? (int64_t)plume_dtype_row_bytes(t->type, t->ne[0]) : 2 * t->ne[0];
+    w->w.type = (int)t->type;
+    w->w.row_bytes = (int64_t)plume_dtype_row_bytes(t->type, t->ne[0]);
     void *dev = NULL;
     cudaError_t e = cudaMalloc(&dev, (size_t)(w->w.row_bytes * w->w.N));
     if (e == cudaSuccess)
-        e = ck_launch_fill(spec, dev, w->w.row_bytes, w->w.N, !blocks, b->stream);
+        e = ck_launch_fill(spec, dev, w->w.row_bytes, w->w.N, b->stream);
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(b->stream);
     if (e != cudaSuccess) {
@@ -792,10 +756,15 @@ static int cuda_matmul_segments(plume_backend *be, const plume_bweight *const *w
         return -1;
     const ck_weight *dws = b->d_moe;
     const ck_seg_task *dtasks = (const ck_seg_task *)((const uint8_t *)b->d_moe + wbytes);
-    for (int j = 0; j < n_w; j++)
-        LAUNCH(ck_launch_gemv_seg(dws, n_w, j, dtasks, n_tasks, w[j]->w.N, CF(x), F(y[j]),
+    for (int j = 0; j < n_w; j++) {
+        int type = w[j]->w.type; /* one kernel for the type all segments share */
+        for (int32_t s = 0; s < n_seg; s++)
+            if (off[s + 1] > off[s] && w[(size_t)s * n_w + j]->w.type != type)
+                type = -1;
+        LAUNCH(ck_launch_gemv_seg(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, CF(x), F(y[j]),
                                   b->stream),
                "segmented row matmul");
+    }
     return 0;
 }
 

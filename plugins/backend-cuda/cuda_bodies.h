@@ -31,11 +31,11 @@
 #define CK_HD_LANE (CK_HD_MAX / CK_WARP)
 
 /* Weight types on the device (the plume_dtype ids). */
-enum { CK_F16 = 1, CK_Q4_0 = 2, CK_Q4_1 = 3, CK_Q8_0 = 8, CK_MXFP4 = 39 };
+enum { CK_F32 = 0, CK_F16 = 1, CK_Q4_0 = 2, CK_Q4_1 = 3, CK_Q8_0 = 8, CK_BF16 = 30, CK_MXFP4 = 39 };
 
 /* A prepared matrix: N rows (out-features) of K values (in-features),
- * row_bytes apart; f16 values, or GGUF blocks of 32 as the checkpoint
- * stores them (formats.md §3.2). */
+ * row_bytes apart, as the checkpoint stores them: f32, f16 or bf16 values,
+ * or GGUF blocks of 32 (formats.md §3.2). */
 typedef struct ck_weight {
     const uint8_t *data;
     int64_t K, N;
@@ -84,6 +84,14 @@ typedef struct ck_attn_lane {
 #define CK_FN static inline
 static inline float ck_h2f(uint16_t h) { return plume_fp16_to_fp32(h); }
 static inline float ck_e8m0_half(uint8_t e) { return plume_e8m0_half_to_fp32(e); }
+static inline float ck_bf2f(uint16_t h) { return plume_bf16_to_fp32(h); }
+static inline void ck_ld4(const float *p, float v[4]) { memcpy(v, p, 16); }
+static inline float ck_ldf(const uint8_t *p)
+{
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
 static inline float ck_mul_rn(float a, float b) { return a * b; }
 static inline float ck_add_rn(float a, float b) { return a + b; }
 static inline uint16_t ck_f2h(float f) { return plume_fp32_to_fp16(f); }
@@ -99,6 +107,14 @@ static inline uint16_t ck_ld16(const uint8_t *p)
 CK_FN float ck_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 CK_FN uint16_t ck_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 CK_FN uint16_t ck_ld16(const uint8_t *p) { return *(const uint16_t *)p; } /* 2-aligned */
+CK_FN float ck_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+/* four floats in one 16-byte load (p 16-aligned) */
+CK_FN void ck_ld4(const float *p, float v[4])
+{
+    const float4 f = *(const float4 *)p;
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+}
+CK_FN float ck_ldf(const uint8_t *p) { return *(const float *)p; } /* 4-aligned */
 /* plume_e8m0_half_to_fp32 (plume/fp16.h): 2^(e-128), subnormal for e < 2 */
 CK_FN float ck_e8m0_half(uint8_t e)
 {
@@ -109,7 +125,17 @@ CK_FN float ck_mul_rn(float a, float b) { return __fmul_rn(a, b); }
 CK_FN float ck_add_rn(float a, float b) { return __fadd_rn(a, b); }
 #endif
 
-/* Element (o, i) of W as f32 — the one block walk every kernel uses.
+/* MXFP4 code q's doubled e2m1 value: {0, 1, 2, 3, 4, 6, 8, 12}, negated
+ * for q >= 8 (PLUME_MXFP4_LEVELS). */
+CK_FN int ck_mxfp4_level(int q)
+{
+    const int m = q & 7, lv = m < 5 ? m : m == 5 ? 6 : m == 6 ? 8 : 12;
+    return q & 8 ? -lv : lv;
+}
+
+/* Element (o, i) of W as f32 — the block walk of the element-wise kernels
+ * (embedding, the cuBLAS slab); ck_w_chunk gives the same values 32 at a
+ * time.
  * Q8_0: [d f16][32 int8]; Q4_0: [d f16][16 bytes]; Q4_1: [d f16][m f16]
  * [16 bytes]; MXFP4: [e8m0][16 bytes] with element = level(q) · 2^(e-128)
  * (PLUME_MXFP4_LEVELS, gguf-py's doubled kvalues); in a 4-bit block the
@@ -136,35 +162,89 @@ CK_FN float ck_w_at(const ck_weight *W, int64_t o, int64_t i)
     case CK_MXFP4: {
         const uint8_t *b = row + (i / 32) * 17;
         const int q = j < 16 ? (b[1 + j] & 15) : (b[1 + j - 16] >> 4);
-        /* the levels {0, 1, 2, 3, 4, 6, 8, 12}, negated for q >= 8 */
-        const int m = q & 7, lv = m < 5 ? m : m == 5 ? 6 : m == 6 ? 8 : 12;
-        return (float)(q & 8 ? -lv : lv) * ck_e8m0_half(b[0]);
+        return (float)ck_mxfp4_level(q) * ck_e8m0_half(b[0]);
     }
+    case CK_F32:
+        return ck_ldf(row + 4 * i);
+    case CK_BF16:
+        return ck_bf2f(ck_ld16(row + 2 * i));
     default: /* CK_F16 */
         return ck_h2f(ck_ld16(row + 2 * i));
     }
 }
 
-/* Block idx of a dummy weight (plume/dummy_fill.h): row idx / nb, block
- * idx % nb (nb = ne0 / block) into dst, rows row_bytes apart.  f16_out:
- * an F32 or BF16 spec is stored as f16, the backend's storage for them,
- * each element rounded as weight_prepare rounds the host values (exact
- * f32, then round to nearest even). */
-CK_FN void ck_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes, int f16_out,
-                   int64_t idx)
+/* Values 32c .. 32c + n - 1 of row o of W into w[0 .. n) (n < 32 only
+ * for the last chunk of an f32/f16/bf16 row whose K is not a multiple of
+ * 32; quantized rows are whole blocks): exactly ck_w_at's values, from
+ * wider loads of one block (or 32 values) at a time. */
+CK_FN void ck_w_chunk(const ck_weight *W, int64_t o, int64_t c, int n, float w[32])
 {
-    const int64_t nb = s->ne0 / s->block, r = idx / nb, b = idx % nb;
-    if (f16_out && (s->type == 0 || s->type == 30)) {
-        uint8_t v[4];
-        plume_fill_block(s, r, b, v);
-        uint32_t u = s->type == 0 ? (uint32_t)v[0] | (uint32_t)v[1] << 8 |
-                                        (uint32_t)v[2] << 16 | (uint32_t)v[3] << 24
-                                  : ((uint32_t)v[0] | (uint32_t)v[1] << 8) << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        plume_fill_put16(dst + r * row_bytes + 2 * b, plume_fill_f16(f));
+    const uint8_t *row = W->data + o * W->row_bytes;
+    switch (W->type) {
+    case CK_Q8_0: {
+        const uint8_t *b = row + c * 34;
+        const float d = ck_h2f(ck_ld16(b));
+        for (int i = 0; i < 32; i += 2) {
+            const uint16_t v = ck_ld16(b + 2 + i);
+            w[i] = d * (float)(int8_t)(uint8_t)(v & 255);
+            w[i + 1] = d * (float)(int8_t)(uint8_t)(v >> 8);
+        }
         return;
     }
+    case CK_Q4_0: {
+        const uint8_t *b = row + c * 18;
+        const float d = ck_h2f(ck_ld16(b));
+        for (int i = 0; i < 16; i += 2) {
+            const uint16_t v = ck_ld16(b + 2 + i);
+            w[i] = d * (float)((int)(v & 15) - 8);
+            w[i + 16] = d * (float)((int)((v >> 4) & 15) - 8);
+            w[i + 1] = d * (float)((int)((v >> 8) & 15) - 8);
+            w[i + 17] = d * (float)((int)(v >> 12) - 8);
+        }
+        return;
+    }
+    case CK_Q4_1: {
+        const uint8_t *b = row + c * 20;
+        const float d = ck_h2f(ck_ld16(b)), m = ck_h2f(ck_ld16(b + 2));
+        for (int i = 0; i < 16; i += 2) {
+            const uint16_t v = ck_ld16(b + 4 + i);
+            w[i] = d * (float)(v & 15) + m;
+            w[i + 16] = d * (float)((v >> 4) & 15) + m;
+            w[i + 1] = d * (float)((v >> 8) & 15) + m;
+            w[i + 17] = d * (float)(v >> 12) + m;
+        }
+        return;
+    }
+    case CK_MXFP4: {
+        const uint8_t *b = row + c * 17;
+        const float d = ck_e8m0_half(b[0]);
+        for (int i = 0; i < 16; i++) {
+            w[i] = (float)ck_mxfp4_level(b[1 + i] & 15) * d;
+            w[i + 16] = (float)ck_mxfp4_level(b[1 + i] >> 4) * d;
+        }
+        return;
+    }
+    case CK_F32:
+        for (int i = 0; i < 32; i++)
+            w[i] = i < n ? ck_ldf(row + 4 * (32 * c + i)) : 0.0f;
+        return;
+    case CK_BF16:
+        for (int i = 0; i < 32; i++)
+            w[i] = i < n ? ck_bf2f(ck_ld16(row + 2 * (32 * c + i))) : 0.0f;
+        return;
+    default: /* CK_F16 */
+        for (int i = 0; i < 32; i++)
+            w[i] = i < n ? ck_h2f(ck_ld16(row + 2 * (32 * c + i))) : 0.0f;
+        return;
+    }
+}
+
+/* Block idx of a dummy weight (plume/dummy_fill.h): row idx / nb, block
+ * idx % nb (nb = ne0 / block) into dst, rows row_bytes apart: the bytes
+ * plume_fill_row gives on the host. */
+CK_FN void ck_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes, int64_t idx)
+{
+    const int64_t nb = s->ne0 / s->block, r = idx / nb, b = idx % nb;
     plume_fill_block(s, r, b, dst + r * row_bytes + b * (int64_t)s->block_bytes);
 }
 
@@ -305,14 +385,22 @@ CK_FN void ck_dequant_slab(const ck_weight *W, int64_t o0, uint16_t *slab, int64
 
 /* ---- rmsnorm: one warp per row ---- */
 
-/* Lane's share of Σ x[r][i]², i = lane, lane + 32, ... */
+/* Lane's share of Σ x[r][i]², i = lane, lane + 32, ...: four running
+ * sums (four loads in flight per lane), added pairwise at the end. */
 CK_FN float ck_rms_lane(const float *x, int32_t dim, int64_t r, int lane)
 {
     const float *xr = x + r * dim;
-    float s = 0.0f;
-    for (int32_t i = lane; i < dim; i += CK_WARP)
-        s += xr[i] * xr[i];
-    return s;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int32_t i = lane;
+    for (; i + 3 * CK_WARP < dim; i += 4 * CK_WARP) {
+        s0 += xr[i] * xr[i];
+        s1 += xr[i + CK_WARP] * xr[i + CK_WARP];
+        s2 += xr[i + 2 * CK_WARP] * xr[i + 2 * CK_WARP];
+        s3 += xr[i + 3 * CK_WARP] * xr[i + 3 * CK_WARP];
+    }
+    for (; i < dim; i += CK_WARP)
+        s0 += xr[i] * xr[i];
+    return (s0 + s1) + (s2 + s3);
 }
 
 /* With the row's sum of squares: the lane's outputs (out may be x). */
@@ -320,24 +408,57 @@ CK_FN void ck_rms_write(float *out, const float *x, const float *w, int32_t dim,
                         int64_t r, int lane, float sumsq)
 {
     const float inv = 1.0f / sqrtf(sumsq / (float)dim + eps);
-    for (int32_t i = lane; i < dim; i += CK_WARP)
-        out[r * dim + i] = x[r * dim + i] * inv * w[i];
+    /* out may be x: eight loads, then their eight stores (a store before
+     * the next load would keep one load in flight at a time) */
+    for (int32_t i0 = lane; i0 < dim; i0 += 8 * CK_WARP) {
+        float v[8];
+        for (int k = 0; k < 8; k++) {
+            const int32_t i = i0 + k * CK_WARP;
+            v[k] = i < dim ? x[r * dim + i] * inv * w[i] : 0.0f;
+        }
+        for (int k = 0; k < 8; k++) {
+            const int32_t i = i0 + k * CK_WARP;
+            if (i < dim)
+                out[r * dim + i] = v[k];
+        }
+    }
 }
 
 /* ---- the row matmul: one warp per (output o, group of CK_GEMV_ROWS rows) ----
- * acc[j] = lane's share of Σ_i W[o][i] · x[t0 + j][i] over i = lane, lane +
- * 32, ... (one GGUF block per step of the warp), for j < nt.  Each row's
- * sum has the same operations in the same order whatever t0, nt and
- * n_rows: the result of (t, o) depends only on W's row o and x's row t. */
+ * acc[j] = lane's share of Σ_i W[o][i] · x[t0 + j][i] over the chunks of
+ * 32 values c = lane, lane + 32, ... (one GGUF block each: a lane loads a
+ * whole block, so a warp has 32 blocks in flight), i ascending within a
+ * chunk, for j < nt.  Each row's sum has the same operations in the same
+ * order whatever t0, nt and n_rows: the result of (t, o) depends only on
+ * W's row o and x's row t. */
 CK_FN void ck_gemv_lane(const ck_weight *W, const float *x, int64_t o, int64_t t0, int nt,
                         int lane, float acc[CK_GEMV_ROWS])
 {
     for (int j = 0; j < CK_GEMV_ROWS; j++)
         acc[j] = 0.0f;
-    for (int64_t i = lane; i < W->K; i += CK_WARP) {
-        const float w = ck_w_at(W, o, i);
-        for (int j = 0; j < nt; j++)
-            acc[j] += w * x[(t0 + j) * W->K + i];
+    for (int64_t c = lane; 32 * c < W->K; c += CK_WARP) {
+        const int n = W->K - 32 * c < 32 ? (int)(W->K - 32 * c) : 32;
+        float w[32];
+        ck_w_chunk(W, o, c, n, w);
+        for (int j = 0; j < CK_GEMV_ROWS; j++) {
+            if (j >= nt)
+                break;
+            const float *xr = x + (t0 + j) * W->K + 32 * c;
+            if (n == 32 && W->K % 4 == 0) /* x rows 16-aligned: 16-byte loads, same order */
+                for (int i = 0; i < 32; i += 4) {
+                    float v[4];
+                    ck_ld4(xr + i, v);
+                    for (int k = 0; k < 4; k++)
+                        acc[j] += w[i + k] * v[k];
+                }
+            else if (n == 32)
+                for (int i = 0; i < 32; i++)
+                    acc[j] += w[i] * xr[i];
+            else
+                for (int i = 0; i < 32; i++)
+                    if (i < n)
+                        acc[j] += w[i] * xr[i];
+        }
     }
 }
 

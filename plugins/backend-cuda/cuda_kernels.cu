@@ -66,9 +66,9 @@ __global__ void k_dequant_slab(ck_weight W, int64_t o0, uint16_t *slab, int64_t 
     EW_LOOP(n) ck_dequant_slab(&W, o0, slab, idx);
 }
 
-__global__ void k_fill(plume_fill_spec s, uint8_t *dst, int64_t row_bytes, int f16_out, int64_t n)
+__global__ void k_fill(plume_fill_spec s, uint8_t *dst, int64_t row_bytes, int64_t n)
 {
-    EW_LOOP(n) ck_fill(&s, dst, row_bytes, f16_out, idx);
+    EW_LOOP(n) ck_fill(&s, dst, row_bytes, idx);
 }
 
 /* warp w of the grid: blockIdx.x * WARPS + threadIdx.x / 32 */
@@ -85,9 +85,15 @@ __global__ void k_rmsnorm(float *out, const float *x, const float *w, int32_t n_
     ck_rms_write(out, x, w, dim, eps, r, lane_id(), ss);
 }
 
-/* grid.x covers outputs (one warp each), grid.y row groups */
+/* grid.x covers outputs (one warp each), grid.y row groups.  TYPE >= 0
+ * fixes W.type at compile time, so the block walk of that type alone is
+ * compiled in (ck_w_chunk's switch folds): a few KB of code instead of
+ * every type's; -1 is the generic kernel. */
+template <int TYPE>
 __global__ void k_gemv(ck_weight W, const float *x, int32_t n_rows, float *y)
 {
+    if (TYPE >= 0)
+        W.type = TYPE;
     const int64_t o = warp_id();
     const int64_t t0 = (int64_t)blockIdx.y * CK_GEMV_ROWS;
     if (o >= W.N)
@@ -104,11 +110,14 @@ __global__ void k_gemv(ck_weight W, const float *x, int32_t n_rows, float *y)
 
 /* grid.x covers the widest weight's outputs (one warp each), grid.y the
  * tasks: task t's rows times its segment's weight j */
+template <int TYPE>
 __global__ void k_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
                            const float *x, float *y)
 {
     const ck_seg_task t = tasks[blockIdx.y];
-    const ck_weight W = ws[(int64_t)t.a * n_w + j];
+    ck_weight W = ws[(int64_t)t.a * n_w + j];
+    if (TYPE >= 0)
+        W.type = TYPE;
     const int64_t o = warp_id();
     if (o >= W.N)
         return;
@@ -229,14 +238,23 @@ cudaError_t ck_launch_scatter_add(float *dst, const float *src, const int32_t *r
     LAUNCHED();
 }
 
-cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
-                               int32_t n_tasks, int64_t max_n, const float *x, float *y,
-                               cudaStream_t st)
+cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, int type,
+                               const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
+                               const float *x, float *y, cudaStream_t st)
 {
     for (int32_t t0 = 0; t0 < n_tasks; t0 += 65535) { /* grid.y's limit */
         const int32_t nt = n_tasks - t0 < 65535 ? n_tasks - t0 : 65535;
         const dim3 grid((unsigned)blocks_for(max_n, WARPS), (unsigned)nt);
-        k_gemv_seg<<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, x, y);
+        switch (type) {
+#define K_SEG(T) k_gemv_seg<T><<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, x, y)
+        case CK_Q4_0: K_SEG(CK_Q4_0); break;
+        case CK_Q4_1: K_SEG(CK_Q4_1); break;
+        case CK_Q8_0: K_SEG(CK_Q8_0); break;
+        case CK_MXFP4: K_SEG(CK_MXFP4); break;
+        case CK_F16: K_SEG(CK_F16); break;
+        default: K_SEG(-1); break;
+#undef K_SEG
+        }
         const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
             return e;
@@ -270,7 +288,16 @@ cudaError_t ck_launch_gemv(const ck_weight *W, const float *x, int32_t n_rows, f
                            cudaStream_t st)
 {
     const dim3 grid((unsigned)blocks_for(W->N, WARPS), (unsigned)blocks_for(n_rows, CK_GEMV_ROWS));
-    k_gemv<<<grid, WARPS * CK_WARP, 0, st>>>(*W, x, n_rows, y);
+    switch (W->type) {
+#define K_GEMV(T) k_gemv<T><<<grid, WARPS * CK_WARP, 0, st>>>(*W, x, n_rows, y)
+    case CK_Q4_0: K_GEMV(CK_Q4_0); break;
+    case CK_Q4_1: K_GEMV(CK_Q4_1); break;
+    case CK_Q8_0: K_GEMV(CK_Q8_0); break;
+    case CK_MXFP4: K_GEMV(CK_MXFP4); break;
+    case CK_F16: K_GEMV(CK_F16); break;
+    default: K_GEMV(-1); break;
+#undef K_GEMV
+    }
     LAUNCHED();
 }
 
@@ -289,10 +316,10 @@ cudaError_t ck_launch_dequant_slab(const ck_weight *W, int64_t o0, int64_t rows,
 }
 
 cudaError_t ck_launch_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes,
-                           int64_t n_rows, int f16_out, cudaStream_t st)
+                           int64_t n_rows, cudaStream_t st)
 {
     const int64_t n = n_rows * (s->ne0 / s->block);
-    k_fill<<<ew_grid(n), EW_THREADS, 0, st>>>(*s, dst, row_bytes, f16_out, n);
+    k_fill<<<ew_grid(n), EW_THREADS, 0, st>>>(*s, dst, row_bytes, n);
     LAUNCHED();
 }
 

@@ -41,10 +41,11 @@ cudaError_t ck_launch_scatter_add(float *dst, const float *src, const int32_t *r
                                   int32_t n_dst, int32_t dim, cudaStream_t st);
 /* The segmented row matmul for output j: every task's rows of x times
  * ws[task.a * n_w + j] into y (y's width that weight's N); max_n is the
- * widest such N.  ws and tasks are device memory. */
-cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
-                               int32_t n_tasks, int64_t max_n, const float *x, float *y,
-                               cudaStream_t st);
+ * widest such N; type is every such weight's type (a kernel compiled for
+ * it), or -1 when they differ.  ws and tasks are device memory. */
+cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, int type,
+                               const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
+                               const float *x, float *y, cudaStream_t st);
 cudaError_t ck_launch_add(float *x, const float *y, int64_t n, cudaStream_t st);
 cudaError_t ck_launch_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim,
                                cudaStream_t st);
@@ -59,7 +60,7 @@ cudaError_t ck_launch_dequant_slab(const ck_weight *W, int64_t o0, int64_t rows,
                                    cudaStream_t st);
 /* n_rows rows of a dummy weight (ck_fill) into dst, rows row_bytes apart. */
 cudaError_t ck_launch_fill(const plume_fill_spec *s, uint8_t *dst, int64_t row_bytes,
-                           int64_t n_rows, int f16_out, cudaStream_t st);
+                           int64_t n_rows, cudaStream_t st);
 /* Reads the whole of n bytes at p (for the bench's bandwidth probe):
  * sink gets one value per block so the reads are not optimized away. */
 cudaError_t ck_launch_read_probe(const float4 *p, int64_t n4, float *sink, cudaStream_t st);

@@ -92,7 +92,6 @@ static void test_matmul(plume_backend *g, int cublas)
         if (GPU->synchronize) /* g may be another instance (stream) than gb's copies */
             MUST(GPU->synchronize(g, &err));
         get(yg, dy, (size_t)T * N);
-        const int f16w = type == PLUME_DTYPE_F32 || type == PLUME_DTYPE_BF16; /* rounded to f16 on the device */
         for (int t = 0; t < T; t++)
             for (int o = 0; o < N; o++) {
                 plume_dequantize((plume_dtype)type, wd + (size_t)o * rb, row, K);
@@ -108,9 +107,8 @@ static void test_matmul(plume_backend *g, int cublas)
                 }
                 /* cpu int8 activations + f32 accumulation, + f16 rounding of
                  * x (cuBLAS path) and of weights (below) */
-                /* weights rounded to f16: f32/bf16 ones always, quantized
-                 * ones in the cuBLAS slab */
-                const int wround = f16w || (cublas && type != PLUME_DTYPE_F16);
+                /* weights rounded to f16: all but f16 ones in the cuBLAS slab */
+                const int wround = cublas && type != PLUME_DTYPE_F16;
                 const double tol = q8 * 1.01 + 4.0 * K * 0x1p-24 * absum +
                                    0x1p-11 * absum * (cublas + wround);
                 const double d = fabs((double)yg[(size_t)t * N + o] - yc[(size_t)t * N + o]);

@@ -82,7 +82,7 @@ static void emu_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *
 static void test_matmul(void)
 {
     const uint32_t types[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_F16,
-                              PLUME_DTYPE_MXFP4};
+                              PLUME_DTYPE_MXFP4, PLUME_DTYPE_F32, PLUME_DTYPE_BF16};
     enum { K = 256, N = 37, T = 9 };
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
@@ -96,6 +96,11 @@ static void test_matmul(void)
             plume_dequantize((plume_dtype)type, wd + o * rb, row, K);
             for (int64_t i = 0; i < K; i++)
                 walk_bad += ck_w_at(&W, o, i) != row[i];
+            for (int64_t c = 0; c < K / 32; c++) { /* the row matmul's chunks: the same values */
+                float w[32];
+                ck_w_chunk(&W, o, c, 32, w);
+                walk_bad += memcmp(w, row + 32 * c, sizeof w) != 0;
+            }
         }
         CHECK(walk_bad == 0, "%s: %d elements of the block walk differ from plume_dequantize",
               plume_dtype_name(type), walk_bad);
@@ -151,6 +156,39 @@ static void test_matmul(void)
         }
         CPU->weight_free(cpu_b, cw);
         free(x), free(y), free(yc), free(y1), free(wd);
+    }
+}
+
+/* Float rows whose K is not a multiple of 32 (the row matmul's last chunk
+ * is partial): within the f32 accumulation bound of the exact sum, and a
+ * row alone the bits it has in a batch. */
+static void test_matmul_tail(void)
+{
+    enum { K = 72, N = 5, T = 6 };
+    const uint32_t types[] = {PLUME_DTYPE_F32, PLUME_DTYPE_F16, PLUME_DTYPE_BF16};
+    for (size_t ti = 0; ti < 3; ti++) {
+        size_t rb;
+        uint8_t *wd = tu_weights(types[ti], K, N, &rb);
+        const ck_weight W = {wd, K, N, (int64_t)rb, (int)types[ti]};
+        float x[T * K], y[T * N], y1[N], row[K];
+        tu_fill(x, (size_t)T * K, -1, 1);
+        emu_gemv(&W, x, T, y);
+        int bad = 0;
+        for (int t = 0; t < T; t++) {
+            emu_gemv(&W, x + (size_t)t * K, 1, y1);
+            bad += memcmp(y1, y + (size_t)t * N, sizeof y1) != 0;
+            for (int o = 0; o < N; o++) {
+                plume_dequantize((plume_dtype)types[ti], wd + (size_t)o * rb, row, K);
+                double exact = 0, absum = 0;
+                for (int i = 0; i < K; i++) {
+                    exact += (double)row[i] * x[(size_t)t * K + i];
+                    absum += fabs((double)row[i] * x[(size_t)t * K + i]);
+                }
+                bad += !(fabs(y[(size_t)t * N + o] - exact) <= 2.0 * K * 0x1p-24 * absum + 1e-30);
+            }
+        }
+        CHECK(bad == 0, "%s, K %d: %d rows or values wrong", plume_dtype_name(types[ti]), K, bad);
+        free(wd);
     }
 }
 
@@ -397,38 +435,23 @@ static void test_fill(void)
             CHECK(0, "spec for type %u", ty);
             continue;
         }
-        const bool blocks = ty == PLUME_DTYPE_Q8_0 || ty == PLUME_DTYPE_Q4_0 ||
-                            ty == PLUME_DTYPE_Q4_1;
-        const size_t hrb = plume_dtype_row_bytes(ty, K), drb = blocks ? hrb : 2 * (size_t)K;
-        uint8_t *host = malloc(hrb * N), *want = malloc(drb * N), *dev = calloc(drb, N);
+        const size_t rb = plume_dtype_row_bytes(ty, K);
+        uint8_t *want = malloc(rb * N), *dev = calloc(rb, N);
         for (int64_t r = 0; r < N; r++)
-            plume_fill_row(&sp, r, host + r * hrb);
-        if (blocks || ty == PLUME_DTYPE_F16) {
-            memcpy(want, host, hrb * N);
-        } else {
-            float row[96];
-            for (int64_t r = 0; r < N; r++) {
-                plume_dequantize((plume_dtype)ty, host + r * hrb, row, K);
-                for (int64_t i = 0; i < K; i++) {
-                    uint16_t h = plume_fp32_to_fp16(row[i]);
-                    memcpy(want + r * drb + 2 * i, &h, 2);
-                }
-            }
-        }
+            plume_fill_row(&sp, r, want + r * rb);
         for (int64_t idx = 0, n = N * (K / sp.block); idx < n; idx++)
-            ck_fill(&sp, dev, (int64_t)drb, !blocks, idx);
-        CHECK(memcmp(dev, want, drb * N) == 0, "fill of type %s differs from the host path",
+            ck_fill(&sp, dev, (int64_t)rb, idx);
+        CHECK(memcmp(dev, want, rb * N) == 0, "fill of type %s differs from the host path",
               plume_dtype_name(ty));
-        ck_weight W = {dev, K, N, (int64_t)drb, blocks ? (int)ty : CK_F16};
+        ck_weight W = {dev, K, N, (int64_t)rb, (int)ty};
         float row[96];
         int bad = 0;
         for (int64_t r = 0; r < N; r++) {
-            plume_dequantize(blocks ? (plume_dtype)ty : PLUME_DTYPE_F16, want + r * drb, row, K);
+            plume_dequantize((plume_dtype)ty, want + r * rb, row, K);
             for (int64_t i = 0; i < K; i++)
                 bad += ck_w_at(&W, r, i) != row[i];
         }
         CHECK(bad == 0, "filled %s read back: %d values differ", plume_dtype_name(ty), bad);
-        free(host);
         free(want);
         free(dev);
     }
@@ -563,6 +586,7 @@ int main(void)
         return 1;
     }
     test_matmul();
+    test_matmul_tail();
     test_kv_and_attention();
     test_rows();
     test_fill();

@@ -2,11 +2,16 @@
  * test_cuda_moe MODEL... (directories or GGUF files; test_cuda_moe.py
  * makes tiny Mixtral, Qwen3-MoE, Qwen2-MoE, OLMoE and gpt-oss checkpoints
  * with transformers and passes them).  For each model:
- *   - an 80-token prompt's last logits within 3% of the cpu's logit range
- *     (chosen, as in cuda_device: the cuda backend keeps f32 matrices as
- *     f16; the cpu runs with f32 activations, PLUME_CPU_ACTIVATIONS=f32),
- *     and 8 greedy tokens equal (a step whose cpu top-2 margin lies inside
- *     the tolerance may diverge: said, and the comparison stops there);
+ *   - an 80-token prompt's last logits within 0.1% of the cpu's logit
+ *     range, and 8 greedy tokens equal (a step whose cpu top-2 margin lies
+ *     inside the tolerance may diverge: said, and the comparison stops
+ *     there).  Both backends hold the same weights (the cuda backend keeps
+ *     each matrix's dtype) and compute with f32 activations (the cpu with
+ *     PLUME_CPU_ACTIVATIONS=f32); what differs is the summation order, the
+ *     device's expf and the f16 KV rounding of values that differ in their
+ *     last bits.  The tolerance is chosen, not derived: a flipped expert
+ *     choice moves logits by a few % of the range (measured on an H100),
+ *     so it tells a routing difference from rounding;
  *   - on the GPU, the prompt's logits the same bits in one prefill (more
  *     rows than the grouped-expert limit: one matmul per expert), in
  *     chunks of 5 (the experts as matmul_segments jobs) and one token at a
@@ -70,7 +75,7 @@ static void test_model(const char *path, const plume_backend_vtable *gpu)
         md = fmax(md, fabs((double)lg[i] - lc[i]));
         range = fmax(range, fabs(lc[i]));
     }
-    const double tol = 0.03 * range;
+    const double tol = 1e-3 * range;
     printf("# %s: max |logit gpu - cpu| %.4g (%.3g%% of the range %.4g)\n", path, md,
            100 * md / range, range);
     CHECK(range > 0 && md <= tol, "%s: max |logit gpu - cpu| %.4g > %.4g", path, md, tol);
