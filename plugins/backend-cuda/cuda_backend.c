@@ -37,6 +37,7 @@ typedef struct cuda_backend {
     int device;
     cudaStream_t stream;
     bool use_cublas;
+    bool act_int8;       /* activations: int8 (Q4_0/Q4_1/Q8_0 rows dotted in integers) */
     cc_blas *blas;       /* NULL until the first GEMM */
     /* the step's metadata: host staging and its device copy */
     int32_t *h_meta, *d_meta;
@@ -44,6 +45,8 @@ typedef struct cuda_backend {
     ck_step step;        /* device pointers into d_meta */
     void *scratch;       /* GEMM: f16 x and a dequantized slab */
     size_t scratch_cap;
+    void *act;           /* int8 activations: x's blocks, scales and sums */
+    size_t act_cap;
     /* a mixture-of-experts op's index arrays: host staging and device copy */
     uint8_t *h_moe;
     void *d_moe;
@@ -85,14 +88,18 @@ static int cuda_score(void)
 }
 
 static const char *const matmul_modes[] = {"rows", "cublas"};
+/* f32 first, the default: the int8 path passes the emulation but has not
+ * yet run on a GPU (docs/backend-cuda.md) */
+static const char *const act_modes[] = {"f32", "int8"};
 
 static int cuda_validate(const plume_settings *s, plume_error *err)
 {
-    static const char *const keys[] = {"matmul", "device"};
-    size_t mode;
+    static const char *const keys[] = {"matmul", "device", "activations"};
+    size_t mode, act;
     int64_t dev;
-    if (plume_settings_check_keys(s, keys, 2, err) ||
+    if (plume_settings_check_keys(s, keys, 3, err) ||
         plume_settings_choice(s, "matmul", matmul_modes, 2, 0, &mode, err) ||
+        plume_settings_choice(s, "activations", act_modes, 2, 0, &act, err) ||
         plume_settings_int(s, "device", 0, 0, 1024, &dev, err))
         return -1;
     return 0;
@@ -103,9 +110,10 @@ static int cuda_create(const plume_settings *s, int n_threads, plume_backend **o
 {
     (void)n_threads;
     *out = NULL;
-    size_t mode = 0;
+    size_t mode = 0, act = 0;
     int64_t dev = 0;
     if (s && (plume_settings_choice(s, "matmul", matmul_modes, 2, 0, &mode, err) ||
+              plume_settings_choice(s, "activations", act_modes, 2, 0, &act, err) ||
               plume_settings_int(s, "device", 0, 0, 1024, &dev, err)))
         return -1;
     char why[256];
@@ -120,6 +128,7 @@ static int cuda_create(const plume_settings *s, int n_threads, plume_backend **o
         return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory");
     b->device = (int)dev;
     b->use_cublas = mode == 1;
+    b->act_int8 = act == 1;
     cudaError_t e = cudaSetDevice(b->device);
     if (e == cudaSuccess)
         e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
@@ -143,6 +152,7 @@ static void cuda_destroy(plume_backend *be)
     cc_blas_free(b->blas);
     (void)cudaFree(b->d_meta);
     (void)cudaFree(b->scratch);
+    (void)cudaFree(b->act);
     (void)cudaFree(b->d_moe);
     (void)cudaStreamDestroy(b->stream);
     (void)cudaGetLastError();
@@ -556,6 +566,30 @@ static int scratch(cuda_backend *b, size_t bytes, plume_error *err)
     return cc_scratch_reserve(b->stream, &b->scratch, &b->scratch_cap, bytes, WHO, err);
 }
 
+/* A matrix the int8 path runs (activations: int8 and a Q4_0, Q4_1 or
+ * Q8_0 matrix). */
+static bool int8_path(const cuda_backend *b, const ck_weight *W)
+{
+    return b->act_int8 &&
+           (W->type == CK_Q4_0 || W->type == CK_Q4_1 || W->type == CK_Q8_0);
+}
+
+/* x (n_rows x K) quantized per block of 32 into the instance's
+ * activation buffer (ck_quant_q8): its int8 values, scales and sums. */
+static int quant_x(cuda_backend *b, const float *x, int32_t n_rows, int64_t K, const int8_t **q,
+                   const float **d, const float **s, plume_error *err)
+{
+    const size_t nq = (size_t)n_rows * (size_t)K, nb = nq / 32, qb = (nq + 255) & ~(size_t)255;
+    if (cc_scratch_reserve(b->stream, &b->act, &b->act_cap, qb + 2 * sizeof(float) * nb, WHO, err))
+        return -1;
+    *q = b->act;
+    *d = (const float *)((const char *)b->act + qb);
+    *s = *d + nb;
+    LAUNCH(ck_launch_quant_q8(x, n_rows, K, (int8_t *)*q, (float *)*d, (float *)*s, b->stream),
+           "activation quantization");
+    return 0;
+}
+
 /* cuBLAS f16 GEMM of one weight: x once to f16, then W itself (f16) or
  * slabs of it dequantized to f16. */
 static int gemm_one(cuda_backend *b, const ck_weight *W, const void *xh, int32_t n_rows, float *y,
@@ -583,8 +617,18 @@ static int cuda_matmul(plume_backend *be, const plume_bweight *const *w, int n_w
     if (n_rows <= 0)
         return 0;
     if (!b->use_cublas || n_rows < GEMM_MIN_ROWS) {
-        for (int i = 0; i < n_w; i++)
-            LAUNCH(ck_launch_gemv(&w[i]->w, CF(x), n_rows, F(y[i]), b->stream), "row matmul");
+        const int8_t *xq = NULL; /* x quantized once for every int8 matrix */
+        const float *xd = NULL, *xs = NULL;
+        for (int i = 0; i < n_w; i++) {
+            if (!int8_path(b, &w[i]->w)) {
+                LAUNCH(ck_launch_gemv(&w[i]->w, CF(x), n_rows, F(y[i]), b->stream), "row matmul");
+                continue;
+            }
+            if (!xq && quant_x(b, CF(x), n_rows, w[i]->w.K, &xq, &xd, &xs, err))
+                return -1;
+            LAUNCH(ck_launch_gemv_q8(&w[i]->w, xq, xd, xs, n_rows, F(y[i]), b->stream),
+                   "int8 row matmul");
+        }
         return 0;
     }
     if (!b->blas && cc_blas_create(b->stream, WHO, "the backend's matmul: rows", &b->blas, err))
@@ -756,14 +800,24 @@ static int cuda_matmul_segments(plume_backend *be, const plume_bweight *const *w
         return -1;
     const ck_weight *dws = b->d_moe;
     const ck_seg_task *dtasks = (const ck_seg_task *)((const uint8_t *)b->d_moe + wbytes);
+    const int8_t *xq = NULL; /* x quantized once for every int8 output */
+    const float *xd = NULL, *xs = NULL;
     for (int j = 0; j < n_w; j++) {
         int type = w[j]->w.type; /* one kernel for the type all segments share */
         for (int32_t s = 0; s < n_seg; s++)
             if (off[s + 1] > off[s] && w[(size_t)s * n_w + j]->w.type != type)
                 type = -1;
-        LAUNCH(ck_launch_gemv_seg(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, CF(x), F(y[j]),
-                                  b->stream),
-               "segmented row matmul");
+        if (type < 0 || !int8_path(b, &w[j]->w)) {
+            LAUNCH(ck_launch_gemv_seg(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, CF(x),
+                                      F(y[j]), b->stream),
+                   "segmented row matmul");
+            continue;
+        }
+        if (!xq && quant_x(b, CF(x), off[n_seg], w[0]->w.K, &xq, &xd, &xs, err))
+            return -1;
+        LAUNCH(ck_launch_gemv_seg_q8(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, xq, xd, xs,
+                                     F(y[j]), b->stream),
+               "int8 segmented row matmul");
     }
     return 0;
 }

@@ -86,6 +86,20 @@ static inline float ck_h2f(uint16_t h) { return plume_fp16_to_fp32(h); }
 static inline float ck_e8m0_half(uint8_t e) { return plume_e8m0_half_to_fp32(e); }
 static inline float ck_bf2f(uint16_t h) { return plume_bf16_to_fp32(h); }
 static inline void ck_ld4(const float *p, float v[4]) { memcpy(v, p, 16); }
+static inline uint32_t ck_ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+/* Σ of the four signed byte products of a and b, plus c (the device's dp4a) */
+static inline int32_t ck_dp4a(uint32_t a, uint32_t b, int32_t c)
+{
+    for (int k = 0; k < 4; k++)
+        c += (int32_t)(int8_t)(uint8_t)(a >> (8 * k)) * (int32_t)(int8_t)(uint8_t)(b >> (8 * k));
+    return c;
+}
+static inline int32_t ck_f2i_rn(float f) { return (int32_t)nearbyintf(f); }
 static inline float ck_ldf(const uint8_t *p)
 {
     float v;
@@ -108,6 +122,9 @@ CK_FN float ck_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 CK_FN uint16_t ck_f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 CK_FN uint16_t ck_ld16(const uint8_t *p) { return *(const uint16_t *)p; } /* 2-aligned */
 CK_FN float ck_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+CK_FN uint32_t ck_ld32(const uint8_t *p) { return *(const uint32_t *)p; } /* 4-aligned */
+CK_FN int32_t ck_dp4a(uint32_t a, uint32_t b, int32_t c) { return __dp4a((int)a, (int)b, c); }
+CK_FN int32_t ck_f2i_rn(float f) { return __float2int_rn(f); }
 /* four floats in one 16-byte load (p 16-aligned) */
 CK_FN void ck_ld4(const float *p, float v[4])
 {
@@ -458,6 +475,88 @@ CK_FN void ck_gemv_lane(const ck_weight *W, const float *x, int64_t o, int64_t t
                 for (int i = 0; i < 32; i++)
                     if (i < n)
                         acc[j] += w[i] * xr[i];
+        }
+    }
+}
+
+/* ---- int8 activations (backend setting activations: int8; f32 is the
+ * default):
+ * x quantized per block of 32 as the cpu backend does it (d = amax/127,
+ * q = round-to-nearest-even(x · (1/d)), s = d · Σq), and Q4_0, Q4_1 and
+ * Q8_0 rows dotted with it in integers (dp4a), block by block. ---- */
+
+/* Block b of row r of x (K values per row) into q (int8 [rows][K]), d and
+ * s ([rows][K/32]); idx = r * (K/32) + b. */
+CK_FN void ck_quant_q8(const float *x, int64_t K, int8_t *q, float *d, float *s, int64_t idx)
+{
+    const float *xb = x + idx * 32; /* rows are whole blocks: idx * 32 = r * K + 32 b */
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++)
+        amax = fmaxf(amax, fabsf(xb[i]));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    int32_t sum = 0;
+    for (int i = 0; i < 32; i++) {
+        const int32_t v = ck_f2i_rn(xb[i] * id);
+        q[idx * 32 + i] = (int8_t)v;
+        sum += v;
+    }
+    d[idx] = db;
+    s[idx] = db * (float)sum;
+    (void)K;
+}
+
+/* True for the weight types the int8 path runs. */
+CK_FN int ck_q8_type(int type) { return type == CK_Q4_0 || type == CK_Q4_1 || type == CK_Q8_0; }
+
+/* Two bytes at a 2-aligned p and the two after them as one word. */
+CK_FN uint32_t ck_ld32_2(const uint8_t *p)
+{
+    return (uint32_t)ck_ld16(p) | (uint32_t)ck_ld16(p + 2) << 16;
+}
+
+/* The int8 row matmul's lane share: like ck_gemv_lane, block c = lane,
+ * lane + 32, ... of W's row o against each row's int8 block, as the cpu
+ * sums a block: (d_w · Σ w_q x_q) · d_x + m_w · s_x (m: Q4_0 -8 d_w, Q4_1
+ * its min, Q8_0 0).  The same operations per (row, output) whatever the
+ * grouping. */
+CK_FN void ck_gemv_q8_lane(const ck_weight *W, const int8_t *xq, const float *xd,
+                           const float *xs, int64_t o, int64_t t0, int nt, int lane,
+                           float acc[CK_GEMV_ROWS])
+{
+    for (int j = 0; j < CK_GEMV_ROWS; j++)
+        acc[j] = 0.0f;
+    const int64_t nb = W->K / 32;
+    const uint8_t *row = W->data + o * W->row_bytes;
+    for (int64_t c = lane; c < nb; c += CK_WARP) {
+        uint32_t w[8];
+        float dw, mw;
+        if (W->type == CK_Q8_0) {
+            const uint8_t *b = row + c * 34;
+            dw = ck_h2f(ck_ld16(b));
+            mw = 0.0f;
+            for (int m = 0; m < 8; m++)
+                w[m] = ck_ld32_2(b + 2 + 4 * m);
+        } else {
+            const int q41 = W->type == CK_Q4_1;
+            const uint8_t *b = row + c * (q41 ? 20 : 18);
+            dw = ck_h2f(ck_ld16(b));
+            mw = q41 ? ck_h2f(ck_ld16(b + 2)) : -8.0f * dw;
+            for (int m = 0; m < 4; m++) {
+                const uint32_t v = q41 ? ck_ld32(b + 4 + 4 * m) : ck_ld32_2(b + 2 + 4 * m);
+                w[m] = v & 0x0F0F0F0Fu;            /* elements 4m .. 4m+3 */
+                w[m + 4] = (v >> 4) & 0x0F0F0F0Fu; /* elements 16+4m .. 16+4m+3 */
+            }
+        }
+        for (int j = 0; j < CK_GEMV_ROWS; j++) {
+            if (j >= nt)
+                break;
+            const int64_t t = t0 + j;
+            const uint8_t *xb = (const uint8_t *)(xq + t * W->K + 32 * c);
+            int32_t sumi = 0;
+            for (int m = 0; m < 8; m++)
+                sumi = ck_dp4a(w[m], ck_ld32(xb + 4 * m), sumi);
+            acc[j] += (dw * (float)sumi) * xd[t * nb + c] + mw * xs[t * nb + c];
         }
     }
 }

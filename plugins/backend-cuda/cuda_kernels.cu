@@ -60,6 +60,10 @@ __global__ void k_gather(ck_step S, float *dst, const float *src, int32_t dim, i
 {
     EW_LOOP(n) ck_gather(&S, dst, src, dim, idx);
 }
+__global__ void k_quant_q8(const float *x, int64_t K, int8_t *q, float *d, float *s, int64_t n)
+{
+    EW_LOOP(n) ck_quant_q8(x, K, q, d, s, idx);
+}
 __global__ void k_to_f16(const float *x, uint16_t *xh, int64_t n) { EW_LOOP(n) ck_to_f16(x, xh, idx); }
 __global__ void k_dequant_slab(ck_weight W, int64_t o0, uint16_t *slab, int64_t n)
 {
@@ -123,6 +127,46 @@ __global__ void k_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_tas
         return;
     float acc[CK_GEMV_ROWS];
     ck_gemv_lane(&W, x, o, t.t0, t.nt, lane_id(), acc);
+    for (int r = 0; r < CK_GEMV_ROWS; r++) {
+        const float s = ck_warp_sum(acc[r]);
+        if (r < t.nt && lane_id() == 0)
+            y[((int64_t)t.t0 + r) * W.N + o] = s;
+    }
+}
+
+/* The int8 forms of k_gemv and k_gemv_seg (ck_gemv_q8_lane; TYPE one of
+ * Q4_0, Q4_1, Q8_0). */
+template <int TYPE>
+__global__ void k_gemv_q8(ck_weight W, const int8_t *xq, const float *xd, const float *xs,
+                          int32_t n_rows, float *y)
+{
+    W.type = TYPE;
+    const int64_t o = warp_id();
+    const int64_t t0 = (int64_t)blockIdx.y * CK_GEMV_ROWS;
+    if (o >= W.N)
+        return;
+    const int nt = n_rows - t0 < CK_GEMV_ROWS ? (int)(n_rows - t0) : CK_GEMV_ROWS;
+    float acc[CK_GEMV_ROWS];
+    ck_gemv_q8_lane(&W, xq, xd, xs, o, t0, nt, lane_id(), acc);
+    for (int j = 0; j < CK_GEMV_ROWS; j++) {
+        const float s = ck_warp_sum(acc[j]);
+        if (j < nt && lane_id() == 0)
+            y[(t0 + j) * W.N + o] = s;
+    }
+}
+
+template <int TYPE>
+__global__ void k_gemv_seg_q8(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
+                              const int8_t *xq, const float *xd, const float *xs, float *y)
+{
+    const ck_seg_task t = tasks[blockIdx.y];
+    ck_weight W = ws[(int64_t)t.a * n_w + j];
+    W.type = TYPE;
+    const int64_t o = warp_id();
+    if (o >= W.N)
+        return;
+    float acc[CK_GEMV_ROWS];
+    ck_gemv_q8_lane(&W, xq, xd, xs, o, t.t0, t.nt, lane_id(), acc);
     for (int r = 0; r < CK_GEMV_ROWS; r++) {
         const float s = ck_warp_sum(acc[r]);
         if (r < t.nt && lane_id() == 0)
@@ -299,6 +343,53 @@ cudaError_t ck_launch_gemv(const ck_weight *W, const float *x, int32_t n_rows, f
 #undef K_GEMV
     }
     LAUNCHED();
+}
+
+cudaError_t ck_launch_quant_q8(const float *x, int32_t n_rows, int64_t K, int8_t *q, float *d,
+                               float *s, cudaStream_t st)
+{
+    const int64_t n = (int64_t)n_rows * (K / 32);
+    k_quant_q8<<<ew_grid(n), EW_THREADS, 0, st>>>(x, K, q, d, s, n);
+    LAUNCHED();
+}
+
+cudaError_t ck_launch_gemv_q8(const ck_weight *W, const int8_t *xq, const float *xd,
+                              const float *xs, int32_t n_rows, float *y, cudaStream_t st)
+{
+    const dim3 grid((unsigned)blocks_for(W->N, WARPS), (unsigned)blocks_for(n_rows, CK_GEMV_ROWS));
+    switch (W->type) {
+#define K_Q8(T) k_gemv_q8<T><<<grid, WARPS * CK_WARP, 0, st>>>(*W, xq, xd, xs, n_rows, y)
+    case CK_Q4_0: K_Q8(CK_Q4_0); break;
+    case CK_Q4_1: K_Q8(CK_Q4_1); break;
+    case CK_Q8_0: K_Q8(CK_Q8_0); break;
+    default: return cudaErrorInvalidValue;
+#undef K_Q8
+    }
+    LAUNCHED();
+}
+
+cudaError_t ck_launch_gemv_seg_q8(const ck_weight *ws, int n_w, int j, int type,
+                                  const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
+                                  const int8_t *xq, const float *xd, const float *xs, float *y,
+                                  cudaStream_t st)
+{
+    for (int32_t t0 = 0; t0 < n_tasks; t0 += 65535) { /* grid.y's limit */
+        const int32_t nt = n_tasks - t0 < 65535 ? n_tasks - t0 : 65535;
+        const dim3 grid((unsigned)blocks_for(max_n, WARPS), (unsigned)nt);
+        switch (type) {
+#define K_SQ8(T) \
+    k_gemv_seg_q8<T><<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, xq, xd, xs, y)
+        case CK_Q4_0: K_SQ8(CK_Q4_0); break;
+        case CK_Q4_1: K_SQ8(CK_Q4_1); break;
+        case CK_Q8_0: K_SQ8(CK_Q8_0); break;
+        default: return cudaErrorInvalidValue;
+#undef K_SQ8
+        }
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
 }
 
 cudaError_t ck_launch_to_f16(const float *x, int64_t n, uint16_t *xh, cudaStream_t st)

@@ -565,6 +565,17 @@ int main(void)
         GPU->destroy(g2);
         plume_settings_free(s);
     }
+    { /* activations: int8 (Q4_0/Q4_1/Q8_0 rows dotted in integers, dp4a) */
+        plume_settings *s;
+        plume_backend *g3;
+        MUST(plume_settings_new("backend", &s, &err));
+        if (!harness)
+            MUST(plume_settings_set(s, "activations", "int8", &err));
+        MUST(GPU->create(s, 0, &g3, &err));
+        test_matmul(g3, 0);
+        GPU->destroy(g3);
+        plume_settings_free(s);
+    }
     test_ops(0);
     test_ops(1);
     test_moe_ops();

@@ -79,6 +79,84 @@ static void emu_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *
         }
 }
 
+/* k_quant_q8 over every block of x, then k_gemv_q8 for every (output,
+ * row group), as launched. */
+static void emu_gemv_q8(const ck_weight *W, const float *x, int32_t n_rows, float *y)
+{
+    const int64_t nb = W->K / 32;
+    int8_t *q = malloc((size_t)n_rows * W->K);
+    float *d = malloc(sizeof(float) * n_rows * nb), *s = malloc(sizeof(float) * n_rows * nb);
+    for (int64_t idx = 0; idx < n_rows * nb; idx++)
+        ck_quant_q8(x, W->K, q, d, s, idx);
+    for (int64_t o = 0; o < W->N; o++)
+        for (int64_t t0 = 0; t0 < n_rows; t0 += CK_GEMV_ROWS) {
+            const int nt = n_rows - t0 < CK_GEMV_ROWS ? (int)(n_rows - t0) : CK_GEMV_ROWS;
+            float acc[CK_WARP][CK_GEMV_ROWS];
+            for (int l = 0; l < CK_WARP; l++)
+                ck_gemv_q8_lane(W, q, d, s, o, t0, nt, l, acc[l]);
+            for (int j = 0; j < nt; j++) {
+                float v[CK_WARP];
+                for (int l = 0; l < CK_WARP; l++)
+                    v[l] = acc[l][j];
+                ck_emu_warp_sum(v);
+                y[(t0 + j) * W->N + o] = v[0];
+            }
+        }
+    free(q), free(d), free(s);
+}
+
+/* activations: int8: the same integer block sums as the cpu backend's
+ * int8 matmul (equal quantized x), so the two differ only by the f32
+ * rounding of the block terms and their order; a row alone gives the bits
+ * it has in a batch. */
+static void test_matmul_q8(void)
+{
+    const uint32_t types[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0};
+    enum { K = 512, N = 29, T = 7 };
+    for (size_t ti = 0; ti < 3; ti++) {
+        const uint32_t type = types[ti];
+        size_t rb;
+        uint8_t *wd = tu_weights(type, K, N, &rb);
+        const ck_weight W = {wd, K, N, (int64_t)rb, (int)type};
+        float *x = malloc(sizeof(float) * T * K), *y = malloc(sizeof(float) * T * N);
+        float *yc = malloc(sizeof(float) * T * N), *y1 = malloc(sizeof(float) * N), row[K];
+        tu_fill(x, (size_t)T * K, -1, 1);
+        x[5] = 0; /* a block with a zero, and one all zeros (d = 0) */
+        memset(x + 64, 0, sizeof(float) * 32);
+        emu_gemv_q8(&W, x, T, y);
+        plume_bweight *cw = cpu_weight(type, 2, K, N, wd, rb * N);
+        const plume_bweight *cws[1] = {cw};
+        plume_buf *ys[1] = {(plume_buf *)yc};
+        CHECK(CPU->matmul(cpu_b, cws, 1, (const plume_buf *)x, T, ys, &err) == 0, "cpu matmul: %s",
+              err.msg);
+        int bad = 0;
+        for (int t = 0; t < T; t++) {
+            emu_gemv_q8(&W, x + (size_t)t * K, 1, y1);
+            bad += memcmp(y1, y + (size_t)t * N, sizeof(float) * N) != 0;
+            for (int o = 0; o < N; o++) {
+                plume_dequantize((plume_dtype)type, wd + (size_t)o * rb, row, K);
+                double absum = 0;
+                for (int i = 0; i < K; i++)
+                    absum += fabs((double)row[i] * x[(size_t)t * K + i]);
+                /* |each block term| <= ~1.02 Σ|w x| over the block; a few
+                 * roundings per block and one add per block on each side */
+                const double tol = 8.0 * (K / 32) * 0x1p-24 * absum * 1.1 + 1e-30;
+                const double dd = fabs((double)y[(size_t)t * N + o] - yc[(size_t)t * N + o]);
+                if (!(dd <= tol)) {
+                    if (bad < 3)
+                        printf("# %s y[%d][%d]: emu %.9g cpu %.9g (tol %.3g)\n",
+                               plume_dtype_name(type), t, o, y[(size_t)t * N + o],
+                               yc[(size_t)t * N + o], tol);
+                    bad++;
+                }
+            }
+        }
+        CHECK(bad == 0, "int8 matmul %s: %d rows or values differ", plume_dtype_name(type), bad);
+        CPU->weight_free(cpu_b, cw);
+        free(x), free(y), free(yc), free(y1), free(wd);
+    }
+}
+
 static void test_matmul(void)
 {
     const uint32_t types[] = {PLUME_DTYPE_Q4_0, PLUME_DTYPE_Q4_1, PLUME_DTYPE_Q8_0, PLUME_DTYPE_F16,
@@ -587,6 +665,7 @@ int main(void)
     }
     test_matmul();
     test_matmul_tail();
+    test_matmul_q8();
     test_kv_and_attention();
     test_rows();
     test_fill();

@@ -3,7 +3,8 @@
  * its score is 0, create fails with PLUME_ERR_UNSUPPORTED saying "no CUDA
  * device" (or which architecture it cannot run), and the best backend is
  * cpu; with one, the best backend is cuda and an instance is created.
- * Its settings are checked on any machine: matmul rows|cublas, device. */
+ * Its settings are checked on any machine: matmul rows|cublas, device,
+ * activations int8|f32. */
 #include <string.h>
 
 #include "cuda_test_util.h"
@@ -30,10 +31,12 @@ int main(void)
     const plume_backend_vtable *best = plume_registry_best_backend(reg);
     plume_backend *b = NULL;
     plume_error err = {0};
-    const char *bad[][3] = {{"matmul", "rows", "ok"},  {"matmul", "cublas", "ok"},
-                            {"matmul", "fast", "bad"}, {"device", "-1", "bad"},
-                            {"device", "3", "ok"},     {"gemm", "rows", "bad"}};
-    for (int i = 0; i < 6; i++) {
+    const char *bad[][3] = {{"matmul", "rows", "ok"},        {"matmul", "cublas", "ok"},
+                            {"matmul", "fast", "bad"},       {"device", "-1", "bad"},
+                            {"device", "3", "ok"},           {"gemm", "rows", "bad"},
+                            {"activations", "int8", "ok"},   {"activations", "f32", "ok"},
+                            {"activations", "fp8", "bad"}};
+    for (int i = 0; i < (int)(sizeof bad / sizeof bad[0]); i++) {
         const int rc = validate_one(vt, bad[i][0], bad[i][1], &err);
         if (rc != (strcmp(bad[i][2], "ok") == 0 ? 0 : -1)) {
             printf("FAIL: validate %s: %s gave %d (%s)\n", bad[i][0], bad[i][1], rc, err.msg);
