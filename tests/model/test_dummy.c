@@ -12,6 +12,11 @@
  *     the rows itself) gets unmade matrices and the same logits bit for bit;
  *   - the same seed gives the same logits, another seed others; 24 layers
  *     stay finite;
+ *   - mixtures of experts (tiny OLMoE, Qwen3-MoE, Qwen2-MoE with its shared
+ *     expert, Mixtral): the in-memory plan's per-expert matrices and the
+ *     file's 3-D expert tensors give the same logits (bit for bit but
+ *     Mixtral's permuted q/k), on the weight_fill path too; a Qwen3-MoE
+ *     with a dense layer loads as dummy weights, and the writer refuses it;
  *   - bad configs and settings fail with a message naming what to fix.
  * Skips (77) without SmolLM2's GGUF, whose tokenizer is borrowed. */
 #include <math.h>
@@ -66,6 +71,7 @@ static plume_backend_vtable fill_cpu;
 static int n_fill;
 typedef struct kept {
     void *mem;
+    plume_tensor t; /* the tensor prepared (the cpu backend's weight points at it) */
     struct kept *next;
 } kept;
 static kept *kept_list;
@@ -83,9 +89,9 @@ static int host_fill(plume_backend *b, const plume_tensor *t, const plume_fill_s
     kept_list = k;
     for (int64_t r = 0; r < t->ne[1]; r++)
         plume_fill_row(spec, r, (uint8_t *)k->mem + (size_t)r * rb);
-    plume_tensor v = *t;
-    v.data = k->mem;
-    return plume_builtin_cpu.weight_prepare(b, &v, out, err);
+    k->t = *t;
+    k->t.data = k->mem;
+    return plume_builtin_cpu.weight_prepare(b, &k->t, out, err);
 }
 
 /* Logits of tokens 1..8 (the last position's), n_vocab floats, malloc'd. */
@@ -313,6 +319,46 @@ int main(void)
                  "\"vocab_size\": 50000, \"max_position_embeddings\": 2048, \"rms_norm_eps\": "
                  "1e-06, \"rope_theta\": 1000000.0, \"tie_word_embeddings\": true}");
     write_config("deep", LLAMA_JSON("24", "49152", ""));
+    write_config("olmoe",
+                 "{\"architectures\": [\"OlmoeForCausalLM\"], \"model_type\": \"olmoe\", "
+                 "\"hidden_size\": 128, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 4, \"num_experts\": 8, "
+                 "\"num_experts_per_tok\": 2, \"norm_topk_prob\": false, \"vocab_size\": 49152, "
+                 "\"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-05, \"rope_theta\": "
+                 "10000.0, \"tie_word_embeddings\": false}");
+#define QWEN3MOE_JSON(only)                                                                        \
+    "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "              \
+    "\"hidden_size\": 128, \"intermediate_size\": 256, \"moe_intermediate_size\": 64, "            \
+    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "           \
+    "\"head_dim\": 32, \"num_experts\": 8, \"num_experts_per_tok\": 2, \"norm_topk_prob\": true, " \
+    "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [" only "], \"vocab_size\": 49152, "      \
+    "\"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, "    \
+    "\"tie_word_embeddings\": false}"
+    write_config("qwen3moe", QWEN3MOE_JSON(""));
+    write_config("qwen3moe_dense1", QWEN3MOE_JSON("1"));
+    write_config("qwen2moe",
+                 "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\", "
+                 "\"hidden_size\": 128, \"intermediate_size\": 256, \"moe_intermediate_size\": "
+                 "64, \"shared_expert_intermediate_size\": 128, \"num_hidden_layers\": 2, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_experts\": 4, "
+                 "\"num_experts_per_tok\": 2, \"norm_topk_prob\": false, \"decoder_sparse_step\": "
+                 "1, \"mlp_only_layers\": [], \"vocab_size\": 49152, \"max_position_embeddings\": "
+                 "2048, \"rms_norm_eps\": 1e-06, \"rope_theta\": 1000000.0, "
+                 "\"tie_word_embeddings\": false}");
+    write_config("mixtral",
+                 "{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": \"mixtral\", "
+                 "\"hidden_size\": 128, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_local_experts\": "
+                 "4, \"num_experts_per_tok\": 2, \"vocab_size\": 49152, "
+                 "\"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-05, \"rope_theta\": "
+                 "1000000.0, \"tie_word_embeddings\": false}");
+    write_config("gptoss",
+                 "{\"architectures\": [\"GptOssForCausalLM\"], \"model_type\": \"gpt_oss\", "
+                 "\"hidden_size\": 128, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+                 "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 32, "
+                 "\"num_local_experts\": 4, \"num_experts_per_tok\": 2, \"vocab_size\": 49152, "
+                 "\"max_position_embeddings\": 2048, \"sliding_window\": 16, "
+                 "\"layer_types\": [\"sliding_attention\", \"full_attention\"]}");
     write_config("odd",
                  "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 288, "
                  "\"intermediate_size\": 512, \"num_hidden_layers\": 1, \"num_attention_heads\": "
@@ -338,10 +384,33 @@ int main(void)
         check_same("llama", dtypes[i], false);
     }
     check_seed();
+    const char *moe_dtypes[] = {"F32", "BF16", "Q8_0", "Q4_0", "Q4_1"};
+    for (int i = 0; i < 5; i++) {
+        check_same("olmoe", moe_dtypes[i], true);
+        check_same("qwen3moe", moe_dtypes[i], true);
+        check_same("qwen2moe", moe_dtypes[i], true);
+        check_same("mixtral", moe_dtypes[i], false);
+    }
+    { /* a dense layer: dummy weights load it, the GGUF writer refuses it */
+        plume_settings *s = settings("Q8_0", NULL, NULL);
+        snprintf(dir, sizeof dir, "%s/qwen3moe_dense1", tmp);
+        int32_t nv = 0;
+        float *l = logits_of(dir, &plume_builtin_dummy, s, NULL, &nv);
+        CHECK(l && nv == 49152, "qwen3moe with a dense layer: dummy weights do not load");
+        free(l);
+        snprintf(p, sizeof p, "%s/dense1.gguf", tmp);
+        plume_dummy_gguf_report r;
+        plume_error e2;
+        const int rc2 = plume_dummy_to_gguf(dir, s, p, &r, &e2);
+        CHECK(rc2 != 0 && strstr(e2.msg, "dense MLP layer"),
+              "writer with a dense MoE layer: rc %d '%s'", rc2, rc2 ? e2.msg : "");
+        plume_settings_free(s);
+    }
 
     expect_error("empty", settings("Q4_0", NULL, NULL), "no config.json");
     expect_error("llama", settings("Q3_K_XL", NULL, NULL), "is not F32, F16, BF16 or a GGUF preset");
     expect_error("gemma", settings("F16", NULL, NULL), "dummy weights cover llama");
+    expect_error("gptoss", settings("F16", NULL, NULL), "make_moe_dummy_gguf.py --arch gpt-oss");
     /* rows of 288: pure Q4_K has no whole 256-blocks; Q4_K_M falls back to Q5_0, which the
      * generator does not make */
     expect_error("odd", settings("Q4_K_S", NULL, "true"), "the generator cannot make");

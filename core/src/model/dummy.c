@@ -83,12 +83,15 @@ static int add(plume_dummy *d, const char *gguf, const char *hf, int kind, char 
     return 0;
 }
 
-/* The type of a matrix under the dtype setting. */
+/* The type of a matrix (ne2 > 1: a 3-D GGUF tensor of experts) under
+ * the dtype setting. */
 static uint32_t matrix_type(const plume_dummy *d, const gguf_mix *mix, bool pure, const char *gguf,
-                            int64_t ne0, int64_t ne1, uint32_t float_type)
+                            int64_t ne0, int64_t ne1, int64_t ne2, uint32_t float_type)
 {
     if (!mix)
         return float_type;
+    if (strstr(gguf, "ffn_gate_inp.weight")) /* the router: llama-quantize keeps it in float */
+        return PLUME_DTYPE_F32;
     if (pure)
         return mix->base;
     const plume_model_config *c = &d->cfg;
@@ -96,8 +99,52 @@ static uint32_t matrix_type(const plume_dummy *d, const gguf_mix *mix, bool pure
                          .n_gqa = c->n_head_kv ? c->n_head / c->n_head_kv : 1,
                          .tied = c->tied_embeddings,
                          .n_expert = c->n_expert};
-    const int64_t ne[4] = {ne0, ne1, 1, 1};
-    return gguf_mix_tensor_type(mix, &mm, gguf, 2, ne).type;
+    const int64_t ne[4] = {ne0, ne1, ne2, 1};
+    return gguf_mix_tensor_type(mix, &mm, gguf, ne2 > 1 ? 3 : 2, ne).type;
+}
+
+/* Layer l's mixture of experts: the router, each expert's gate, up and
+ * down (HF names, one matrix per expert; in GGUF the three 3-D
+ * ffn_*_exps tensors, each expert's rows in turn), and Qwen2-MoE's
+ * shared expert and its gate. */
+static int plan_moe(plume_dummy *d, const gguf_mix *mix, bool pure, uint32_t ftype, int l,
+                    plume_error *err)
+{
+    const plume_model_config *c = &d->cfg;
+    const int64_t E = c->n_embd, F = c->n_ff_exp, S = c->n_ff_shexp, X = c->n_expert;
+    char g[72], h[112];
+    snprintf(g, sizeof g, "blk.%d.ffn_gate_inp.weight", l);
+    snprintf(h, sizeof h, "model.layers.%d.mlp.gate.weight", l);
+    if (add(d, g, h, K_MATRIX, 0, E, X, matrix_type(d, mix, pure, g, E, X, 1, ftype), err))
+        return -1;
+    static const char *const gg[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+    static const char *const hf[3] = {"gate_proj", "up_proj", "down_proj"};
+    for (int i = 0; i < 3; i++) {
+        const int64_t ne0 = i == 2 ? F : E, ne1 = i == 2 ? E : F;
+        snprintf(g, sizeof g, "blk.%d.%s_exps.weight", l, gg[i]);
+        const uint32_t ty = matrix_type(d, mix, pure, g, ne0, ne1, X, ftype);
+        for (int e = 0; e < X; e++) {
+            snprintf(h, sizeof h, "model.layers.%d.mlp.experts.%d.%s.weight", l, e, hf[i]);
+            if (add(d, g, h, K_MATRIX, 0, ne0, ne1, ty, err))
+                return -1;
+            d->t[d->n - 1].group = e == 0 ? (int32_t)X : -1;
+        }
+    }
+    for (int i = 0; i < 3 && S > 0; i++) {
+        const int64_t ne0 = i == 2 ? S : E, ne1 = i == 2 ? E : S;
+        snprintf(g, sizeof g, "blk.%d.%s_shexp.weight", l, gg[i]);
+        snprintf(h, sizeof h, "model.layers.%d.mlp.shared_expert.%s.weight", l, hf[i]);
+        if (add(d, g, h, K_MATRIX, 0, ne0, ne1, matrix_type(d, mix, pure, g, ne0, ne1, 1, ftype),
+                err))
+            return -1;
+    }
+    if (S > 0) {
+        snprintf(g, sizeof g, "blk.%d.ffn_gate_inp_shexp.weight", l);
+        snprintf(h, sizeof h, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+        if (add(d, g, h, K_MATRIX, 0, E, 1, matrix_type(d, mix, pure, g, E, 1, 1, ftype), err))
+            return -1;
+    }
+    return 0;
 }
 
 static int plan(plume_dummy *d, const gguf_mix *mix, bool pure, uint32_t ftype, plume_error *err)
@@ -105,29 +152,33 @@ static int plan(plume_dummy *d, const gguf_mix *mix, bool pure, uint32_t ftype, 
     const plume_model_config *c = &d->cfg;
     const int64_t E = c->n_embd, Q = (int64_t)c->n_head * c->head_dim,
                   KV = (int64_t)c->n_head_kv * c->head_dim, F = c->n_ff, V = c->n_vocab;
-    size_t cap = 4 + (size_t)c->n_layer * (sizeof LAYER / sizeof LAYER[0]);
+    size_t cap = 4 + (size_t)c->n_layer * (sizeof LAYER / sizeof LAYER[0] + 5 +
+                                           3 * (size_t)c->n_expert);
     if (!(d->t = calloc(cap, sizeof *d->t)))
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
-#define TY(g, a, b) matrix_type(d, mix, pure, g, a, b, ftype)
+#define TY(g, a, b) matrix_type(d, mix, pure, g, a, b, 1, ftype)
     if (add(d, "token_embd.weight", "model.embed_tokens.weight", K_MATRIX, 0, E, V,
             TY("token_embd.weight", E, V), err))
         return -1;
-    for (int l = 0; l < c->n_layer; l++)
+    for (int l = 0; l < c->n_layer; l++) {
+        const bool moe = plume_config_layer_moe(c, l);
         for (size_t i = 0; i < sizeof LAYER / sizeof LAYER[0]; i++) {
             const layer_tensor *lt = &LAYER[i];
             if ((lt->kind == K_BIAS && !c->qkv_bias) ||
                 (strstr(lt->gguf, "_norm.") && strncmp(lt->gguf, "attn_", 5) == 0 &&
-                 strcmp(lt->gguf, "attn_norm.weight") != 0 && !c->qk_norm))
+                 strcmp(lt->gguf, "attn_norm.weight") != 0 && !c->qk_norm && !c->qk_norm_full) ||
+                (moe && strncmp(lt->gguf, "ffn_", 4) == 0 && lt->kind == K_MATRIX))
                 continue;
             char g[72], h[112];
             snprintf(g, sizeof g, "blk.%d.%s", l, lt->gguf);
             snprintf(h, sizeof h, "model.layers.%d.%s", l, lt->hf);
             int64_t ne0 = E, ne1 = 1;
-            if (strstr(lt->gguf, "_norm."))
-                ne0 = strncmp(lt->gguf, "attn_q_norm", 11) == 0 ||
-                              strncmp(lt->gguf, "attn_k_norm", 11) == 0
-                          ? c->head_dim
-                          : E;
+            if (strstr(lt->gguf, "_norm.")) {
+                const bool qn = strncmp(lt->gguf, "attn_q_norm", 11) == 0,
+                           kn = strncmp(lt->gguf, "attn_k_norm", 11) == 0;
+                /* per head (Qwen3), or over the whole projection (OLMoE) */
+                ne0 = !qn && !kn ? E : !c->qk_norm_full ? c->head_dim : qn ? Q : KV;
+            }
             else if (lt->kind == K_BIAS)
                 ne0 = lt->qk == 'q' ? Q : KV;
             else if (strncmp(lt->gguf, "attn_q.", 7) == 0)
@@ -144,6 +195,9 @@ static int plan(plume_dummy *d, const gguf_mix *mix, bool pure, uint32_t ftype, 
                     lt->kind == K_MATRIX ? TY(g, ne0, ne1) : PLUME_DTYPE_F32, err))
                 return -1;
         }
+        if (moe && plan_moe(d, mix, pure, ftype, l, err))
+            return -1;
+    }
     if (add(d, "output_norm.weight", "model.norm.weight", K_NORM, 0, E, 1, PLUME_DTYPE_F32, err))
         return -1;
     if (!c->tied_embeddings &&
@@ -198,11 +252,15 @@ int plume_dummy_open(const char *dir, const plume_settings *s, plume_dummy **out
     }
     if (plume_config_from_hf_json(p, &d->cfg, err) || plume_config_validate(&d->cfg, err))
         goto fail;
-    if (d->cfg.arch == PLUME_ARCH_GEMMA3) {
+    if (d->cfg.arch == PLUME_ARCH_GEMMA3 || d->cfg.arch == PLUME_ARCH_GPT_OSS) {
         plume_err(err, PLUME_ERR_UNSUPPORTED,
-                  "dummy weights: %s is a Gemma 3 config; dummy weights cover llama, qwen2 and "
-                  "qwen3 so far",
-                  p);
+                  "dummy weights: %s is a %s config; dummy weights cover llama, qwen2, qwen3 "
+                  "and the mixtures of experts mixtral, qwen3_moe, qwen2_moe and olmoe so far%s",
+                  p, d->cfg.arch == PLUME_ARCH_GEMMA3 ? "Gemma 3" : "gpt-oss",
+                  d->cfg.arch == PLUME_ARCH_GPT_OSS
+                      ? " (bench/make_moe_dummy_gguf.py --arch gpt-oss writes a random gpt-oss "
+                        "GGUF)"
+                      : "");
         goto fail;
     }
     const gguf_mix *mix = NULL;

@@ -4,6 +4,9 @@
  * plume/dummy_fill.h's seeded random blocks (norms 1, biases 0), made in
  * host memory the first time a tensor is looked up, or never, when the
  * loader has the backend fill them on its device (plume_dummy_set_deferred).
+ * Mixtures of experts (mixtral, qwen3_moe, qwen2_moe, olmoe) list a router
+ * and one matrix per expert and projection; the GGUF writer joins each
+ * projection's experts into llama.cpp's 3-D tensor (group).
  *
  * Settings (the pipeline's `load_format: { method: dummy, ... }`):
  *   dtype      F32, F16, BF16, or a llama-quantize preset (Q4_0, Q4_1, Q8_0,
@@ -36,6 +39,11 @@ typedef struct plume_dummy_tensor {
     bool random;           /* a matrix of random blocks (else a constant vector) */
     float value;           /* a constant vector's value (norms 1, biases 0) */
     char qk;               /* 'q' / 'k': a projection llama's GGUF permutes */
+    /* mixture-of-experts: one expert's matrix of a 3-D GGUF tensor (gguf
+     * names it): group > 0 on the first expert's entry (the tensor has
+     * group experts, their entries consecutive, in order), -1 on the
+     * others; 0: a tensor of its own */
+    int32_t group;
     plume_fill_spec spec;  /* random: how its blocks are made */
     void *mem;             /* host copy, once made */
 } plume_dummy_tensor;

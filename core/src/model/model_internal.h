@@ -99,6 +99,12 @@ struct plume_model {
     int n_plugin_linears;         /* layers run by a plugin's method */
 };
 
+/* A dummy checkpoint's matrix t prepared on the model's backend: filled
+ * where it lives by the backend's weight_fill when it has one, else made
+ * in host memory and prepared (model_load.c). */
+int plume_model_dummy_prepare(plume_model *m, const plume_tensor *t, plume_bweight **out,
+                              plume_error *err);
+
 /* Loads layer l's mixture-of-experts MLP into L->moe (moe_load.c): the
  * router and every expert's gate, up and down, shape- and type-checked,
  * counted in m->n_params and m->weight_bytes; errors name the tensor. */

@@ -216,11 +216,8 @@ static const plume_linear_vtable *pick_method(const plume_model *m, const plume_
     return best;
 }
 
-/* A dummy checkpoint's matrix t on the backend: filled where it lives by
- * the backend's weight_fill when it has one, else made in host memory (as
- * a mapped file would be) and prepared. */
-static int dummy_prepare(plume_model *m, const plume_tensor *t, plume_bweight **out,
-                         plume_error *err)
+int plume_model_dummy_prepare(plume_model *m, const plume_tensor *t, plume_bweight **out,
+                              plume_error *err)
 {
     const plume_dummy_tensor *e = plume_dummy_entry(m->dummy, t);
     int rc;
@@ -241,7 +238,7 @@ static int dummy_linear(plume_model *m, const char *prefix, const plume_tensor *
     snprintf(name, sizeof name, "%s.bias", prefix);
     const plume_tensor *bt = find(m, name);
     plume_bweight *w = NULL, *bias = NULL;
-    if (dummy_prepare(m, t, &w, err))
+    if (plume_model_dummy_prepare(m, t, &w, err))
         return -1;
     if (bt && m->bvt->weight_prepare(m->b, bt, &bias, err)) {
         m->bvt->weight_free(m->b, w);
@@ -769,7 +766,7 @@ int plume_model_load_ex(const char *path, const plume_load_params *p, plume_mode
         if (get_linear(m, reg, out_prefix, c->n_embd, c->n_vocab, &m->output, err))
             goto fail;
         c->tied_embeddings = false;
-        if (m->dummy ? dummy_prepare(m, m->tok_embd_t, &m->own_embd, err)
+        if (m->dummy ? plume_model_dummy_prepare(m, m->tok_embd_t, &m->own_embd, err)
                      : m->bvt->weight_prepare(m->b, m->tok_embd_t, &m->own_embd, err)) {
             plume_err_prefix(err, "%s: backend %s preparing '%s'", path, m->bvt->name,
                              embd_name);

@@ -98,9 +98,23 @@ static plume_tensor slab_view(const plume_tensor *t, int64_t e, int64_t r0, int6
 static int make_linear_b(plume_model *m, const plume_tensor *v, const plume_tensor *bias,
                          plume_lin *L, plume_error *err)
 {
-    if (plume_native_linear_create(m->bvt, m->b, v, bias, &L->pl, err))
+    /* a dummy checkpoint's matrix (v is a copy of its plan entry, which
+     * may still be unmade): the entry, made or filled on demand */
+    const plume_dummy_tensor *e = m->dummy ? plume_dummy_find(m->dummy, v->name) : NULL;
+    if (e) {
+        plume_bweight *w = NULL, *bw = NULL;
+        if (plume_model_dummy_prepare(m, &e->t, &w, err))
+            return -1;
+        if (bias && m->bvt->weight_prepare(m->b, bias, &bw, err)) {
+            m->bvt->weight_free(m->b, w);
+            return plume_err_prefix(err, "backend %s preparing '%s'", m->bvt->name, bias->name);
+        }
+        if (plume_native_linear_adopt(m->bvt, m->b, w, bw, v->ne[0], v->ne[1], &L->pl, err))
+            return -1;
+    } else if (plume_native_linear_create(m->bvt, m->b, v, bias, &L->pl, err)) {
         return plume_err_prefix(err, "%s: backend %s preparing '%s'", m->path, m->bvt->name,
                                 v->name);
+    }
     L->vt = &plume_builtin_native_linear;
     m->n_params += v->ne[0] * v->ne[1] + (bias ? bias->ne[0] : 0);
     m->weight_bytes += (int64_t)v->nbytes + (bias ? (int64_t)bias->nbytes : 0);

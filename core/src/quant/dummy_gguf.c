@@ -33,10 +33,25 @@ static int64_t hf_row(int64_t r, int32_t d)
     return h * d + (i % 2 == 0 ? i / 2 : i / 2 + d / 2);
 }
 
+/* llama.cpp's architecture name for the config's family (Mistral and
+ * Mixtral are its llama). */
+static const char *gguf_arch(const plume_model_config *c)
+{
+    switch (c->arch) {
+    case PLUME_ARCH_LLAMA: return "llama";
+    case PLUME_ARCH_QWEN2: return "qwen2";
+    case PLUME_ARCH_QWEN3: return "qwen3";
+    case PLUME_ARCH_QWEN3MOE: return "qwen3moe";
+    case PLUME_ARCH_QWEN2MOE: return "qwen2moe";
+    case PLUME_ARCH_OLMOE: return "olmoe";
+    default: return c->arch_name;
+    }
+}
+
 static int write_hparams(gguf_writer *w, const plume_model_config *c, const char *dir,
                          uint32_t file_type, plume_error *err)
 {
-    const char *a = c->arch_name;
+    const char *a = gguf_arch(c);
     if (c->rope.type != PLUME_ROPE_SCALING_NONE && c->rope.type != PLUME_ROPE_SCALING_LLAMA3)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s/config.json: rope scaling %s is not written to GGUF by the dummy "
@@ -49,6 +64,23 @@ static int write_hparams(gguf_writer *w, const plume_model_config *c, const char
     snprintf(name, sizeof name, "%s (dummy weights)", base);
     gguf_writer_kv_str(w, "general.name", name, strlen(name));
     gguf_write_hparams(w, a, c);
+    if (c->n_expert > 0) { /* the keys llama.cpp's converter writes */
+        char k[128];
+        const struct {
+            const char *suffix;
+            int32_t v;
+        } u32s[] = {{"expert_count", c->n_expert},
+                    {"expert_used_count", c->n_expert_used},
+                    {"expert_feed_forward_length", c->n_ff_exp},
+                    {"expert_shared_feed_forward_length", c->n_ff_shexp}};
+        for (size_t i = 0; i < 4; i++)
+            if (i < 3 || c->n_ff_shexp > 0) {
+                snprintf(k, sizeof k, "%s.%s", a, u32s[i].suffix);
+                gguf_writer_kv_u32(w, k, (uint32_t)u32s[i].v);
+            }
+        snprintf(k, sizeof k, "%s.expert_weights_norm", a);
+        gguf_writer_kv_bool(w, k, c->moe_norm_topk);
+    }
     gguf_writer_kv_u32(w, "general.file_type", file_type);
     gguf_writer_kv_u32(w, "general.quantization_version", 2);
     return 0;
@@ -147,16 +179,17 @@ int plume_dummy_to_gguf(const char *dir, const plume_settings *s, const char *ou
     if (plume_dummy_open(dir, s, &d, err))
         goto done;
     const plume_model_config *c = plume_dummy_config(d);
-    if (c->n_expert > 0) {
-        /* the dummy plan has dense FFN tensors only: written out, the file
-         * would lack the expert keys and tensors and would not load */
-        plume_err(err, PLUME_ERR_UNSUPPORTED,
-                  "%s/config.json is a mixture-of-experts config (%d experts), which the dummy "
-                  "GGUF writer cannot write yet (it writes dense models only); make a MoE GGUF "
-                  "with random weights with bench/make_moe_dummy_gguf.py",
-                  dir, c->n_expert);
-        goto done;
-    }
+    for (int l = 0; l < c->n_layer && c->n_expert > 0; l++)
+        if (!plume_config_layer_moe(c, l)) {
+            /* llama.cpp's MoE graphs have no dense layers (its converter
+             * stops at them too) */
+            plume_err(err, PLUME_ERR_UNSUPPORTED,
+                      "%s/config.json: layer %d is a dense MLP layer of a mixture-of-experts "
+                      "model (mlp_only_layers / decoder_sparse_step), which GGUF files cannot "
+                      "hold; use load_format: dummy on the config, or drop those keys",
+                      dir, l);
+            goto done;
+        }
     const bool permute = c->arch == PLUME_ARCH_LLAMA;
     const bool llama3 = c->rope.type == PLUME_ROPE_SCALING_LLAMA3;
     if (!(w = gguf_writer_new()) || !(buf = malloc(CHUNK_BYTES))) {
@@ -178,8 +211,13 @@ int plume_dummy_to_gguf(const char *dir, const plume_settings *s, const char *ou
     }
     for (size_t i = 0; i < plume_dummy_n(d); i++) {
         const plume_dummy_tensor *e = plume_dummy_at(d, i);
-        if (gguf_writer_add_tensor(w, e->gguf, e->t.n_dims, e->t.ne, e->t.type, err))
+        if (e->group < 0) /* a later expert of a 3-D tensor declared with its first */
+            continue;
+        const int64_t ne[3] = {e->t.ne[0], e->t.ne[1], e->group};
+        if (gguf_writer_add_tensor(w, e->gguf, e->group > 0 ? 3 : e->t.n_dims,
+                                   e->group > 0 ? ne : e->t.ne, e->t.type, err))
             goto done;
+        rep->n_tensors++;
     }
     if (gguf_writer_open(w, out_path, err))
         goto done;
@@ -213,11 +251,10 @@ int plume_dummy_to_gguf(const char *dir, const plume_settings *s, const char *ou
             if (gguf_writer_tensor_part(w, buf, (size_t)n * rb, err))
                 goto done;
         }
-        rep->n_tensors++;
     }
     if (gguf_writer_close(w, &rep->bytes_written, err))
         goto done;
-    rep->n_tensors = (int)plume_dummy_n(d) + (llama3 ? 1 : 0);
+    rep->n_tensors += llama3 ? 1 : 0;
     rep->seconds = now_s() - t0;
     rc = 0;
 done:
