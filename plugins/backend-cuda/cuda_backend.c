@@ -575,18 +575,17 @@ static bool int8_path(const cuda_backend *b, const ck_weight *W)
 }
 
 /* x (n_rows x K) quantized per block of 32 into the instance's
- * activation buffer (ck_quant_q8): its int8 values, scales and sums. */
-static int quant_x(cuda_backend *b, const float *x, int32_t n_rows, int64_t K, const int8_t **q,
-                   const float **d, const float **s, plume_error *err)
+ * activation buffer (ck_quant_q8): X's int8 values, scales and sums. */
+static int quant_x(cuda_backend *b, const float *x, int32_t n_rows, int64_t K, ck_act *X,
+                   plume_error *err)
 {
     const size_t nq = (size_t)n_rows * (size_t)K, nb = nq / 32, qb = (nq + 255) & ~(size_t)255;
     if (cc_scratch_reserve(b->stream, &b->act, &b->act_cap, qb + 2 * sizeof(float) * nb, WHO, err))
         return -1;
-    *q = b->act;
-    *d = (const float *)((const char *)b->act + qb);
-    *s = *d + nb;
-    LAUNCH(ck_launch_quant_q8(x, n_rows, K, (int8_t *)*q, (float *)*d, (float *)*s, b->stream),
-           "activation quantization");
+    int8_t *q = b->act;
+    float *d = (float *)((char *)b->act + qb), *s = d + nb;
+    LAUNCH(ck_launch_quant_q8(x, n_rows, K, q, d, s, b->stream), "activation quantization");
+    X->q = q, X->d = d, X->s = s;
     return 0;
 }
 
@@ -617,17 +616,13 @@ static int cuda_matmul(plume_backend *be, const plume_bweight *const *w, int n_w
     if (n_rows <= 0)
         return 0;
     if (!b->use_cublas || n_rows < GEMM_MIN_ROWS) {
-        const int8_t *xq = NULL; /* x quantized once for every int8 matrix */
-        const float *xd = NULL, *xs = NULL;
+        ck_act xf = {CF(x), NULL, NULL, NULL}, xq = xf; /* xq.q: quantized once, if needed */
         for (int i = 0; i < n_w; i++) {
-            if (!int8_path(b, &w[i]->w)) {
-                LAUNCH(ck_launch_gemv(&w[i]->w, CF(x), n_rows, F(y[i]), b->stream), "row matmul");
-                continue;
-            }
-            if (!xq && quant_x(b, CF(x), n_rows, w[i]->w.K, &xq, &xd, &xs, err))
+            const bool q8 = int8_path(b, &w[i]->w);
+            if (q8 && !xq.q && quant_x(b, CF(x), n_rows, w[i]->w.K, &xq, err))
                 return -1;
-            LAUNCH(ck_launch_gemv_q8(&w[i]->w, xq, xd, xs, n_rows, F(y[i]), b->stream),
-                   "int8 row matmul");
+            LAUNCH(ck_launch_gemv(&w[i]->w, q8 ? &xq : &xf, n_rows, F(y[i]), b->stream),
+                   "row matmul");
         }
         return 0;
     }
@@ -800,24 +795,18 @@ static int cuda_matmul_segments(plume_backend *be, const plume_bweight *const *w
         return -1;
     const ck_weight *dws = b->d_moe;
     const ck_seg_task *dtasks = (const ck_seg_task *)((const uint8_t *)b->d_moe + wbytes);
-    const int8_t *xq = NULL; /* x quantized once for every int8 output */
-    const float *xd = NULL, *xs = NULL;
+    ck_act xf = {CF(x), NULL, NULL, NULL}, xq = xf; /* xq.q: quantized once, if needed */
     for (int j = 0; j < n_w; j++) {
         int type = w[j]->w.type; /* one kernel for the type all segments share */
         for (int32_t s = 0; s < n_seg; s++)
             if (off[s + 1] > off[s] && w[(size_t)s * n_w + j]->w.type != type)
                 type = -1;
-        if (type < 0 || !int8_path(b, &w[j]->w)) {
-            LAUNCH(ck_launch_gemv_seg(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, CF(x),
-                                      F(y[j]), b->stream),
-                   "segmented row matmul");
-            continue;
-        }
-        if (!xq && quant_x(b, CF(x), off[n_seg], w[0]->w.K, &xq, &xd, &xs, err))
+        const bool q8 = type >= 0 && int8_path(b, &w[j]->w);
+        if (q8 && !xq.q && quant_x(b, CF(x), off[n_seg], w[0]->w.K, &xq, err))
             return -1;
-        LAUNCH(ck_launch_gemv_seg_q8(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, xq, xd, xs,
-                                     F(y[j]), b->stream),
-               "int8 segmented row matmul");
+        LAUNCH(ck_launch_gemv_seg(dws, n_w, j, type, dtasks, n_tasks, w[j]->w.N, q8 ? &xq : &xf,
+                                  F(y[j]), b->stream),
+               "segmented row matmul");
     }
     return 0;
 }

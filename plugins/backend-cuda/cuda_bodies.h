@@ -63,6 +63,15 @@ typedef struct ck_attn {
     const float *sinks; /* n_head logits that join each softmax's denominator (gpt-oss), or NULL */
 } ck_attn;
 
+/* A row matmul's activations: x in f32, and, with int8 activations, its
+ * blocks quantized (q int8 [rows][K], d and s f32 [rows][K/32];
+ * ck_quant_q8); q NULL: the f32 kernel. */
+typedef struct ck_act {
+    const float *x;
+    const int8_t *q;
+    const float *d, *s;
+} ck_act;
+
 /* One task of the segmented row matmul (matmul_segments): rows t0 ..
  * t0 + nt - 1 (nt <= CK_GEMV_ROWS) of x, all routed to the active segment
  * a, whose j-th weight is ws[a * n_w + j]. */

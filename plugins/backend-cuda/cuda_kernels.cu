@@ -89,12 +89,35 @@ __global__ void k_rmsnorm(float *out, const float *x, const float *w, int32_t n_
     ck_rms_write(out, x, w, dim, eps, r, lane_id(), ss);
 }
 
-/* grid.x covers outputs (one warp each), grid.y row groups.  TYPE >= 0
- * fixes W.type at compile time, so the block walk of that type alone is
- * compiled in (ck_w_chunk's switch folds): a few KB of code instead of
- * every type's; -1 is the generic kernel. */
+/* The row kernels' end: each of the nt rows' butterfly sum of the lanes'
+ * shares, written by lane 0 to y[(t0 + j) * n + o]. */
+static __device__ void warp_store(const float acc[CK_GEMV_ROWS], int nt, float *y, int64_t t0,
+                                  int64_t n, int64_t o)
+{
+    for (int j = 0; j < CK_GEMV_ROWS; j++) {
+        const float s = ck_warp_sum(acc[j]);
+        if (j < nt && lane_id() == 0)
+            y[(t0 + j) * n + o] = s;
+    }
+}
+
+/* The lane's share of a row group through the float kernel (ck_gemv_lane)
+ * or, when X.q is set, the int8 one (ck_gemv_q8_lane). */
+static __device__ void gemv_lane(const ck_weight *W, const ck_act &X, int64_t o, int64_t t0,
+                                 int nt, float acc[CK_GEMV_ROWS])
+{
+    if (X.q)
+        ck_gemv_q8_lane(W, X.q, X.d, X.s, o, t0, nt, lane_id(), acc);
+    else
+        ck_gemv_lane(W, X.x, o, t0, nt, lane_id(), acc);
+}
+
+/* The row matmul: grid.x covers outputs (one warp each), grid.y row
+ * groups.  TYPE >= 0 fixes W.type at compile time, so the block walk of
+ * that type alone is compiled in (the walks' switches fold): a few KB of
+ * code instead of every type's; -1 is the generic kernel. */
 template <int TYPE>
-__global__ void k_gemv(ck_weight W, const float *x, int32_t n_rows, float *y)
+__global__ void k_gemv(ck_weight W, ck_act X, int32_t n_rows, float *y)
 {
     if (TYPE >= 0)
         W.type = TYPE;
@@ -104,19 +127,15 @@ __global__ void k_gemv(ck_weight W, const float *x, int32_t n_rows, float *y)
         return;
     const int nt = n_rows - t0 < CK_GEMV_ROWS ? (int)(n_rows - t0) : CK_GEMV_ROWS;
     float acc[CK_GEMV_ROWS];
-    ck_gemv_lane(&W, x, o, t0, nt, lane_id(), acc);
-    for (int j = 0; j < CK_GEMV_ROWS; j++) {
-        const float s = ck_warp_sum(acc[j]);
-        if (j < nt && lane_id() == 0)
-            y[(t0 + j) * W.N + o] = s;
-    }
+    gemv_lane(&W, X, o, t0, nt, acc);
+    warp_store(acc, nt, y, t0, W.N, o);
 }
 
-/* grid.x covers the widest weight's outputs (one warp each), grid.y the
- * tasks: task t's rows times its segment's weight j */
+/* The segmented row matmul: grid.x covers the widest weight's outputs (one
+ * warp each), grid.y the tasks: task t's rows times its segment's weight j */
 template <int TYPE>
 __global__ void k_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
-                           const float *x, float *y)
+                           ck_act X, float *y)
 {
     const ck_seg_task t = tasks[blockIdx.y];
     ck_weight W = ws[(int64_t)t.a * n_w + j];
@@ -126,52 +145,8 @@ __global__ void k_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_tas
     if (o >= W.N)
         return;
     float acc[CK_GEMV_ROWS];
-    ck_gemv_lane(&W, x, o, t.t0, t.nt, lane_id(), acc);
-    for (int r = 0; r < CK_GEMV_ROWS; r++) {
-        const float s = ck_warp_sum(acc[r]);
-        if (r < t.nt && lane_id() == 0)
-            y[((int64_t)t.t0 + r) * W.N + o] = s;
-    }
-}
-
-/* The int8 forms of k_gemv and k_gemv_seg (ck_gemv_q8_lane; TYPE one of
- * Q4_0, Q4_1, Q8_0). */
-template <int TYPE>
-__global__ void k_gemv_q8(ck_weight W, const int8_t *xq, const float *xd, const float *xs,
-                          int32_t n_rows, float *y)
-{
-    W.type = TYPE;
-    const int64_t o = warp_id();
-    const int64_t t0 = (int64_t)blockIdx.y * CK_GEMV_ROWS;
-    if (o >= W.N)
-        return;
-    const int nt = n_rows - t0 < CK_GEMV_ROWS ? (int)(n_rows - t0) : CK_GEMV_ROWS;
-    float acc[CK_GEMV_ROWS];
-    ck_gemv_q8_lane(&W, xq, xd, xs, o, t0, nt, lane_id(), acc);
-    for (int j = 0; j < CK_GEMV_ROWS; j++) {
-        const float s = ck_warp_sum(acc[j]);
-        if (j < nt && lane_id() == 0)
-            y[(t0 + j) * W.N + o] = s;
-    }
-}
-
-template <int TYPE>
-__global__ void k_gemv_seg_q8(const ck_weight *ws, int n_w, int j, const ck_seg_task *tasks,
-                              const int8_t *xq, const float *xd, const float *xs, float *y)
-{
-    const ck_seg_task t = tasks[blockIdx.y];
-    ck_weight W = ws[(int64_t)t.a * n_w + j];
-    W.type = TYPE;
-    const int64_t o = warp_id();
-    if (o >= W.N)
-        return;
-    float acc[CK_GEMV_ROWS];
-    ck_gemv_q8_lane(&W, xq, xd, xs, o, t.t0, t.nt, lane_id(), acc);
-    for (int r = 0; r < CK_GEMV_ROWS; r++) {
-        const float s = ck_warp_sum(acc[r]);
-        if (r < t.nt && lane_id() == 0)
-            y[((int64_t)t.t0 + r) * W.N + o] = s;
-    }
+    gemv_lane(&W, X, o, t.t0, t.nt, acc);
+    warp_store(acc, t.nt, y, t.t0, W.N, o);
 }
 
 __global__ void k_attention(ck_step S, ck_attn A, int32_t n_rows)
@@ -282,23 +257,28 @@ cudaError_t ck_launch_scatter_add(float *dst, const float *src, const int32_t *r
     LAUNCHED();
 }
 
+/* The kernel instance for a weight type: one of the types compiled for
+ * it, else the generic kernel (-1). */
+#define BY_TYPE(type, K)                                                                           \
+    switch (type) {                                                                                \
+    case CK_Q4_0: K(CK_Q4_0); break;                                                               \
+    case CK_Q4_1: K(CK_Q4_1); break;                                                               \
+    case CK_Q8_0: K(CK_Q8_0); break;                                                               \
+    case CK_MXFP4: K(CK_MXFP4); break;                                                             \
+    case CK_F16: K(CK_F16); break;                                                                 \
+    default: K(-1); break;                                                                         \
+    }
+
 cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, int type,
                                const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
-                               const float *x, float *y, cudaStream_t st)
+                               const ck_act *X, float *y, cudaStream_t st)
 {
     for (int32_t t0 = 0; t0 < n_tasks; t0 += 65535) { /* grid.y's limit */
         const int32_t nt = n_tasks - t0 < 65535 ? n_tasks - t0 : 65535;
         const dim3 grid((unsigned)blocks_for(max_n, WARPS), (unsigned)nt);
-        switch (type) {
-#define K_SEG(T) k_gemv_seg<T><<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, x, y)
-        case CK_Q4_0: K_SEG(CK_Q4_0); break;
-        case CK_Q4_1: K_SEG(CK_Q4_1); break;
-        case CK_Q8_0: K_SEG(CK_Q8_0); break;
-        case CK_MXFP4: K_SEG(CK_MXFP4); break;
-        case CK_F16: K_SEG(CK_F16); break;
-        default: K_SEG(-1); break;
+#define K_SEG(T) k_gemv_seg<T><<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, *X, y)
+        BY_TYPE(type, K_SEG)
 #undef K_SEG
-        }
         const cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
             return e;
@@ -328,20 +308,13 @@ cudaError_t ck_launch_gather(const ck_step *S, float *dst, const float *src, int
     LAUNCHED();
 }
 
-cudaError_t ck_launch_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *y,
+cudaError_t ck_launch_gemv(const ck_weight *W, const ck_act *X, int32_t n_rows, float *y,
                            cudaStream_t st)
 {
     const dim3 grid((unsigned)blocks_for(W->N, WARPS), (unsigned)blocks_for(n_rows, CK_GEMV_ROWS));
-    switch (W->type) {
-#define K_GEMV(T) k_gemv<T><<<grid, WARPS * CK_WARP, 0, st>>>(*W, x, n_rows, y)
-    case CK_Q4_0: K_GEMV(CK_Q4_0); break;
-    case CK_Q4_1: K_GEMV(CK_Q4_1); break;
-    case CK_Q8_0: K_GEMV(CK_Q8_0); break;
-    case CK_MXFP4: K_GEMV(CK_MXFP4); break;
-    case CK_F16: K_GEMV(CK_F16); break;
-    default: K_GEMV(-1); break;
+#define K_GEMV(T) k_gemv<T><<<grid, WARPS * CK_WARP, 0, st>>>(*W, *X, n_rows, y)
+    BY_TYPE(W->type, K_GEMV)
 #undef K_GEMV
-    }
     LAUNCHED();
 }
 
@@ -351,45 +324,6 @@ cudaError_t ck_launch_quant_q8(const float *x, int32_t n_rows, int64_t K, int8_t
     const int64_t n = (int64_t)n_rows * (K / 32);
     k_quant_q8<<<ew_grid(n), EW_THREADS, 0, st>>>(x, K, q, d, s, n);
     LAUNCHED();
-}
-
-cudaError_t ck_launch_gemv_q8(const ck_weight *W, const int8_t *xq, const float *xd,
-                              const float *xs, int32_t n_rows, float *y, cudaStream_t st)
-{
-    const dim3 grid((unsigned)blocks_for(W->N, WARPS), (unsigned)blocks_for(n_rows, CK_GEMV_ROWS));
-    switch (W->type) {
-#define K_Q8(T) k_gemv_q8<T><<<grid, WARPS * CK_WARP, 0, st>>>(*W, xq, xd, xs, n_rows, y)
-    case CK_Q4_0: K_Q8(CK_Q4_0); break;
-    case CK_Q4_1: K_Q8(CK_Q4_1); break;
-    case CK_Q8_0: K_Q8(CK_Q8_0); break;
-    default: return cudaErrorInvalidValue;
-#undef K_Q8
-    }
-    LAUNCHED();
-}
-
-cudaError_t ck_launch_gemv_seg_q8(const ck_weight *ws, int n_w, int j, int type,
-                                  const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
-                                  const int8_t *xq, const float *xd, const float *xs, float *y,
-                                  cudaStream_t st)
-{
-    for (int32_t t0 = 0; t0 < n_tasks; t0 += 65535) { /* grid.y's limit */
-        const int32_t nt = n_tasks - t0 < 65535 ? n_tasks - t0 : 65535;
-        const dim3 grid((unsigned)blocks_for(max_n, WARPS), (unsigned)nt);
-        switch (type) {
-#define K_SQ8(T) \
-    k_gemv_seg_q8<T><<<grid, WARPS * CK_WARP, 0, st>>>(ws, n_w, j, tasks + t0, xq, xd, xs, y)
-        case CK_Q4_0: K_SQ8(CK_Q4_0); break;
-        case CK_Q4_1: K_SQ8(CK_Q4_1); break;
-        case CK_Q8_0: K_SQ8(CK_Q8_0); break;
-        default: return cudaErrorInvalidValue;
-#undef K_SQ8
-        }
-        const cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess)
-            return e;
-    }
-    return cudaSuccess;
 }
 
 cudaError_t ck_launch_to_f16(const float *x, int64_t n, uint16_t *xh, cudaStream_t st)

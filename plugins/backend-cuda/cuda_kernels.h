@@ -42,32 +42,25 @@ cudaError_t ck_launch_scatter_add(float *dst, const float *src, const int32_t *r
 /* The segmented row matmul for output j: every task's rows of x times
  * ws[task.a * n_w + j] into y (y's width that weight's N); max_n is the
  * widest such N; type is every such weight's type (a kernel compiled for
- * it), or -1 when they differ.  ws and tasks are device memory. */
+ * it), or -1 when they differ.  ws and tasks are device memory; X as for
+ * ck_launch_gemv. */
 cudaError_t ck_launch_gemv_seg(const ck_weight *ws, int n_w, int j, int type,
                                const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
-                               const float *x, float *y, cudaStream_t st);
+                               const ck_act *X, float *y, cudaStream_t st);
 cudaError_t ck_launch_add(float *x, const float *y, int64_t n, cudaStream_t st);
 cudaError_t ck_launch_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim,
                                cudaStream_t st);
 cudaError_t ck_launch_gather(const ck_step *S, float *dst, const float *src, int32_t n_out,
                              int32_t dim, cudaStream_t st);
-/* y[t][o] = Σ_i W[o][i] x[t][i], the row matmul (bits independent of n_rows). */
-cudaError_t ck_launch_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *y,
+/* y[t][o] = Σ_i W[o][i] x[t][i], the row matmul (bits independent of
+ * n_rows): over X->x in f32, or, when X->q is set, over x quantized by
+ * ck_launch_quant_q8 (W then Q4_0, Q4_1 or Q8_0). */
+cudaError_t ck_launch_gemv(const ck_weight *W, const ck_act *X, int32_t n_rows, float *y,
                            cudaStream_t st);
 /* x (n_rows x K, K a multiple of 32) quantized per block of 32
  * (ck_quant_q8) into q, d and s. */
 cudaError_t ck_launch_quant_q8(const float *x, int32_t n_rows, int64_t K, int8_t *q, float *d,
                                float *s, cudaStream_t st);
-/* The int8 row matmul (W a Q4_0, Q4_1 or Q8_0 matrix) over x quantized by
- * ck_launch_quant_q8: each (row, output) independent of n_rows. */
-cudaError_t ck_launch_gemv_q8(const ck_weight *W, const int8_t *xq, const float *xd,
-                              const float *xs, int32_t n_rows, float *y, cudaStream_t st);
-/* ck_launch_gemv_seg over quantized x (type Q4_0, Q4_1 or Q8_0, every
- * active segment's weight j of that type). */
-cudaError_t ck_launch_gemv_seg_q8(const ck_weight *ws, int n_w, int j, int type,
-                                  const ck_seg_task *tasks, int32_t n_tasks, int64_t max_n,
-                                  const int8_t *xq, const float *xd, const float *xs, float *y,
-                                  cudaStream_t st);
 cudaError_t ck_launch_to_f16(const float *x, int64_t n, uint16_t *xh, cudaStream_t st);
 /* Rows [o0, o0 + rows) of W as f16 into slab ([rows][K]). */
 cudaError_t ck_launch_dequant_slab(const ck_weight *W, int64_t o0, int64_t rows, uint16_t *slab,

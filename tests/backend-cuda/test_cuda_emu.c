@@ -60,6 +60,20 @@ static plume_bweight *cpu_weight(uint32_t type, int n_dims, int64_t ne0, int64_t
 
 /* ---- the block walk and the row matmul ---- */
 
+/* The row kernels' warp_store: each of nt rows' butterfly over the 32
+ * lanes' shares, to y[(t0 + j) * n + o]. */
+static void emu_store(float acc[CK_WARP][CK_GEMV_ROWS], int nt, float *y, int64_t t0, int64_t n,
+                      int64_t o)
+{
+    for (int j = 0; j < nt; j++) {
+        float v[CK_WARP];
+        for (int l = 0; l < CK_WARP; l++)
+            v[l] = acc[l][j];
+        ck_emu_warp_sum(v);
+        y[(t0 + j) * n + o] = v[0];
+    }
+}
+
 /* The warp kernel k_gemv for every (output, row group), as launched. */
 static void emu_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *y)
 {
@@ -69,13 +83,7 @@ static void emu_gemv(const ck_weight *W, const float *x, int32_t n_rows, float *
             float acc[CK_WARP][CK_GEMV_ROWS];
             for (int l = 0; l < CK_WARP; l++)
                 ck_gemv_lane(W, x, o, t0, nt, l, acc[l]);
-            for (int j = 0; j < nt; j++) {
-                float v[CK_WARP];
-                for (int l = 0; l < CK_WARP; l++)
-                    v[l] = acc[l][j];
-                ck_emu_warp_sum(v);
-                y[(t0 + j) * W->N + o] = v[0];
-            }
+            emu_store(acc, nt, y, t0, W->N, o);
         }
 }
 
@@ -94,13 +102,7 @@ static void emu_gemv_q8(const ck_weight *W, const float *x, int32_t n_rows, floa
             float acc[CK_WARP][CK_GEMV_ROWS];
             for (int l = 0; l < CK_WARP; l++)
                 ck_gemv_q8_lane(W, q, d, s, o, t0, nt, l, acc[l]);
-            for (int j = 0; j < nt; j++) {
-                float v[CK_WARP];
-                for (int l = 0; l < CK_WARP; l++)
-                    v[l] = acc[l][j];
-                ck_emu_warp_sum(v);
-                y[(t0 + j) * W->N + o] = v[0];
-            }
+            emu_store(acc, nt, y, t0, W->N, o);
         }
     free(q), free(d), free(s);
 }
@@ -551,13 +553,7 @@ static void emu_gemv_seg(const ck_weight *ws, int n_w, int j, const ck_seg_task 
             float acc[CK_WARP][CK_GEMV_ROWS];
             for (int l = 0; l < CK_WARP; l++)
                 ck_gemv_lane(&W, x, o, t.t0, t.nt, l, acc[l]);
-            for (int r = 0; r < t.nt; r++) {
-                float v[CK_WARP];
-                for (int l = 0; l < CK_WARP; l++)
-                    v[l] = acc[l][r];
-                ck_emu_warp_sum(v);
-                y[((int64_t)t.t0 + r) * W.N + o] = v[0];
-            }
+            emu_store(acc, t.nt, y, t.t0, W.N, o);
         }
 }
 

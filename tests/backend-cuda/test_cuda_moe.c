@@ -30,24 +30,9 @@
 static int failures;
 static plume_error err;
 
-#define MUST(call)                                                                                 \
-    do {                                                                                           \
-        if (call) {                                                                                \
-            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, err.msg);                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define MUST(call) CT_MUST(call, err)
 
 enum { NPOS = 80, NGREEDY = 8 };
-
-static int32_t argmax(const float *v, int32_t n)
-{
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (v[i] > v[b])
-            b = i;
-    return b;
-}
 
 static void test_model(const char *path, const plume_backend_vtable *gpu)
 {
@@ -70,31 +55,15 @@ static void test_model(const char *path, const plume_backend_vtable *gpu)
     MUST(plume_context_create(mg, NPOS + NGREEDY + 1, &cg, &err));
     MUST(plume_decode(cc, ids, NPOS, lc, &err));
     MUST(plume_decode(cg, ids, NPOS, lg, &err));
-    double md = 0, range = 0;
-    for (int32_t i = 0; i < V; i++) {
-        md = fmax(md, fabs((double)lg[i] - lc[i]));
-        range = fmax(range, fabs(lc[i]));
-    }
+    double md, range;
+    ct_logit_diff(lc, lg, V, &md, &range);
     const double tol = 1e-3 * range;
     printf("# %s: max |logit gpu - cpu| %.4g (%.3g%% of the range %.4g)\n", path, md,
            100 * md / range, range);
     CHECK(range > 0 && md <= tol, "%s: max |logit gpu - cpu| %.4g > %.4g", path, md, tol);
-    for (int st = 0; st < NGREEDY; st++) {
-        const int32_t tc = argmax(lc, V), tg = argmax(lg, V);
-        if (tc != tg) {
-            float second = -INFINITY;
-            for (int32_t i = 0; i < V; i++)
-                if (i != tc && lc[i] > second)
-                    second = lc[i];
-            CHECK(lc[tc] - second <= tol, "%s step %d: greedy %d (gpu) vs %d (cpu), cpu margin %.4g",
-                  path, st, tg, tc, (double)(lc[tc] - second));
-            printf("# %s step %d: greedy differs inside the tolerance (margin %.4g)\n", path, st,
-                   (double)(lc[tc] - second));
-            break;
-        }
-        MUST(plume_decode(cc, &tc, 1, lc, &err));
-        MUST(plume_decode(cg, &tg, 1, lg, &err));
-    }
+    const int g = ct_greedy(path, cc, cg, lc, lg, V, NGREEDY, tol, &err);
+    MUST(g < 0);
+    failures += g;
     /* the same bits whatever the chunking: one prefill, 5 at a time, 1 at a time */
     const int chunks[] = {NPOS, 5, 1};
     for (int ci = 0; ci < 3; ci++) {
@@ -119,19 +88,8 @@ int main(int argc, char **argv)
     /* before any cpu kernel runs: the dispatcher reads it once */
     setenv("PLUME_CPU_ACTIVATIONS", "f32", 1);
     plume_registry *reg;
-    const plume_backend_vtable *gpu = ct_load_cuda(&reg);
-    const char *standin = getenv("PLUME_CUDA_TEST_STANDIN");
-    const int harness = standin && strcmp(standin, "cpu") == 0;
-    if (harness) {
-        printf("# harness check: a cpu backend stands in for the GPU\n");
-        gpu = &plume_builtin_cpu;
-    } else if (gpu->score() == 0) {
-        plume_backend *b;
-        MUST(gpu->create(NULL, 0, &b, &err) == 0); /* never: score 0 means create fails */
-        printf("SKIP: no usable CUDA device: %s\n", err.msg);
-        plume_registry_free(reg);
-        return 77;
-    }
+    int harness;
+    const plume_backend_vtable *gpu = ct_device_backend(&reg, &plume_builtin_cpu, &harness);
     if (argc < 2) {
         printf("usage: test_cuda_moe MODEL... (test_cuda_moe.py makes the models)\n");
         plume_registry_free(reg);
