@@ -46,15 +46,15 @@ SHAPES = {
 }
 
 
-def random_blocks(rng, rows, cols, size, head):
+def random_blocks(rng, rows, cols, size, head, codes):
     """rows x cols weights as random GGUF blocks of `size` bytes per 32
-    values: the scale bytes head(nb) gives for the nb blocks, then random
-    bytes (4-bit or 8-bit codes)."""
+    values: the scale bytes head(nb) gives for the nb blocks, then the code
+    bytes codes(shape) gives (4-bit or 8-bit codes)."""
     nb = rows * cols // 32
     h = head(nb)
     blk = np.empty((nb, size), dtype=np.uint8)
     blk[:, :h.shape[1]] = h
-    blk[:, h.shape[1]:] = rng.integers(0, 256, (nb, size - h.shape[1]), dtype=np.uint8)
+    blk[:, h.shape[1]:] = codes((nb, size - h.shape[1]))
     return blk.reshape(rows, cols // 32 * size)
 
 
@@ -63,11 +63,21 @@ def f16_scales(rng, lo, hi):
 
 
 def block_kinds(rng):
-    """kind -> (bytes per 32 values, scale bytes): Q4_0 (scales around 0.01),
-    Q8_0 (around 0.0004), MXFP4 (E8M0 bytes 118..121: 2^-10..2^-7 after
-    ggml's halving)."""
-    return {"q4": (18, f16_scales(rng, 0.005, 0.015)), "q8": (34, f16_scales(rng, 0.0002, 0.0006)),
-            "mx": (17, lambda nb: rng.integers(118, 122, (nb, 1), dtype=np.uint8))}
+    """kind -> (bytes per 32 values, scale bytes, code bytes): Q4_0 (scales
+    around 0.01), Q8_0 (around 0.0004), MXFP4 (E8M0 bytes 118..121:
+    2^-10..2^-7 after ggml's halving).  The codes are symmetric about zero
+    (Q4_0 nibbles 1..15, Q8_0 bytes -127..127, MXFP4 any: its sign is a
+    bit): codes 0..255 as raw bytes give Q4_0 a mean of -d/2 and Q8_0 of
+    -d/2, whose common component swamped the hidden states and sent every
+    token to the same experts (8.4 of 64 active over 16 OLMoE tokens, files
+    made before 2026-12-05)."""
+    q4 = lambda shape: (rng.integers(1, 16, shape, dtype=np.uint8) |
+                        rng.integers(1, 16, shape, dtype=np.uint8) << 4).astype(np.uint8)
+    q8 = lambda shape: rng.integers(-127, 128, shape, dtype=np.int16).astype(np.uint8)
+    mx = lambda shape: rng.integers(0, 256, shape, dtype=np.uint8)
+    return {"q4": (18, f16_scales(rng, 0.005, 0.015), q4),
+            "q8": (34, f16_scales(rng, 0.0002, 0.0006), q8),
+            "mx": (17, lambda nb: rng.integers(118, 122, (nb, 1), dtype=np.uint8), mx)}
 
 
 def olmoe_plan(s):
