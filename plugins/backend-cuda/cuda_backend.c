@@ -4,8 +4,8 @@
  * address; host_ptr is NULL); every op is queued on the instance's one
  * stream and download waits for it.  Weights: matrices go to the device
  * as the checkpoint stores them (f32, f16, bf16, or the GGUF blocks of
- * Q4_0, Q4_1, Q8_0 and MXFP4); vectors become f32.  The KV pool is device memory with the cpu
- * backend's layout (f32 or f16).  The kernels are in cuda_kernels.cu over
+ * Q4_0, Q4_1, Q8_0 and MXFP4); vectors become f32.  The KV pool is device
+ * memory with the cpu backend's layout (f32 or f16).  The kernels are in cuda_kernels.cu over
  * cuda_bodies.h.
  *
  * matmul: `matmul: rows` (the default) runs the row kernel for every
@@ -726,7 +726,7 @@ static int cuda_scatter_add_rows(plume_backend *be, plume_buf *dst, const plume_
                              i, n, idx[i]);
         max_r = idx[i] > max_r ? idx[i] : max_r;
     }
-    int32_t *at = calloc((size_t)max_r + 2, sizeof *at); /* per row: its first list slot + 1 */
+    int32_t *at = calloc((size_t)max_r + 2, sizeof *at); /* ck_scatter_plan's per-row scratch */
     if (!at)
         return plume_err(err, PLUME_ERR_NOMEM, "cuda backend: out of memory (scatter of %d rows)",
                          n);

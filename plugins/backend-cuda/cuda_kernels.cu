@@ -42,7 +42,8 @@ __global__ void k_swiglu_oai(float *g, const float *u, float alpha, float limit,
     EW_LOOP(n) ck_swiglu_oai(g, u, alpha, limit, idx);
 }
 __global__ void k_add(float *x, const float *y, int64_t n) { EW_LOOP(n) ck_add(x, y, idx); }
-__global__ void k_gather_rows(float *dst, const float *src, const int32_t *ix, int32_t dim, int64_t n)
+__global__ void k_gather_rows(float *dst, const float *src, const int32_t *ix, int32_t dim,
+                              int64_t n)
 {
     EW_LOOP(n) ck_gather_rows(dst, src, ix, dim, idx);
 }

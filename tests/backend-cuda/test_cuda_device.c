@@ -330,7 +330,8 @@ static void test_moe_ops(void)
     float *a = malloc(sizeof(float) * M * D), *dst = malloc(sizeof(float) * R * D);
     tu_fill(src, (size_t)R * D, -3, 3);
     tu_fill(dst, (size_t)R * D, -1, 1);
-    plume_buf *ds = dev(src, (size_t)R * D), *dg = dev(c, (size_t)M * D), *dd = dev(dst, (size_t)R * D);
+    plume_buf *ds = dev(src, (size_t)R * D), *dg = dev(c, (size_t)M * D);
+    plume_buf *dd = dev(dst, (size_t)R * D);
     MUST(CPU->gather_rows(cb, (plume_buf *)c, (const plume_buf *)src, idx, M, D, &err));
     MUST(GPU->gather_rows(gb, dg, ds, idx, M, D, &err));
     get(a, dg, (size_t)M * D);
@@ -345,7 +346,8 @@ static void test_moe_ops(void)
     tu_fill(up, (size_t)M * D, -12, 12);
     plume_buf *du = dev(up, (size_t)M * D);
     MUST(GPU->upload(gb, dg, 0, c, sizeof(float) * M * D, &err));
-    MUST(CPU->swiglu_oai(cb, (plume_buf *)c, (const plume_buf *)up, (size_t)M * D, 1.702f, 7.0f, &err));
+    MUST(CPU->swiglu_oai(cb, (plume_buf *)c, (const plume_buf *)up, (size_t)M * D, 1.702f, 7.0f,
+                         &err));
     MUST(GPU->swiglu_oai(gb, dg, du, (size_t)M * D, 1.702f, 7.0f, &err));
     get(a, dg, (size_t)M * D);
     double md;
