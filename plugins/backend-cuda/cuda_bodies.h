@@ -515,9 +515,6 @@ CK_FN void ck_quant_q8(const float *x, int64_t K, int8_t *q, float *d, float *s,
     (void)K;
 }
 
-/* True for the weight types the int8 path runs. */
-CK_FN int ck_q8_type(int type) { return type == CK_Q4_0 || type == CK_Q4_1 || type == CK_Q8_0; }
-
 /* Two bytes at a 2-aligned p and the two after them as one word. */
 CK_FN uint32_t ck_ld32_2(const uint8_t *p)
 {

@@ -155,6 +155,11 @@ int plume_rope_cfg_validate(const plume_rope_cfg *r, const char *what, plume_err
  * Unknown architectures are "unsupported architecture X". */
 int plume_config_from_hf_json(const char *path, plume_model_config *cfg, plume_error *err);
 
+/* llama.cpp's GGUF architecture name for a family (the name the GGUF
+ * reader accepts for it: "llama" for Llama, Mistral and Mixtral), or NULL
+ * for one GGUF cannot name. */
+const char *plume_config_gguf_arch(plume_arch arch);
+
 /* Checks sizes for consistency (head_dim * n_head, n_head % n_head_kv, ...). */
 int plume_config_validate(const plume_model_config *cfg, plume_error *err);
 

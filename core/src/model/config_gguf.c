@@ -329,6 +329,14 @@ static const gguf_arch gguf_archs[] = {
      .qk_norm_full = true},
 };
 
+const char *plume_config_gguf_arch(plume_arch arch)
+{
+    for (size_t i = 0; i < sizeof gguf_archs / sizeof gguf_archs[0]; i++)
+        if (gguf_archs[i].arch == arch)
+            return gguf_archs[i].name;
+    return NULL;
+}
+
 /* GGUF architectures of mixture-of-experts families plume does not run. */
 static const char *const gguf_moe_refused[] = {
     "deepseek2", "deepseek", "dbrx", "grok", "arctic", "phimoe",

@@ -340,10 +340,10 @@ const plume_dummy_tensor *plume_dummy_entry(const plume_dummy *d, const plume_te
 {
     if (!d->n || t < &d->t[0].t || t > &d->t[d->n - 1].t)
         return NULL;
-    for (size_t i = 0; i < d->n; i++)
-        if (&d->t[i].t == t)
-            return &d->t[i];
-    return NULL;
+    /* inside the plan's array: the entry whose tensor it is, if any (a
+     * lookup per prepared matrix, so no scan) */
+    const size_t off = (size_t)((const char *)t - (const char *)&d->t[0].t);
+    return off % sizeof d->t[0] == 0 ? &d->t[off / sizeof d->t[0]] : NULL;
 }
 
 int plume_dummy_make(plume_dummy *d, const plume_tensor *t, plume_error *err)

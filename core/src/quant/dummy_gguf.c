@@ -33,25 +33,14 @@ static int64_t hf_row(int64_t r, int32_t d)
     return h * d + (i % 2 == 0 ? i / 2 : i / 2 + d / 2);
 }
 
-/* llama.cpp's architecture name for the config's family (Mistral and
- * Mixtral are its llama). */
-static const char *gguf_arch(const plume_model_config *c)
-{
-    switch (c->arch) {
-    case PLUME_ARCH_LLAMA: return "llama";
-    case PLUME_ARCH_QWEN2: return "qwen2";
-    case PLUME_ARCH_QWEN3: return "qwen3";
-    case PLUME_ARCH_QWEN3MOE: return "qwen3moe";
-    case PLUME_ARCH_QWEN2MOE: return "qwen2moe";
-    case PLUME_ARCH_OLMOE: return "olmoe";
-    default: return c->arch_name;
-    }
-}
-
 static int write_hparams(gguf_writer *w, const plume_model_config *c, const char *dir,
                          uint32_t file_type, plume_error *err)
 {
-    const char *a = gguf_arch(c);
+    const char *a = plume_config_gguf_arch(c->arch); /* the dummy plan's families all have one */
+    if (!a)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s/config.json: architecture %s has no GGUF name plume knows", dir,
+                         c->arch_name);
     if (c->rope.type != PLUME_ROPE_SCALING_NONE && c->rope.type != PLUME_ROPE_SCALING_LLAMA3)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s/config.json: rope scaling %s is not written to GGUF by the dummy "
