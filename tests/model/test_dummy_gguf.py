@@ -207,6 +207,22 @@ def main():
                             "1", "--max-tokens", "1"], capture_output=True, text=True)
         check(p.returncode != 0 and "go with --load-format dummy" in p.stderr,
               "--dummy-seed alone: %s" % p.stderr)
+        # the benches that load --model themselves take the same options, and refuse them alone
+        dummy = ["--load-format", "dummy", "--dummy-dtype", "Q4_0", "--dummy-tokenizer", TOK]
+        for bench in (["roofline"], ["context", "--depths", "8", "--steps", "2"]):
+            p = subprocess.run([PLUME, "bench"] + bench + ["--model", cdir, "--reps", "1",
+                                                           "--threads", "1", "--json"] + dummy,
+                               capture_output=True, text=True)
+            check(p.returncode == 0, "bench %s --load-format dummy: %s" % (bench[0], p.stderr))
+            if p.returncode == 0:
+                out = json.loads(p.stdout)
+                dec = out["decode"]["tok_s"] if bench[0] == "roofline" else out["rows"][0]["decode_tok_s"]
+                check(dec > 0, "bench %s on dummy weights: decode %s" % (bench[0], dec))
+            p = subprocess.run([PLUME, "bench"] + bench + ["--model", cdir, "--reps", "1",
+                                                           "--dummy-dtype", "Q4_0"],
+                               capture_output=True, text=True)
+            check(p.returncode != 0 and "go with --load-format dummy" in p.stderr,
+                  "bench %s --dummy-dtype alone: %s" % (bench[0], p.stderr))
         # seeds
         a, b, c = (os.path.join(d, x) for x in ("a.gguf", "b.gguf", "c.gguf"))
         dummy_gguf(cdir, a, "Q4_0")

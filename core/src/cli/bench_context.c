@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/pipeline_args.h"
 #include "plume/cpu.h"
 #include "plume/model.h"
+#include "plume/registry.h"
 #include "plume/seq_runner.h"
 
 static const char help[] =
@@ -35,6 +37,9 @@ static const char help[] =
     "\n"
     "options:\n"
     "  --model PATH      a .gguf file or an HF model directory (required)\n"
+    "  --load-format dummy [--dummy-dtype T --dummy-seed N --dummy-tokenizer F\n"
+    "                    --dummy-pure]  random weights for the config.json in\n"
+    "                    --model (docs/dummy-weights.md)\n"
     "  --depths LIST     comma-separated context depths (default 0,512,2048,6144)\n"
     "  --kv-dtype T      KV cache storage: f32, f16, int8 (default f16)\n"
     "  --steps N         decode steps per measurement (default 32)\n"
@@ -52,6 +57,7 @@ static const char help[] =
 
 typedef struct ctx_opts {
     const char *model;
+    cli_pipeline_opts po; /* --load-format and --dummy-* */
     int depths[MAX_DEPTHS], n_depths;
     plume_kv_dtype kv_dtype;
     int steps, batch, chunk, reps, threads;
@@ -155,7 +161,14 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     plume_model *m;
     plume_load_params lp = plume_load_defaults();
     lp.n_threads = o->threads;
-    if (plume_model_load_ex(o->model, &lp, &m, &err)) {
+    plume_registry *lreg;
+    plume_settings *ls;
+    if (cli_load_format_params("bench context", &o->po, &lreg, &ls, &lp))
+        return -1;
+    const int lrc = plume_model_load_ex(o->model, &lp, &m, &err);
+    plume_settings_free(ls); /* the model keeps nothing of them */
+    if (lrc) {
+        plume_registry_free(lreg);
         fprintf(stderr, "plume bench context: %s\n", err.msg);
         return -1;
     }
@@ -172,6 +185,7 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     if (plume_seq_runner_create(m, &rp, &r, &err)) {
         fprintf(stderr, "plume bench context: %s\n", err.msg);
         plume_model_free(m);
+        plume_registry_free(lreg);
         return -1;
     }
     const int32_t nv = plume_model_n_vocab(m);
@@ -229,6 +243,7 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     free(td);
     plume_seq_runner_free(r);
     plume_model_free(m);
+    plume_registry_free(lreg); /* after the model: it holds the format's vtable */
     return rc;
 }
 
@@ -330,7 +345,7 @@ int bench_context(int argc, char **argv)
             o.chunk = (int)cli_int("--chunk", v, 1, 1 << 16);
         } else if (bench_machine_opt(argc, argv, &i, &o.reps, &o.threads, &o.json)) {
             continue;
-        } else {
+        } else if (!cli_load_format_opt(argc, argv, &i, &o.po)) {
             cli_unknown("bench context", argv[i]);
         }
     }

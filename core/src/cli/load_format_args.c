@@ -30,10 +30,9 @@ bool cli_load_format_opt(int argc, char **argv, int *i, cli_pipeline_opts *o)
     return false;
 }
 
-int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_registry *reg,
-                            plume_pipeline **p, plume_error *err)
+/* An error when a --dummy-* option comes without --load-format dummy. */
+static int check_dummy_opts(const cli_pipeline_opts *o, plume_error *err)
 {
-    (void)cmd;
     bool any_dummy = false;
     for (int k = 0; k < 4; k++)
         any_dummy = any_dummy || o->dummy[k];
@@ -44,6 +43,15 @@ int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_r
     if (any_dummy && (!o->load_format || strcmp(o->load_format, "dummy") != 0))
         return plume_err(err, PLUME_ERR_INVALID,
                          "the --dummy-* options go with --load-format dummy");
+    return 0;
+}
+
+int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_registry *reg,
+                            plume_pipeline **p, plume_error *err)
+{
+    (void)cmd;
+    if (check_dummy_opts(o, err))
+        return -1;
     if (o->pipeline && o->load_format)
         return plume_err(err, PLUME_ERR_INVALID,
                          "--load-format does not combine with --pipeline; write load_format: "
@@ -72,9 +80,13 @@ int cli_load_format_params(const char *cmd, const cli_pipeline_opts *o, plume_re
 {
     *reg = NULL;
     *s = NULL;
+    plume_error err = {0};
+    if (check_dummy_opts(o, &err)) {
+        cli_print_error(cmd, NULL, err.msg);
+        return -1;
+    }
     if (!o->load_format)
         return 0;
-    plume_error err = {0};
     const plume_weight_format_vtable *f = NULL;
     if (cli_registry(cmd, o, reg))
         return -1;
