@@ -426,6 +426,55 @@ static void test_attn_paged(void **state)
         }
 }
 
+/* f32_to_f16 (the f16 KV cache's store) at every level equals
+ * plume_fp32_to_fp16 bit for bit: on every 4099th bit pattern of the 2^32
+ * (both signs, every exponent), and on the edges: zeros, the subnormal and
+ * normal halves' bounds, ties at each, the overflow bound, infinities, and
+ * NaNs with payloads, alone and among finite values in one group of 8. */
+static void test_f32_to_f16(void **state)
+{
+    (void)state;
+    enum { N = 1 << 20 };
+    float *x = malloc(sizeof(float) * N);
+    uint16_t *h = malloc(sizeof(uint16_t) * N);
+    assert_non_null(x);
+    assert_non_null(h);
+    int n = 0;
+    const uint32_t edges[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x00800000u, /* f32 subnormals */
+        0x33000000u, 0x33000001u, 0x32ffffffu, 0x33800000u, 0x33c00000u, /* 2^-25 .. ties */
+        0x387fc000u, 0x387fe000u, 0x387fffffu, 0x38800000u, 0x38801000u, /* half subnormal edge */
+        0x38802000u, 0x3f800000u, 0x3f801000u, 0x3f803000u, 0x3f802000u, /* ties to even */
+        0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477fffffu, 0x47800000u, /* 65504 .. overflow */
+        0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, /* max, inf, NaNs */
+        0xffc00001u, 0x7fbfffffu, 0x7fe12345u, 0xfff00000u,
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        x[n++] = plume_bits_to_f32(edges[i]);
+    for (uint64_t u = 0; u < (1ull << 32) && n < N; u += 4099)
+        x[n++] = plume_bits_to_f32((uint32_t)u);
+    for (int l = 0; l < n_levels; l++) {
+        memset(h, 0xa5, sizeof(uint16_t) * N);
+        /* from every start offset mod 8, and a tail shorter than a group */
+        for (int off = 0; off < 8; off++) {
+            levels[l]->f32_to_f16(x + off, h + off, 8 * 97 + off);
+            for (int i = off; i < 8 * 97 + 2 * off; i++)
+                if (h[i] != plume_fp32_to_fp16(x[i]))
+                    fail_msg("f32_to_f16 at level %s: x = 0x%08x gives 0x%04x, not 0x%04x",
+                             plume_cpu_level_name(levels[l]->level), plume_f32_to_bits(x[i]),
+                             h[i], plume_fp32_to_fp16(x[i]));
+        }
+        levels[l]->f32_to_f16(x, h, n);
+        for (int i = 0; i < n; i++)
+            if (h[i] != plume_fp32_to_fp16(x[i]))
+                fail_msg("f32_to_f16 at level %s: x = 0x%08x gives 0x%04x, not 0x%04x",
+                         plume_cpu_level_name(levels[l]->level), plume_f32_to_bits(x[i]), h[i],
+                         plume_fp32_to_fp16(x[i]));
+    }
+    free(x);
+    free(h);
+}
+
 static void test_level_parse(void **state)
 {
     (void)state;
@@ -458,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attn_step),
         cmocka_unit_test(test_attn_paged),
+        cmocka_unit_test(test_f32_to_f16),
         cmocka_unit_test(test_level_parse),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -253,8 +253,8 @@ static void store_head_i8(int8_t *dst, const float *x, int hd, size_t scale_offs
 }
 
 /* One row's kv_dim values into its cache slot. */
-static void store_row(const plume_kv_pool *kv, uint8_t *layer, int32_t slot, const float *src,
-                      int kv_dim)
+static void store_row(const plume_kernels *kern, const plume_kv_pool *kv, uint8_t *layer,
+                      int32_t slot, const float *src, int kv_dim)
 {
     uint8_t *dst = layer + (size_t)slot * kv->slot_stride;
     if (kv->dtype == PLUME_KV_INT8) {
@@ -267,9 +267,7 @@ static void store_row(const plume_kv_pool *kv, uint8_t *layer, int32_t slot, con
         memcpy(dst, src, sizeof(float) * (size_t)kv_dim);
         return;
     }
-    uint16_t *h = (uint16_t *)dst;
-    for (int i = 0; i < kv_dim; i++)
-        h[i] = plume_fp32_to_fp16(src[i]);
+    kern->f32_to_f16(src, (uint16_t *)dst, kv_dim);
 }
 
 static int cpu_kv_store(plume_backend *be, const plume_step *st, plume_kv_pool *kv,
@@ -280,9 +278,10 @@ static int cpu_kv_store(plume_backend *be, const plume_step *st, plume_kv_pool *
     const int kv_dim = kv->n_head_kv * kv->head_dim;
     uint8_t *kc = (uint8_t *)kv->k + (size_t)layer * kv->layer_stride;
     uint8_t *vc = (uint8_t *)kv->v + (size_t)layer * kv->layer_stride;
+    const plume_kernels *kern = plume_kernels_active();
     for (int32_t r = 0; r < st->n_rows; r++) {
-        store_row(kv, kc, st->slots[r], CF(k) + (size_t)r * kv_dim, kv_dim);
-        store_row(kv, vc, st->slots[r], CF(v) + (size_t)r * kv_dim, kv_dim);
+        store_row(kern, kv, kc, st->slots[r], CF(k) + (size_t)r * kv_dim, kv_dim);
+        store_row(kern, kv, vc, st->slots[r], CF(v) + (size_t)r * kv_dim, kv_dim);
     }
     return 0;
 }

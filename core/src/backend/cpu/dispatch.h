@@ -193,6 +193,9 @@ typedef struct plume_kernels {
                        const float *o, int n, int hd, int64_t O_stride);
     /* Subtracts the max of s[0..n), exponentiates in place, returns the sum. */
     float (*softmax_exp)(float *s, int n);
+    /* h[i] = plume_fp32_to_fp16(x[i]) for i < n, the same bits at every
+     * level (NaN included): the f16 KV cache's store. */
+    void (*f32_to_f16)(const float *x, uint16_t *h, int n);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple
      * of 256, 64-byte aligned) and returns a value depending on all of
      * them; fma_peak and int8_peak run iters iterations of independent

@@ -439,6 +439,12 @@ static float softmax_exp(float *s, int n)
     return sum;
 }
 
+static void f32_to_f16(const float *x, uint16_t *h, int n)
+{
+    for (int i = 0; i < n; i++)
+        h[i] = plume_fp32_to_fp16(x[i]);
+}
+
 static float read_sum(const void *buf, size_t bytes)
 {
     const uint64_t *p = buf;
@@ -494,6 +500,7 @@ static const plume_kernels K = {
     .attn_paged = attn_paged,
     .attn_paged_tile = attn_paged_tile,
     .softmax_exp = softmax_exp,
+    .f32_to_f16 = f32_to_f16,
     .read_sum = read_sum,
     .fma_peak = fma_peak,
     .int8_peak = int8_peak,

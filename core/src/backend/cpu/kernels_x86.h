@@ -548,6 +548,26 @@ static float kx_read_sum(const void *buf, size_t bytes)
     return (float)(uint32_t)_mm256_extract_epi32(a, 0);
 }
 
+/* plume_fp32_to_fp16 eight at a time: F16C's conversion rounds to
+ * nearest even, overflows to infinity and rounds subnormals as the scalar
+ * form does; only a NaN differs (F16C keeps its payload's top bits), so a
+ * group of eight holding one goes through the scalar form. */
+static void kx_f32_to_f16(const float *x, uint16_t *h, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+            for (int j = i; j < i + 8; j++)
+                h[j] = plume_fp32_to_fp16(x[j]);
+            continue;
+        }
+        _mm_storeu_si128((__m128i *)(h + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    for (; i < n; i++)
+        h[i] = plume_fp32_to_fp16(x[i]);
+}
+
 /* ---- what each level's plume_kernels table takes from here ---- */
 
 /* The asm text of a peak microbenchmark's loop body: twelve independent
@@ -579,4 +599,4 @@ static float kx_read_sum(const void *buf, size_t bytes)
     .axpy = kx_axpy, .rmsnorm = kx_rmsnorm, .rope = kx_rope, .swiglu = kx_swiglu, .geglu = kx_geglu,\
     .attn_step = kx_attn_step, .attn_partial = kx_attn_partial, .attn_merge = kx_attn_merge,       \
     .attn_paged = kx_attn_paged, .attn_paged_tile = kx_attn_paged_tile,                            \
-    .softmax_exp = kx_softmax_exp, .read_sum = kx_read_sum
+    .softmax_exp = kx_softmax_exp, .f32_to_f16 = kx_f32_to_f16, .read_sum = kx_read_sum
