@@ -475,6 +475,63 @@ static void test_f32_to_f16(void **state)
     free(h);
 }
 
+/* kv_i8 (one head of the int8 KV cache) at every level against the
+ * definition in dispatch.h, evaluated here in double where it is exact:
+ * head sizes 1..300 (tails past the vector width), random values, values
+ * that land on .5 ties after scaling, all zeros, and NaN / infinity. */
+static void kv_i8_check(const plume_kernels *k, const float *x, int n, const char *what)
+{
+    int8_t q[512];
+    float d;
+    k->kv_i8(x, n, q, &d);
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax)
+            amax = fabsf(x[i]);
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    if (memcmp(&d, &(float){amax / 127.0f}, sizeof d) != 0)
+        fail_msg("kv_i8 %s at level %s, n %d: d %.9g, not %.9g", what,
+                 plume_cpu_level_name(k->level), n, d, amax / 127.0f);
+    for (int i = 0; i < n; i++) {
+        const float p = x[i] * id; /* the product the kernels round */
+        int want = 0;
+        if (p == p) {
+            const double r = rint((double)p); /* nearest, ties to even */
+            want = r > 127.0 ? 127 : r < -127.0 ? -127 : (int)r;
+        }
+        if (q[i] != want)
+            fail_msg("kv_i8 %s at level %s, n %d, index %d: x %.9g gives %d, not %d", what,
+                     plume_cpu_level_name(k->level), n, i, x[i], q[i], want);
+    }
+}
+
+static void test_kv_i8(void **state)
+{
+    (void)state;
+    float x[512];
+    for (int l = 0; l < n_levels; l++) {
+        const plume_kernels *k = levels[l];
+        for (int n = 1; n <= 300; n++) {
+            for (int i = 0; i < n; i++)
+                x[i] = tu_uniform(-1.5f, 1.5f);
+            kv_i8_check(k, x, n, "random");
+            /* max 127 exactly: x[i] = m + 0.5 lands on a tie */
+            for (int i = 0; i < n; i++)
+                x[i] = (float)((i * 37) % 255 - 127) + (i % 3 ? 0.5f : 0.0f);
+            x[0] = 127.0f;
+            kv_i8_check(k, x, n, "ties");
+            memset(x, 0, sizeof(float) * (size_t)n);
+            kv_i8_check(k, x, n, "zeros");
+            for (int i = 0; i < n; i++)
+                x[i] = tu_uniform(-0.5f, 0.5f);
+            x[n / 2] = NAN;
+            kv_i8_check(k, x, n, "a NaN");
+            x[n - 1] = INFINITY;
+            kv_i8_check(k, x, n, "NaN and infinity");
+        }
+    }
+}
+
 static void test_level_parse(void **state)
 {
     (void)state;
@@ -508,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_attn_step),
         cmocka_unit_test(test_attn_paged),
         cmocka_unit_test(test_f32_to_f16),
+        cmocka_unit_test(test_kv_i8),
         cmocka_unit_test(test_level_parse),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

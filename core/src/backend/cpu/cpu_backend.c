@@ -234,33 +234,18 @@ static int cpu_rope(plume_backend *be, const plume_step *st, plume_buf *x, int32
     return 0;
 }
 
-/* One kv head's hd values as int8 with a scale d = max|x| / 127 (x ≈ q·d,
- * q = round(x / d) in [-127, 127]; all zeros: d = 0), d stored as f32 at
- * dst + scale_offset.  Depends only on the values: a token's cache entry is
- * the same bits whenever and with whatever else it is stored. */
-static void store_head_i8(int8_t *dst, const float *x, int hd, size_t scale_offset)
-{
-    float amax = 0.0f;
-    for (int i = 0; i < hd; i++)
-        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-    const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int i = 0; i < hd; i++) {
-        float q = nearbyintf(x[i] * id);
-        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-        dst[i] = (int8_t)q;
-    }
-    memcpy(dst + scale_offset, &d, sizeof d);
-}
-
 /* One row's kv_dim values into its cache slot. */
 static void store_row(const plume_kernels *kern, const plume_kv_pool *kv, uint8_t *layer,
                       int32_t slot, const float *src, int kv_dim)
 {
     uint8_t *dst = layer + (size_t)slot * kv->slot_stride;
-    if (kv->dtype == PLUME_KV_INT8) {
-        for (int h = 0; h < kv->n_head_kv; h++)
-            store_head_i8((int8_t *)(dst + (size_t)h * kv->head_stride),
-                          src + (size_t)h * kv->head_dim, kv->head_dim, kv->scale_offset);
+    if (kv->dtype == PLUME_KV_INT8) { /* each head: int8 values, then its f32 scale */
+        for (int h = 0; h < kv->n_head_kv; h++) {
+            uint8_t *hd = dst + (size_t)h * kv->head_stride;
+            float d;
+            kern->kv_i8(src + (size_t)h * kv->head_dim, kv->head_dim, (int8_t *)hd, &d);
+            memcpy(hd + kv->scale_offset, &d, sizeof d);
+        }
         return;
     }
     if (kv->dtype == PLUME_KV_F32) {

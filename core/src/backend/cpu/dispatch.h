@@ -196,6 +196,12 @@ typedef struct plume_kernels {
     /* h[i] = plume_fp32_to_fp16(x[i]) for i < n, the same bits at every
      * level (NaN included): the f16 KV cache's store. */
     void (*f32_to_f16)(const float *x, uint16_t *h, int n);
+    /* One kv head of an int8 cache: d = max|x| / 127 over the n values
+     * (NaNs left out; all zeros: d = 0) and q[i] = x[i] · (127 / max|x|)
+     * rounded to nearest even and clamped to [-127, 127] (0 for a NaN
+     * product): the same bits at every level, and the same whenever and
+     * with whatever else the token is stored. */
+    void (*kv_i8)(const float *x, int n, int8_t *q, float *d);
     /* Microbenchmarks for `plume bench`: read_sum streams bytes (a multiple
      * of 256, 64-byte aligned) and returns a value depending on all of
      * them; fma_peak and int8_peak run iters iterations of independent

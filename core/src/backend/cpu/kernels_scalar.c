@@ -445,6 +445,19 @@ static void f32_to_f16(const float *x, uint16_t *h, int n)
         h[i] = plume_fp32_to_fp16(x[i]);
 }
 
+static void kv_i8(const float *x, int n, int8_t *q, float *d)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++)
+        amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float v = nearbyintf(x[i] * id);
+        q[i] = v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int8_t)v;
+    }
+    *d = amax / 127.0f;
+}
+
 static float read_sum(const void *buf, size_t bytes)
 {
     const uint64_t *p = buf;
@@ -501,6 +514,7 @@ static const plume_kernels K = {
     .attn_paged_tile = attn_paged_tile,
     .softmax_exp = softmax_exp,
     .f32_to_f16 = f32_to_f16,
+    .kv_i8 = kv_i8,
     .read_sum = read_sum,
     .fma_peak = fma_peak,
     .int8_peak = int8_peak,

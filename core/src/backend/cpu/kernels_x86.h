@@ -568,6 +568,42 @@ static void kx_f32_to_f16(const float *x, uint16_t *h, int n)
         h[i] = plume_fp32_to_fp16(x[i]);
 }
 
+/* dispatch.h's kv_i8, 8 values at a time: the max ignores a NaN as the
+ * scalar comparison does (maxps returns its second operand when either is
+ * NaN), roundps rounds to nearest even as nearbyintf does by default, and
+ * the clamp and the NaN-to-0 follow. */
+static void kx_kv_i8(const float *x, int n, int8_t *q, float *d)
+{
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 mx = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        mx = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absm), mx);
+    _Alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mx);
+    float amax = 0.0f;
+    for (int l = 0; l < 8; l++)
+        amax = lanes[l] > amax ? lanes[l] : amax;
+    for (int j = i; j < n; j++)
+        amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vid),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 ok = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+        v = _mm256_and_ps(_mm256_max_ps(_mm256_min_ps(v, hi), lo), ok);
+        const __m256i i32 = _mm256_cvtps_epi32(v);
+        const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+        _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(i16, i16));
+    }
+    for (; i < n; i++) {
+        const float v = nearbyintf(x[i] * id);
+        q[i] = v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int8_t)v;
+    }
+    *d = amax / 127.0f;
+}
+
 /* ---- what each level's plume_kernels table takes from here ---- */
 
 /* The asm text of a peak microbenchmark's loop body: twelve independent
@@ -599,4 +635,4 @@ static void kx_f32_to_f16(const float *x, uint16_t *h, int n)
     .axpy = kx_axpy, .rmsnorm = kx_rmsnorm, .rope = kx_rope, .swiglu = kx_swiglu, .geglu = kx_geglu,\
     .attn_step = kx_attn_step, .attn_partial = kx_attn_partial, .attn_merge = kx_attn_merge,       \
     .attn_paged = kx_attn_paged, .attn_paged_tile = kx_attn_paged_tile,                            \
-    .softmax_exp = kx_softmax_exp, .f32_to_f16 = kx_f32_to_f16, .read_sum = kx_read_sum
+    .softmax_exp = kx_softmax_exp, .f32_to_f16 = kx_f32_to_f16, .kv_i8 = kx_kv_i8, .read_sum = kx_read_sum
