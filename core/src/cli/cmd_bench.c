@@ -12,6 +12,7 @@
 #include "plume/cpu.h"
 #include "plume/model.h"
 #include "plume/registry.h"
+#include "plume/seq_runner.h"
 
 static const char help[] =
     "usage: plume bench roofline [--model PATH] [options]\n"
@@ -20,7 +21,9 @@ static const char help[] =
     "machine's streaming read bandwidth (all threads, a 1 GiB buffer, far larger\n"
     "than the last-level cache), peak f32 FMA rate and peak int8 dot-product rate\n"
     "(512-bit vpdpbusd at the avx512 level, vpmaddubsw+vpmaddwd at avx2, plain C at\n"
-    "scalar).  With --model it then runs, through the public API:\n"
+    "scalar).  With --model it then runs, through the public API, one sequence on\n"
+    "a sequence runner with the engine's defaults (an f16 KV cache, up to 512\n"
+    "positions per forward pass: what plume generate and plume serve use):\n"
     "  decode:  a 32-token prompt, then 128 single-token steps (batch 1, greedy);\n"
     "           tokens/s of those 128 steps, and the roofline\n"
     "           bandwidth / weight bytes (every weight read once per token; of a\n"
@@ -117,42 +120,57 @@ typedef struct model_result {
     double decode_tok_s, prefill_tok_s;
 } model_result;
 
+/* Runs n tokens of sequence 0 in forward passes of at most chunk
+ * positions, the last position's logits into logits. */
+static int bench_run(plume_seq_runner *r, const int32_t *tokens, int n, int chunk,
+                     float *logits, plume_error *err)
+{
+    for (int p = 0; p < n; p += chunk) {
+        const int k = n - p < chunk ? n - p : chunk;
+        const plume_seq_run run = {0, tokens + p, k, p + k == n};
+        if (plume_seq_runner_run(r, &run, 1, logits, err))
+            return -1;
+    }
+    return 0;
+}
+
 static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
 {
     plume_error err;
-    plume_context *ctx = NULL;
-    const int32_t nv = plume_model_n_vocab(m);
-    const int n_ctx = PREFILL_TOKENS + DECODE_PROMPT + DECODE_STEPS;
-    if (plume_context_create(m, n_ctx, &ctx, &err)) {
+    plume_seq_runner_params rp = plume_seq_runner_defaults();
+    rp.kv_max_tokens = PREFILL_TOKENS + DECODE_PROMPT + DECODE_STEPS + rp.block_size;
+    rp.max_seqs = 1;
+    plume_seq_runner *run = NULL;
+    if (plume_seq_runner_create(m, &rp, &run, &err)) {
         fprintf(stderr, "plume bench: %s\n", err.msg);
         return -1;
     }
+    const int32_t nv = plume_model_n_vocab(m);
     float *logits = malloc(sizeof(float) * (size_t)nv);
     int32_t *prompt = malloc(sizeof(int32_t) * PREFILL_TOKENS);
     double *dec = malloc(sizeof(double) * (size_t)o->reps);
     double *pre = malloc(sizeof(double) * (size_t)o->reps);
+    if (!logits || !prompt || !dec || !pre) {
+        fprintf(stderr, "plume bench: out of memory\n");
+        exit(1);
+    }
     for (int i = 0; i < PREFILL_TOKENS; i++) /* arbitrary ids spread over the vocabulary */
         prompt[i] = (int32_t)((1 + (int64_t)i * 7919) % nv);
     int rc = 0;
     for (int r = 0; r < o->reps && rc == 0; r++) {
-        plume_context_reset(ctx);
-        if (plume_decode(ctx, prompt, DECODE_PROMPT, logits, &err)) {
-            rc = -1;
+        (void)plume_seq_runner_release(run, 0, NULL);
+        if ((rc = bench_run(run, prompt, DECODE_PROMPT, rp.max_batch_tokens, logits, &err)))
             break;
-        }
         double t0 = plume_clock_seconds();
-        for (int s = 0; s < DECODE_STEPS; s++) {
+        for (int s = 0; s < DECODE_STEPS && rc == 0; s++) {
             int32_t next = bench_argmax(logits, nv);
-            if (plume_decode(ctx, &next, 1, logits, &err)) {
-                rc = -1;
-                break;
-            }
+            rc = bench_run(run, &next, 1, 1, logits, &err);
         }
         dec[r] = DECODE_STEPS / (plume_clock_seconds() - t0);
-        plume_context_reset(ctx);
+        (void)plume_seq_runner_release(run, 0, NULL);
         t0 = plume_clock_seconds();
-        if (plume_decode(ctx, prompt, PREFILL_TOKENS, logits, &err))
-            rc = -1;
+        if (rc == 0)
+            rc = bench_run(run, prompt, PREFILL_TOKENS, rp.max_batch_tokens, logits, &err);
         pre[r] = PREFILL_TOKENS / (plume_clock_seconds() - t0);
     }
     if (rc)
@@ -165,7 +183,7 @@ static int bench_model(const bench_opts *o, plume_model *m, model_result *res)
     free(prompt);
     free(dec);
     free(pre);
-    plume_context_free(ctx);
+    plume_seq_runner_free(run);
     return rc;
 }
 
