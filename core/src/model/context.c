@@ -7,7 +7,10 @@
 #include "model/single_seq.h"
 
 #define CTX_BLOCK 16
-#define CTX_CHUNK 64 /* positions per forward */
+/* Positions per forward pass: the engine's default (plume_engine_params
+ * max_batched_tokens), so a long prompt reads each weight once per 512
+ * positions; any chunking gives the same bits. */
+#define CTX_CHUNK 512
 
 struct plume_context {
     const plume_model *m;
@@ -27,8 +30,8 @@ int plume_context_create(const plume_model *m, int n_ctx, plume_context **out, p
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory creating a context");
     c->m = m;
     c->n_ctx = n_ctx;
-    if (plume_single_seq_init(&c->seq, m, n_ctx, CTX_BLOCK, PLUME_KV_F32, CTX_CHUNK, "a context",
-                              err)) {
+    if (plume_single_seq_init(&c->seq, m, n_ctx, CTX_BLOCK, PLUME_KV_F32,
+                              n_ctx < CTX_CHUNK ? n_ctx : CTX_CHUNK, "a context", err)) {
         plume_context_free(c);
         return -1;
     }
