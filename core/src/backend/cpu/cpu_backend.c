@@ -13,7 +13,6 @@
 #include "backend/cpu/ops.h"
 #include "backend/cpu/paged_attention.h"
 #include "backend/cpu/threadpool.h"
-#include "plume/fp16.h"
 #include "runtime/builtin.h"
 
 typedef struct cpu_backend {

@@ -587,14 +587,16 @@ static void kx_kv_i8(const float *x, int n, int8_t *q, float *d)
     for (int j = i; j < n; j++)
         amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    const __m256 vid = _mm256_set1_ps(id), hi = _mm256_set1_ps(127.0f);
+    const __m256 lo = _mm256_set1_ps(-127.0f);
     for (i = 0; i + 8 <= n; i += 8) {
         __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vid),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         const __m256 ok = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
         v = _mm256_and_ps(_mm256_max_ps(_mm256_min_ps(v, hi), lo), ok);
         const __m256i i32 = _mm256_cvtps_epi32(v);
-        const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+        const __m128i i16 =
+            _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
         _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(i16, i16));
     }
     for (; i < n; i++) {
@@ -635,4 +637,5 @@ static void kx_kv_i8(const float *x, int n, int8_t *q, float *d)
     .axpy = kx_axpy, .rmsnorm = kx_rmsnorm, .rope = kx_rope, .swiglu = kx_swiglu, .geglu = kx_geglu,\
     .attn_step = kx_attn_step, .attn_partial = kx_attn_partial, .attn_merge = kx_attn_merge,       \
     .attn_paged = kx_attn_paged, .attn_paged_tile = kx_attn_paged_tile,                            \
-    .softmax_exp = kx_softmax_exp, .f32_to_f16 = kx_f32_to_f16, .kv_i8 = kx_kv_i8, .read_sum = kx_read_sum
+    .softmax_exp = kx_softmax_exp, .f32_to_f16 = kx_f32_to_f16, .kv_i8 = kx_kv_i8,                 \
+    .read_sum = kx_read_sum
