@@ -61,10 +61,12 @@ TIMEOUT = 3  # the router's --timeout and the connectors' timeout_s in this test
 
 
 class Worker(Server):
-    """`plume serve --pipeline FILE` on a fixed port (so that a restart
-    comes back where the router looks)."""
+    """`plume serve --pipeline FILE`; port 0 lets the server pick a free
+    one (a port chosen here and bound later can be taken in between: the
+    pd-ipc plugin's UCX listener binds an ephemeral port first), a fixed
+    port brings a restarted worker back where the router looks."""
 
-    def __init__(self, pipeline, port):
+    def __init__(self, pipeline, port=0):
         self.start([plume, "serve", "--pipeline", pipeline, "--port", str(port), "--threads", "1"])
 
 
@@ -241,9 +243,8 @@ def test_identity_dtypes(d):
         servers = []
         try:
             servers.append(Server(plume, tiny, "--kv-dtype", dt))
-            servers.append(Worker(pre_yaml, free_port()))
-            servers.append(Worker(pipeline(d, f"dec-{dt}.yaml", "decode", kv_dtype=dt),
-                                  free_port()))
+            servers.append(Worker(pre_yaml))
+            servers.append(Worker(pipeline(d, f"dec-{dt}.yaml", "decode", kv_dtype=dt)))
             servers.append(Router(servers[1], servers[2]))
             colo, pre, dec, rt = servers
             for p in PROMPTS:
@@ -471,8 +472,8 @@ def main():
             pre_yaml = pipeline(d, "pre.yaml", "prefill", socket=sock)
         dec_yaml = pipeline(d, "dec.yaml", "decode")
         colo = Server(plume, tiny)
-        pre = Worker(pre_yaml, free_port())
-        dec = Worker(dec_yaml, free_port())
+        pre = Worker(pre_yaml)
+        dec = Worker(dec_yaml)
         rt = None
         try:
             rt = Router(pre, dec)
