@@ -37,6 +37,56 @@ static void check_ref(float got, double want, double tol, const char *what, int 
                  what, plume_cpu_level_name((plume_cpu_level)level), i, got, want, tol);
 }
 
+/* quantize_q8_sums at every level, with and without block records (3
+ * apart, as a matmul's records of 3 tokens): q, d and s equal quantize_q8's
+ * (q0, d0, s0), and the sums and records their definitions. */
+static void check_quantize_sums(const float *x, int64_t K, const int8_t *q0, const float *d0,
+                                const float *s0)
+{
+    const int64_t nb = K / 32, ldb = 3;
+    int8_t *q = malloc(K);
+    float *d = malloc(4 * nb), *s = malloc(4 * nb), *s16 = malloc(8 * nb);
+    int32_t *is = malloc(4 * nb), *is16 = malloc(8 * nb);
+    plume_q8_blk *blk = aligned_alloc(64, sizeof *blk * (size_t)(nb * ldb));
+    for (int l = 0; l < n_levels; l++) {
+        for (int with_blk = 0; with_blk < 2; with_blk++) {
+            memset(blk, 0x5A, sizeof *blk * (size_t)(nb * ldb));
+            const plume_q8_out o = {q, d, s, is, is16, s16, with_blk ? blk + 1 : NULL, ldb};
+            levels[l]->quantize_q8_sums(x, K, &o);
+            assert_memory_equal(q0, q, (size_t)K);
+            assert_memory_equal(d0, d, sizeof(float) * nb);
+            assert_memory_equal(s0, s, sizeof(float) * nb);
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t h[2] = {0, 0};
+                for (int i = 0; i < 32; i++)
+                    h[i / 16] += q0[32 * b + i];
+                assert_int_equal(is[b], h[0] + h[1]);
+                assert_int_equal(is16[2 * b], h[0]);
+                assert_int_equal(is16[2 * b + 1], h[1]);
+                assert_true(s16[2 * b] == d0[b] * (float)h[0]);
+                assert_true(s16[2 * b + 1] == d0[b] * (float)h[1]);
+                const plume_q8_blk *r = blk + b * ldb + 1;
+                if (!with_blk) {
+                    const uint8_t *u = (const uint8_t *)r;
+                    for (size_t i = 0; i < sizeof *r; i++)
+                        assert_int_equal(u[i], 0x5A);
+                    continue;
+                }
+                assert_memory_equal(r->q, q0 + 32 * b, 32);
+                assert_memory_equal(&r->d, &d0[b], sizeof(float));
+                assert_memory_equal(&r->s, &s0[b], sizeof(float));
+                assert_int_equal(r->isum, h[0] + h[1]);
+                assert_int_equal(r->isum16[0], h[0]);
+                assert_int_equal(r->isum16[1], h[1]);
+                assert_memory_equal(r->s16, &s16[2 * b], 2 * sizeof(float));
+                assert_int_equal(((const uint8_t *)(blk + b * ldb))[0], 0x5A); /* neighbours */
+                assert_int_equal(((const uint8_t *)(blk + b * ldb + 2))[0], 0x5A);
+            }
+        }
+    }
+    free(q); free(d); free(s); free(s16); free(is); free(is16); free(blk);
+}
+
 static void test_quantize_identical(void **state)
 {
     (void)state;
@@ -63,6 +113,7 @@ static void test_quantize_identical(void **state)
         /* the quantization itself: |x - d q| <= d/2 */
         for (int64_t i = 0; i < K; i++)
             assert_true(fabsf(x[i] - d0[i / 32] * q0[i]) <= d0[i / 32] * 0.5001f + 1e-30f);
+        check_quantize_sums(x, K, q0, d0, s0);
         free(x); free(q0); free(q1); free(d0); free(d1); free(s0); free(s1);
     }
 }

@@ -24,6 +24,18 @@ typedef struct plume_q8_blk {
     int32_t isum16[2];
     float s16[2];
 } plume_q8_blk;
+
+/* Where quantize_q8_sums writes one token's quantized values: the row
+ * arrays of plume_q8_act (q[K], d and s [K/32], isum [K/32], isum16 and
+ * s16 [K/16]) and, when blk is not NULL, block b's record at blk[b * ldb]. */
+typedef struct plume_q8_out {
+    int8_t *q;
+    float *d, *s;
+    int32_t *isum, *isum16;
+    float *s16;
+    plume_q8_blk *blk;
+    int64_t ldb;
+} plume_q8_out;
 _Static_assert(sizeof(plume_q8_blk) == 64, "a block record is one cache line");
 
 /* Activations quantized for integer dot products: per token, K values (a
@@ -124,6 +136,11 @@ typedef struct plume_kernels {
     /* Quantizes one token's K values (K % 32 == 0) into q[K], d[K/32],
      * s[K/32].  Every level produces bit-identical output. */
     void (*quantize_q8)(const float *x, int64_t K, int8_t *q, float *d, float *s);
+    /* quantize_q8 with the sums the repacked kernels read, in one pass:
+     * isum = Σq per block, isum16 = Σq per half block, s16 = d · isum16,
+     * and the block records when o->blk is set.  q, d and s are
+     * quantize_q8's bits; every level produces bit-identical output. */
+    void (*quantize_q8_sums)(const float *x, int64_t K, const plume_q8_out *o);
     plume_mm_q_fn mm_q[PLUME_KQ_COUNT];
     plume_mm_f_fn mm_f[PLUME_KF_COUNT];
     plume_mm_r_fn mm_r[PLUME_KR_COUNT];

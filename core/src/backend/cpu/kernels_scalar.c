@@ -11,21 +11,59 @@
 #include "backend/cpu/repack.h"
 #include "backend/cpu/repack_k.h"
 
+/* One block of 32 activations: returns d = amax/127 and writes q =
+ * round-to-nearest-even(x * (1/d)), *s0 and *s1 the sums of the first and
+ * the last 16 values of q. */
+static float q8_block(const float *x, int8_t *q, int32_t *s0, int32_t *s1)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    const float db = amax / 127.0f;
+    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    int32_t h[2] = {0, 0};
+    for (int i = 0; i < 32; i++) {
+        q[i] = (int8_t)nearbyintf(x[i] * id);
+        h[i / 16] += q[i];
+    }
+    *s0 = h[0];
+    *s1 = h[1];
+    return db;
+}
+
 static void quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
 {
     for (int64_t b = 0; b < K / 32; b++, x += 32, q += 32) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++)
-            amax = fmaxf(amax, fabsf(x[i]));
-        const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
-        int sum = 0;
-        for (int i = 0; i < 32; i++) {
-            q[i] = (int8_t)nearbyintf(x[i] * id);
-            sum += q[i];
+        int32_t s0, s1;
+        d[b] = q8_block(x, q, &s0, &s1);
+        s[b] = d[b] * (float)(s0 + s1);
+    }
+}
+
+static void quantize_q8_sums(const float *x, int64_t K, const plume_q8_out *o)
+{
+    for (int64_t b = 0; b < K / 32; b++, x += 32) {
+        int32_t s0, s1;
+        int8_t *q = o->q + 32 * b;
+        const float db = q8_block(x, q, &s0, &s1);
+        o->d[b] = db;
+        o->s[b] = db * (float)(s0 + s1);
+        o->isum[b] = s0 + s1;
+        o->isum16[2 * b] = s0;
+        o->isum16[2 * b + 1] = s1;
+        o->s16[2 * b] = db * (float)s0;
+        o->s16[2 * b + 1] = db * (float)s1;
+        if (o->blk) {
+            plume_q8_blk *r = o->blk + (size_t)b * (size_t)o->ldb;
+            memcpy(r->q, q, 32);
+            r->d = db;
+            r->s = o->s[b];
+            r->isum = s0 + s1;
+            r->isum16[0] = s0;
+            r->isum16[1] = s1;
+            r->s16[0] = o->s16[2 * b];
+            r->s16[1] = o->s16[2 * b + 1];
         }
-        d[b] = db;
-        s[b] = db * (float)sum;
     }
 }
 
@@ -497,6 +535,7 @@ static double int8_peak(long iters)
 static const plume_kernels K = {
     .level = PLUME_CPU_SCALAR,
     .quantize_q8 = quantize_q8,
+    .quantize_q8_sums = quantize_q8_sums,
     .mm_q = {mm_q4_0, mm_q4_1, mm_q8_0, mm_q4_k, mm_q6_k},
     .mm_f = {mm_f32, mm_f16, mm_bf16},
     .mm_r = {mm_r_q4_0, mm_r_q4_1, mm_r_q8_0, mm_r_q5_0, mm_r_q5_1, mm_r_iq4_nl, mm_r_q4_k,

@@ -230,37 +230,75 @@ KX_MM_Q(kx_mm_q4_k, PLUME_KQ_Q4_K)
 KX_MM_Q(kx_mm_q6_k, PLUME_KQ_Q6_K)
 #endif
 
+/* One block of 32 activations, bit-identical to the scalar level: *db =
+ * amax/127, the values round-to-nearest-even(x * (1/d)) (returned, in
+ * order), *s0 and *s1 the sums of the first and the last 16 of them. */
+KX_INLINE __m256i kx_q8_block(const float *x, float *db, int32_t *s0, int32_t *s1)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 v[4];
+    __m256 mx = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+    }
+    const float amax = kx_hmax(mx);
+    *db = amax / 127.0f;
+    const float id = *db != 0.0f ? 1.0f / *db : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i iv[4];
+    for (int i = 0; i < 4; i++)
+        iv[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
+    /* [Σ of the first 16, Σ of the last 16, ...] by two horizontal adds */
+    const __m256i h = _mm256_hadd_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
+    __m128i h4 = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    h4 = _mm_hadd_epi32(h4, h4);
+    *s0 = _mm_cvtsi128_si32(h4);
+    *s1 = _mm_extract_epi32(h4, 1);
+    const __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]);
+    const __m256i p23 = _mm256_packs_epi32(iv[2], iv[3]);
+    return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
+}
+
 /* Activation quantization, bit-identical to the scalar level: d = amax/127,
  * q = round-to-nearest-even(x * (1/d)). */
 static void kx_quantize_q8(const float *x, int64_t K, int8_t *q, float *d, float *s)
 {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < K / 32; b++, x += 32, q += 32) {
-        __m256 v[4];
-        __m256 mx = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(x + 8 * i);
-            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[i]));
+        int32_t s0, s1;
+        _mm256_storeu_si256((__m256i *)q, kx_q8_block(x, &d[b], &s0, &s1));
+        s[b] = d[b] * (float)(s0 + s1);
+    }
+}
+
+/* kx_quantize_q8 with the repacked kernels' sums and block records. */
+static void kx_quantize_q8_sums(const float *x, int64_t K, const plume_q8_out *o)
+{
+    for (int64_t b = 0; b < K / 32; b++, x += 32) {
+        float db;
+        int32_t s0, s1;
+        const __m256i p = kx_q8_block(x, &db, &s0, &s1);
+        const float s = db * (float)(s0 + s1), h0 = db * (float)s0, h1 = db * (float)s1;
+        _mm256_storeu_si256((__m256i *)(o->q + 32 * b), p);
+        o->d[b] = db;
+        o->s[b] = s;
+        o->isum[b] = s0 + s1;
+        o->isum16[2 * b] = s0;
+        o->isum16[2 * b + 1] = s1;
+        o->s16[2 * b] = h0;
+        o->s16[2 * b + 1] = h1;
+        if (o->blk) {
+            plume_q8_blk *r = o->blk + (size_t)b * (size_t)o->ldb;
+            _mm256_store_si256((__m256i *)r->q, p);
+            r->d = db;
+            r->s = s;
+            r->isum = s0 + s1;
+            r->isum16[0] = s0;
+            r->isum16[1] = s1;
+            r->s16[0] = h0;
+            r->s16[1] = h1;
         }
-        const float amax = kx_hmax(mx);
-        const float db = amax / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i iv[4];
-        for (int i = 0; i < 4; i++)
-            iv[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
-        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]),
-                                       _mm256_add_epi32(iv[2], iv[3]));
-        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-        const __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]);
-        const __m256i p23 = _mm256_packs_epi32(iv[2], iv[3]);
-        const __m256i p = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), perm);
-        _mm256_storeu_si256((__m256i *)q, p);
-        d[b] = db;
-        s[b] = db * (float)_mm_cvtsi128_si32(s4);
     }
 }
 
@@ -633,7 +671,8 @@ static void kx_kv_i8(const float *x, int n, int8_t *q, float *d)
  * table's initializer; the including file adds .level, .mm_q, .mm_r and
  * its peaks. */
 #define KX_SHARED_KERNELS                                                                          \
-    .quantize_q8 = kx_quantize_q8, .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16}, .dot = kx_dotf,     \
+    .quantize_q8 = kx_quantize_q8, .quantize_q8_sums = kx_quantize_q8_sums,                        \
+    .mm_f = {kx_mm_f32, kx_mm_f16, kx_mm_bf16}, .dot = kx_dotf,                                    \
     .axpy = kx_axpy, .rmsnorm = kx_rmsnorm, .rope = kx_rope, .swiglu = kx_swiglu, .geglu = kx_geglu,\
     .attn_step = kx_attn_step, .attn_partial = kx_attn_partial, .attn_merge = kx_attn_merge,       \
     .attn_paged = kx_attn_paged, .attn_paged_tile = kx_attn_paged_tile,                            \

@@ -379,24 +379,12 @@ static void mr_quantize_token(const void *job, int t)
 {
     const mr_job *j = job;
     const int64_t K = j->act.K, nb = K / 32;
-    int8_t *q = j->aq + (size_t)t * K;
-    j->k->quantize_q8(j->x + (size_t)t * K, K, q, j->ad + (size_t)t * nb, j->as + (size_t)t * nb);
-    int32_t *is = j->ai + (size_t)t * nb, *is16 = j->ai16 + (size_t)t * 2 * nb;
-    float *s16 = j->as16 + (size_t)t * 2 * nb;
-    const float *d = j->ad + (size_t)t * nb;
-    for (int64_t b = 0; b < nb; b++) {
-        int32_t s0 = 0, s1 = 0;
-        for (int i = 0; i < 16; i++) {
-            s0 += q[32 * b + i];
-            s1 += q[32 * b + 16 + i];
-        }
-        is[b] = s0 + s1;
-        is16[2 * b] = s0;
-        is16[2 * b + 1] = s1;
-        s16[2 * b] = d[b] * (float)s0;
-        s16[2 * b + 1] = d[b] * (float)s1;
-    }
-    act_token_blocks(&j->act, t, j->blk, j->act.ldb);
+    const plume_q8_out o = {.q = j->aq + (size_t)t * K, .d = j->ad + (size_t)t * nb,
+                            .s = j->as + (size_t)t * nb, .isum = j->ai + (size_t)t * nb,
+                            .isum16 = j->ai16 + (size_t)t * 2 * nb,
+                            .s16 = j->as16 + (size_t)t * 2 * nb, .blk = j->blk + t,
+                            .ldb = j->act.ldb};
+    j->k->quantize_q8_sums(j->x + (size_t)t * K, K, &o);
 }
 
 static void mr_worker(void *ctx, int ith, int nth)
