@@ -237,6 +237,9 @@ static void kx_attn_partial_ymm(const float *q, int64_t q_stride, int nr, int nq
 #if KX_ZMM
 #define KZ_W 16
 #define KZ_NQ 4 /* 4 queries x 4 columns of 16 accumulate in 16 of 32 registers */
+/* value columns per pass for NQ queries: 8 x 16 for one or two (16 of 32
+ * registers), else 4 */
+#define KZ_VC(NQ) ((NQ) <= 2 ? 8 : 4)
 typedef __m512 kz_v;
 #define kz_load _mm512_loadu_ps
 #define kz_loada _mm512_load_ps
@@ -316,6 +319,9 @@ KX_INLINE __m512 kz_final(__m512 d0, __m512 d1)
 #else
 #define KZ_W 8
 #define KZ_NQ 2 /* 2 queries x 4 columns of 8 accumulate in 8 of 16 registers */
+/* value columns per pass for NQ queries: 8 x 8 for one (8 of 16
+ * registers), else 4 */
+#define KZ_VC(NQ) ((NQ) == 1 ? 8 : 4)
 typedef __m256 kz_v;
 #define kz_load _mm256_loadu_ps
 #define kz_loada _mm256_load_ps
@@ -513,11 +519,15 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
                 kz_store(oq + d, kz_mul(kz_load(oq + d), kz_set1(c)));
         }
     }
-    /* o[qi] += p[qi][j] v_j, 4 columns at a time, every value row converted
-     * once per block for all its queries */
-    for (int d0 = 0; d0 < hd; d0 += 4 * KZ_W) {
-        const int nc = hd - d0 < 4 * KZ_W ? (hd - d0) / KZ_W : 4;
-        kz_v acc[KZ_NQ][4];
+    /* o[qi] += p[qi][j] v_j, KZ_VC(NQ) columns at a time, every value row
+     * converted once per block for all its queries.  Each column is one FMA
+     * chain over the keys, so with one query and 4 columns a key waited on
+     * the FMA latency (128-wide heads: 8 ns a key in L1 against 3.3 for 4
+     * queries); the columns taken together do not change any value's
+     * arithmetic. */
+    for (int d0 = 0; d0 < hd; d0 += KZ_VC(NQ) * KZ_W) {
+        const int nc = hd - d0 < KZ_VC(NQ) * KZ_W ? (hd - d0) / KZ_W : KZ_VC(NQ);
+        kz_v acc[KZ_NQ][8];
         for (int qi = 0; qi < NQ; qi++)
             for (int c = 0; c < nc; c++)
                 acc[qi][c] = kz_load(o + (size_t)qi * hd + d0 + KZ_W * c);
@@ -525,7 +535,7 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
             if (d0 == 0 && j < pf->n)
                 kz_prefetch_row(pf->pv[j], pf->rb);
             const kz_v vs = kt == PLUME_KV_TYPE_I8 ? kz_set1(vsc[j]) : kz_zero();
-            kz_v vr[4];
+            kz_v vr[8];
             for (int c = 0; c < nc; c++)
                 vr[c] = kz_row(kt, vp[j], d0 + KZ_W * c, vs);
             for (int qi = 0; qi < NQ; qi++) {
