@@ -7,6 +7,7 @@
 #ifndef PLUME_CPU_DISPATCH_H
 #define PLUME_CPU_DISPATCH_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -130,6 +131,14 @@ typedef void (*plume_mm_r_fn)(const uint8_t *w, int n_rows, const plume_q8_act *
  * value.  stride and the k/v pointers count elements (bytes for int8). */
 enum { PLUME_KV_TYPE_F32 = 0, PLUME_KV_TYPE_F16 = 1, PLUME_KV_TYPE_I8 = 2 };
 #define PLUME_KV_I8_SCALE_AT(hd) (((size_t)(hd) + 3) / 4 * 4)
+
+/* One value of kv_i8 (below): x · id rounded to nearest even, clamped to
+ * [-127, 127], 0 when the product is a NaN. */
+static inline int8_t plume_kv_i8_value(float x, float id)
+{
+    const float v = nearbyintf(x * id);
+    return v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int8_t)v;
+}
 
 typedef struct plume_kernels {
     plume_cpu_level level;

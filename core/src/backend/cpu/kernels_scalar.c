@@ -489,10 +489,8 @@ static void kv_i8(const float *x, int n, int8_t *q, float *d)
     for (int i = 0; i < n; i++)
         amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float v = nearbyintf(x[i] * id);
-        q[i] = v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int8_t)v;
-    }
+    for (int i = 0; i < n; i++)
+        q[i] = plume_kv_i8_value(x[i], id);
     *d = amax / 127.0f;
 }
 

@@ -637,10 +637,8 @@ static void kx_kv_i8(const float *x, int n, int8_t *q, float *d)
             _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
         _mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(i16, i16));
     }
-    for (; i < n; i++) {
-        const float v = nearbyintf(x[i] * id);
-        q[i] = v != v ? 0 : v >= 127.0f ? 127 : v <= -127.0f ? -127 : (int8_t)v;
-    }
+    for (; i < n; i++)
+        q[i] = plume_kv_i8_value(x[i], id);
     *d = amax / 127.0f;
 }
 
