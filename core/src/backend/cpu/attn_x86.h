@@ -522,9 +522,9 @@ KX_INLINE void kz_fold(const int kt, const int NQ, const int hd, const float *q,
     /* o[qi] += p[qi][j] v_j, KZ_VC(NQ) columns at a time, every value row
      * converted once per block for all its queries.  Each column is one FMA
      * chain over the keys, so with one query and 4 columns a key waited on
-     * the FMA latency (128-wide heads: 8 ns a key in L1 against 3.3 for 4
-     * queries); the columns taken together do not change any value's
-     * arithmetic. */
+     * the FMA latency (128-wide heads in cache: 8 ns a key, against 3.3
+     * per query with 4 queries); the columns taken together do not change
+     * any value's arithmetic. */
     for (int d0 = 0; d0 < hd; d0 += KZ_VC(NQ) * KZ_W) {
         const int nc = hd - d0 < KZ_VC(NQ) * KZ_W ? (hd - d0) / KZ_W : KZ_VC(NQ);
         kz_v acc[KZ_NQ][8];

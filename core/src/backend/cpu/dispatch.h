@@ -25,6 +25,7 @@ typedef struct plume_q8_blk {
     int32_t isum16[2];
     float s16[2];
 } plume_q8_blk;
+_Static_assert(sizeof(plume_q8_blk) == 64, "a block record is one cache line");
 
 /* Where quantize_q8_sums writes one token's quantized values: the row
  * arrays of plume_q8_act (q[K], d and s [K/32], isum [K/32], isum16 and
@@ -37,7 +38,6 @@ typedef struct plume_q8_out {
     plume_q8_blk *blk;
     int64_t ldb;
 } plume_q8_out;
-_Static_assert(sizeof(plume_q8_blk) == 64, "a block record is one cache line");
 
 /* Activations quantized for integer dot products: per token, K values (a
  * multiple of 32) in blocks of 32, each with its own scale computed from
