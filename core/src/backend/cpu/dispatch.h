@@ -39,6 +39,34 @@ typedef struct plume_q8_out {
     int64_t ldb;
 } plume_q8_out;
 
+/* Block b's scalars in o, from its scale d and the sums s0 and s1 of its
+ * first and last 16 values: d, s = d · (s0 + s1), isum, isum16 and s16 in
+ * the row arrays and, when o->blk is set, in block b's record (the caller
+ * stores the values themselves).  Every level's quantize_q8_sums ends each
+ * block with it. */
+static inline void plume_q8_out_sums(const plume_q8_out *o, int64_t b, float d, int32_t s0,
+                                     int32_t s1)
+{
+    const float s = d * (float)(s0 + s1), h0 = d * (float)s0, h1 = d * (float)s1;
+    o->d[b] = d;
+    o->s[b] = s;
+    o->isum[b] = s0 + s1;
+    o->isum16[2 * b] = s0;
+    o->isum16[2 * b + 1] = s1;
+    o->s16[2 * b] = h0;
+    o->s16[2 * b + 1] = h1;
+    if (o->blk) {
+        plume_q8_blk *r = o->blk + (size_t)b * (size_t)o->ldb;
+        r->d = d;
+        r->s = s;
+        r->isum = s0 + s1;
+        r->isum16[0] = s0;
+        r->isum16[1] = s1;
+        r->s16[0] = h0;
+        r->s16[1] = h1;
+    }
+}
+
 /* Activations quantized for integer dot products: per token, K values (a
  * multiple of 32) in blocks of 32, each with its own scale computed from
  * that block's values only: x ≈ d * q, q in [-127, 127].

@@ -46,24 +46,9 @@ static void quantize_q8_sums(const float *x, int64_t K, const plume_q8_out *o)
         int32_t s0, s1;
         int8_t *q = o->q + 32 * b;
         const float db = q8_block(x, q, &s0, &s1);
-        o->d[b] = db;
-        o->s[b] = db * (float)(s0 + s1);
-        o->isum[b] = s0 + s1;
-        o->isum16[2 * b] = s0;
-        o->isum16[2 * b + 1] = s1;
-        o->s16[2 * b] = db * (float)s0;
-        o->s16[2 * b + 1] = db * (float)s1;
-        if (o->blk) {
-            plume_q8_blk *r = o->blk + (size_t)b * (size_t)o->ldb;
-            memcpy(r->q, q, 32);
-            r->d = db;
-            r->s = o->s[b];
-            r->isum = s0 + s1;
-            r->isum16[0] = s0;
-            r->isum16[1] = s1;
-            r->s16[0] = o->s16[2 * b];
-            r->s16[1] = o->s16[2 * b + 1];
-        }
+        if (o->blk)
+            memcpy(o->blk[(size_t)b * (size_t)o->ldb].q, q, 32);
+        plume_q8_out_sums(o, b, db, s0, s1);
     }
 }
 

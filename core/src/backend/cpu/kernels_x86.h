@@ -279,26 +279,10 @@ static void kx_quantize_q8_sums(const float *x, int64_t K, const plume_q8_out *o
         float db;
         int32_t s0, s1;
         const __m256i p = kx_q8_block(x, &db, &s0, &s1);
-        const float s = db * (float)(s0 + s1), h0 = db * (float)s0, h1 = db * (float)s1;
         _mm256_storeu_si256((__m256i *)(o->q + 32 * b), p);
-        o->d[b] = db;
-        o->s[b] = s;
-        o->isum[b] = s0 + s1;
-        o->isum16[2 * b] = s0;
-        o->isum16[2 * b + 1] = s1;
-        o->s16[2 * b] = h0;
-        o->s16[2 * b + 1] = h1;
-        if (o->blk) {
-            plume_q8_blk *r = o->blk + (size_t)b * (size_t)o->ldb;
-            _mm256_store_si256((__m256i *)r->q, p);
-            r->d = db;
-            r->s = s;
-            r->isum = s0 + s1;
-            r->isum16[0] = s0;
-            r->isum16[1] = s1;
-            r->s16[0] = h0;
-            r->s16[1] = h1;
-        }
+        if (o->blk)
+            _mm256_store_si256((__m256i *)o->blk[(size_t)b * (size_t)o->ldb].q, p);
+        plume_q8_out_sums(o, b, db, s0, s1);
     }
 }
 
