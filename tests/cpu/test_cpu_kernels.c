@@ -591,7 +591,7 @@ static void test_level_parse(void **state)
     assert_int_equal(plume_cpu_level_parse("scalar", &l, &err), 0);
     assert_int_equal(l, PLUME_CPU_SCALAR);
     assert_int_equal(plume_cpu_level_parse("sse9", &l, &err), -1);
-    assert_non_null(strstr(err.msg, "scalar, avx2 or avx512"));
+    assert_non_null(strstr(err.msg, "scalar, avx2, avx512 or amx"));
     plume_cpu_level max = plume_cpu_level_max();
     for (int i = max + 1; i < PLUME_CPU_LEVEL_COUNT; i++) {
         assert_int_equal(plume_cpu_level_parse(plume_cpu_level_name((plume_cpu_level)i), &l, &err), -1);

@@ -332,7 +332,9 @@ static void test_batch_invariance(void **state)
 /* The mm_r kernels' token tiles: a (row, token) result has the same bits
  * whether the token is alone or in a call of n tokens for every n that
  * gives a different tiling (full tiles, ragged tails of 1..5, the 1-2 and
- * 3+ token paths of the avx512 level), at every level and type. */
+ * 3+ token paths of the avx512 level, the amx level's tiles of 16 with and
+ * without a tail), at every level and type; and the amx level's bits are
+ * the avx512 level's. */
 static void test_tile_invariance(void **state)
 {
     (void)state;
@@ -359,6 +361,8 @@ static void test_tile_invariance(void **state)
         plume_q8_blk *blk = aligned_alloc(64, plume_cpu_act_blocks_bytes(NT, K));
         plume_cpu_act_blocks(&all, NT, blk);
         float *ref = malloc(sizeof(float) * NR * NT), *y = malloc(sizeof(float) * NR * NT);
+        float *ref512 = malloc(sizeof(float) * NR * NT);
+        bool have512 = false;
         for (int l = 0; l < n_levels; l++) {
             const plume_kernels *k = levels[l];
             for (int tk = 0; tk < NT; tk++) { /* every token alone */
@@ -366,6 +370,16 @@ static void test_tile_invariance(void **state)
                                           ai16 + 2 * tk * nb, as16 + 2 * tk * nb, blk + tk, all.ldb};
                 k->mm_r[pw.kr](pw.packed, NR, &one, 1, ref + tk * NR, NR);
             }
+            /* the amx level is the avx512 level's arithmetic on other
+             * units: the same bits, tile or not */
+            if (k->level == PLUME_CPU_AVX512) {
+                memcpy(ref512, ref, sizeof(float) * NR * NT);
+                have512 = true;
+            }
+            if (k->level == PLUME_CPU_AMX && have512 &&
+                memcmp(ref512, ref, sizeof(float) * NR * NT) != 0)
+                fail_msg("%s: the amx level's bits differ from the avx512 level's",
+                         plume_dtype_name(type));
             for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
                 const int bs = batches[bi];
                 memset(y, 0, sizeof(float) * NR * NT);
@@ -383,7 +397,7 @@ static void test_tile_invariance(void **state)
         }
         plume_cpu_weight_release(&pw);
         free(w); free(x); free(aq); free(ad); free(as); free(ai); free(ai16); free(as16);
-        free(blk); free(ref); free(y);
+        free(blk); free(ref); free(ref512); free(y);
     }
 }
 

@@ -4,7 +4,10 @@
  *
  * Levels are cumulative, as in the core's kernels (docs/cpu-backend.md):
  * PLUME_CPU_LEVEL_SCALAR runs anywhere; _AVX2 needs AVX2 + FMA + F16C;
- * _AVX512 needs AVX-512 F/BW/DQ/VL and AVX-512 VNNI on top.  A plugin
+ * _AVX512 needs AVX-512 F/BW/DQ/VL and AVX-512 VNNI on top; _AMX adds
+ * the AMX-INT8 tiles (and the OS's permission to use them), with which the
+ * core's Q4_0 and Q8_0 matmuls of many tokens run, with the avx512 level's
+ * bits.  A plugin without an amx table uses its avx512 one there.  A plugin
  * compiles its AVX2 / AVX-512 kernels with function-level target
  * attributes and picks the table for plume_cpu_active_level(), so the
  * PLUME_CPU_FEATURES override reaches its kernels too. */
@@ -24,16 +27,17 @@ extern "C" {
 #define PLUME_CPU_LEVEL_SCALAR 0
 #define PLUME_CPU_LEVEL_AVX2 1
 #define PLUME_CPU_LEVEL_AVX512 2
+#define PLUME_CPU_LEVEL_AMX 3
 
 /* The level the core's kernels run at in this process: the CPU's best, or
- * the one PLUME_CPU_FEATURES names (scalar, avx2, avx512) when set and
+ * the one PLUME_CPU_FEATURES names (scalar, avx2, avx512, amx) when set and
  * supported.  Chosen once; thread-safe. */
 PLUME_API int plume_cpu_active_level(void);
 
 /* True when this CPU (and OS) can run kernels of the given level. */
 PLUME_API bool plume_cpu_can_run(int level);
 
-/* "scalar", "avx2", "avx512" ("?" for anything else). */
+/* "scalar", "avx2", "avx512", "amx" ("?" for anything else). */
 PLUME_API const char *plume_cpu_level_str(int level);
 
 /* True when PLUME_CPU_ACTIVATIONS=f32 asked for float activations (the

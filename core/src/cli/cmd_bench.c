@@ -20,8 +20,8 @@ static const char help[] =
     "Measures, with plume's own CPU kernels at the active dispatch level, this\n"
     "machine's streaming read bandwidth (all threads, a 1 GiB buffer, far larger\n"
     "than the last-level cache), peak f32 FMA rate and peak int8 dot-product rate\n"
-    "(512-bit vpdpbusd at the avx512 level, vpmaddubsw+vpmaddwd at avx2, plain C at\n"
-    "scalar).  With --model it then runs, through the public API, one sequence on\n"
+    "(AMX-INT8 tile multiplies at the amx level, 512-bit vpdpbusd at avx512,\n"
+    "vpmaddubsw+vpmaddwd at avx2, plain C at scalar).  With --model it then runs, through the public API, one sequence on\n"
     "a sequence runner with the engine's defaults (an f16 KV cache, up to 512\n"
     "positions per forward pass: what plume generate and plume serve use):\n"
     "  decode:  a 32-token prompt, then 128 single-token steps (batch 1, greedy);\n"
@@ -35,7 +35,7 @@ static const char help[] =
     "           and the output head (which prefill runs for the last position only),\n"
     "           and of a mixture of experts only the routed experts\n"
     "Each figure is the median of --reps repetitions.  The kernel level follows\n"
-    "PLUME_CPU_FEATURES (scalar|avx2|avx512; default: the best this CPU has).\n"
+    "PLUME_CPU_FEATURES (scalar|avx2|avx512|amx; default: the best this CPU has).\n"
     "\n"
     "options:\n"
     "  --load-format dummy [--dummy-dtype T --dummy-seed N --dummy-tokenizer F]\n"
@@ -309,7 +309,8 @@ static int roofline(const bench_opts *o)
         printf("machine: %s, %d threads, level %s (%s)\n", cpu, o->threads, level, feats);
         printf("  read bandwidth   %8.1f GB/s\n", bw / 1e9);
         printf("  f32 FMA peak     %8.1f GFLOP/s\n", f32 / 1e9);
-        printf("  int8 dot peak    %8.1f GOP/s\n", i8 / 1e9);
+        printf("  int8 %s peak   %8.1f GOP/s\n", strcmp(level, "amx") == 0 ? "tile" : "dot ",
+               i8 / 1e9);
         if (have_model) {
             printf("decode  (batch 1, %d steps after a %d-token prompt): %8.1f tok/s = %5.1f%% of "
                    "%.1f tok/s (bandwidth / weight bytes)\n",

@@ -6,8 +6,37 @@
 #include <stdio.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 static plume_cpu_features g_features;       /* written once under g_once */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* AMX-TILE and AMX-INT8 in cpuid (leaf 7: edx bits 24 and 25), the tile
+ * state enabled in XCR0 (bits 17 and 18), and Linux's permission for this
+ * process to use the tile data (granted once for all its threads; without
+ * it the first tile instruction faults).  False elsewhere. */
+static bool amx_usable(void)
+{
+#if defined(__x86_64__) && defined(__linux__) && defined(SYS_arch_prctl)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return false;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) /* OSXSAVE */
+        return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17))
+        return false;
+    const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
+}
 
 static void detect(void)
 {
@@ -25,6 +54,7 @@ static void detect(void)
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
     f->avxvnni = __builtin_cpu_supports("avxvnni");
 #endif
+    f->amx_int8 = f->avx512vnni && amx_usable();
 #elif defined(__aarch64__)
     f->neon = true; /* mandatory in AArch64 */
 #endif
@@ -64,6 +94,10 @@ bool plume_cpu_level_supported(plume_cpu_level level, char *why, size_t why_size
         add_missing(why, why_size, f->avx512vnni, "avx512vnni");
         ok = ok && f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni;
     }
+    if (level >= PLUME_CPU_AMX) {
+        add_missing(why, why_size, f->amx_int8, "amx-int8");
+        ok = ok && f->amx_int8;
+    }
     if (level >= PLUME_CPU_LEVEL_COUNT)
         ok = false;
     return ok;
@@ -84,6 +118,7 @@ const char *plume_cpu_level_name(plume_cpu_level level)
     case PLUME_CPU_SCALAR: return "scalar";
     case PLUME_CPU_AVX2: return "avx2";
     case PLUME_CPU_AVX512: return "avx512";
+    case PLUME_CPU_AMX: return "amx";
     default: return "unknown";
     }
 }
@@ -103,7 +138,7 @@ int plume_cpu_level_parse(const char *s, plume_cpu_level *out, plume_error *err)
         return 0;
     }
     return plume_err(err, PLUME_ERR_INVALID,
-                     "PLUME_CPU_FEATURES=%s is not a level; use scalar, avx2 or avx512", s);
+                     "PLUME_CPU_FEATURES=%s is not a level; use scalar, avx2, avx512 or amx", s);
 }
 
 void plume_cpu_features_string(char *buf, size_t size)
@@ -114,7 +149,7 @@ void plume_cpu_features_string(char *buf, size_t size)
         {f->avx2, "avx2"},         {f->fma, "fma"},           {f->f16c, "f16c"},
         {f->avx512f, "avx512f"},   {f->avx512bw, "avx512bw"}, {f->avx512dq, "avx512dq"},
         {f->avx512vl, "avx512vl"}, {f->avx512vnni, "avx512vnni"}, {f->avxvnni, "avxvnni"},
-        {f->neon, "neon"},
+        {f->amx_int8, "amx-int8"}, {f->neon, "neon"},
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         add_missing(buf, size, !all[i].have, all[i].name);

@@ -18,6 +18,7 @@ const plume_kernels *plume_kernels_for(plume_cpu_level level)
     case PLUME_CPU_SCALAR: return plume_kernels_scalar();
     case PLUME_CPU_AVX2: return plume_kernels_avx2();
     case PLUME_CPU_AVX512: return plume_kernels_avx512();
+    case PLUME_CPU_AMX: return plume_kernels_amx();
     default: return NULL;
     }
 }

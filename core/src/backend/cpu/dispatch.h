@@ -265,11 +265,12 @@ typedef struct plume_kernels {
     double (*int8_peak)(long iters);
 } plume_kernels;
 
-/* Per-level tables; avx2/avx512 return NULL when not compiled for this
+/* Per-level tables; avx2/avx512/amx return NULL when not compiled for this
  * architecture.  They must only be used when the CPU supports the level. */
 const plume_kernels *plume_kernels_scalar(void);
 const plume_kernels *plume_kernels_avx2(void);
 const plume_kernels *plume_kernels_avx512(void);
+const plume_kernels *plume_kernels_amx(void);
 
 /* The table for a level, or NULL when this CPU (or build) cannot run it. */
 const plume_kernels *plume_kernels_for(plume_cpu_level level);

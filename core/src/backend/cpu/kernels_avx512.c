@@ -1,5 +1,6 @@
 /* The avx512 level (AVX-512 F/BW/DQ/VL + VNNI): integer matmul on 512-bit
- * vectors with vpdpbusd (below); the float and element-wise kernels are the
+ * vectors with vpdpbusd (below), and the amx level, the same table with the
+ * Q4_0 and Q8_0 matmuls of 16 tokens or more on AMX-INT8 tiles (at the end); the float and element-wise kernels are the
  * shared 256-bit ones (kernels_x86.h) compiled for this target, which lets
  * them use 32 vector registers.  The peaks are measured on 512-bit
  * registers so the roofline is the machine's, not the kernel's.  Only called after
@@ -8,10 +9,13 @@
 
 #if defined(__clang__)
 #pragma clang attribute push(                                                                 \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))),  \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,"      \
+                          "amx-tile,amx-int8"))),                                              \
     apply_to = function)
 #else
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
+/* amx-tile/amx-int8 only let the amx table's kernels (below) use the tile
+ * intrinsics: compilers never emit tile instructions on their own. */
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,amx-tile,amx-int8")
 #endif
 
 #define KX_VNNI 1
@@ -608,14 +612,265 @@ static const plume_kernels K = {
     .int8_peak = int8_peak,
 };
 
+/* ---- AMX-INT8: the amx level ----
+ * The repacked Q4_0 and Q8_0 layouts (repack.h) are already what a tile
+ * multiply takes as its second operand B (K/4 rows of 16 weight rows × 4
+ * bytes: a block's 8 slices), and a tile of tokens' block records (64
+ * bytes apart, the values first) is its first operand A (16 tokens × 32
+ * bytes).  So per block, group of 16 rows and tile of 16 tokens: one
+ * tdpbssd / tdpbsud (K = 32) gives the block's 256 integer sums, stored and
+ * read back a token at a time as the same 16-lane vector I[t] that
+ * zr_tile computes with 8 vpdpbusd, then zr_tile's float steps, in the same
+ * order (convert, × dw·d_t, one FMA per block).  Integer sums are exact, so
+ * every token's result has zr_tile's bits: tiles and tails, one token or
+ * many, this level or avx512.  Q4_0's nibbles are unpacked to n − 8 (signed,
+ * so the −8·Σq correction is in the product); Q8_0's stored v + 128 bytes
+ * are used as they are (unsigned) and corrected by −128·Σq per token.
+ * Fewer than 16 tokens, and the tail of a call, run zr_mm. */
+#define AM_T 16
+
+/* The tile configuration (palette 1): C0 .. C3 16 × 16 int32 sums (four
+ * blocks in flight); A0, A1 16 tokens × 32 bytes; B0, B1 8 rows × 64 bytes
+ * (one block's slices). */
+#define AM_C0 0 /* literals: the tile intrinsics paste their number into the asm */
+#define AM_C1 1
+#define AM_C2 2
+#define AM_C3 3
+#define AM_A0 4
+#define AM_A1 5
+#define AM_B0 6
+#define AM_B1 7
+typedef struct am_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} am_cfg;
+
+/* ldtilecfg of c.  GCC's builtin does not tell the optimizer that it reads
+ * the 64 bytes, which then drops the stores that fill them: the asm's
+ * memory operand keeps them. */
+KX_INLINE void am_load_config(const am_cfg *c)
+{
+    __asm__ volatile("ldtilecfg %0" : : "m"(*c));
+}
+
+static void am_configure(void)
+{
+    _Alignas(64) am_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = AM_C0; t <= AM_C3; t++) {
+        c.rows[t] = AM_T;
+        c.colsb[t] = 64;
+    }
+    for (int t = AM_A0; t <= AM_A1; t++) {
+        c.rows[t] = AM_T;
+        c.colsb[t] = 32;
+    }
+    for (int t = AM_B0; t <= AM_B1; t++) {
+        c.rows[t] = 8;
+        c.colsb[t] = 64;
+    }
+    am_load_config(&c);
+}
+
+/* The B operands of a group's blocks j0 .. j0+n-1 (n <= AM_KB) for
+ * Q4_0: unpacked to signed n − 8 into buf, 512 bytes a block (slice h's
+ * low nibbles are rows h, its high ones rows 4 + h, as zr_tile's W); once
+ * per group and chunk of blocks, for all the call's token tiles. */
+KX_INLINE void am_unpack_q4_0(const uint8_t *wg, int64_t j0, int64_t n, uint8_t *buf)
+{
+    const size_t bb = plume_rp_block_bytes(PLUME_KR_Q4_0);
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *b = wg + (size_t)(j0 + j) * bb;
+        uint8_t *o = buf + 512 * (size_t)j;
+        for (int h = 0; h < 4; h++) {
+            const __m512i p = _mm512_loadu_si512(b + 64 * h);
+            _mm512_store_si512(o + 64 * h, _mm512_sub_epi8(_mm512_and_si512(p, lo4), eight));
+            _mm512_store_si512(o + 64 * (h + 4), _mm512_sub_epi8(
+                                                     _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4), eight));
+        }
+    }
+}
+
+/* facc[t] += convert(I[t]) × (dw · d_t) for the tile's 16 tokens, with
+ * I[t] the int32 row t of the stored sums c (plus −128·Σq for Q8_0): zr_tile's
+ * float steps of one block. */
+KX_INLINE void am_fold(const int kr, __m512 *facc, const int32_t *c, const uint8_t *b,
+                       const plume_q8_blk *r)
+{
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + plume_rp_d_off(kr))));
+    for (int t = 0; t < AM_T; t++) {
+        __m512i I = _mm512_load_si512(c + 16 * t);
+        if (kr == PLUME_KR_Q8_0)
+            I = _mm512_add_epi32(I, _mm512_set1_epi32(-128 * r[t].isum));
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(r[t].d));
+        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), sc, facc[t]);
+    }
+}
+
+/* One block's tile multiply into sums buffer c: A = the records r (16
+ * tokens, 64 bytes apart), B = the weight operand w.  The tile numbers are
+ * immediates: blocks take C0 .. C3 in turn and A0/B0, A1/B1 alternately. */
+#define AM_MUL(kr, C, A, B, r, w, c)                       \
+    do {                                                   \
+        _tile_loadd(B, (w), 64);                           \
+        _tile_loadd(A, (r)->q, sizeof(plume_q8_blk));      \
+        _tile_zero(C);                                     \
+        if ((kr) == PLUME_KR_Q4_0)                         \
+            _tile_dpbssd(C, A, B);                         \
+        else                                               \
+            _tile_dpbsud(C, A, B);                         \
+        _tile_stored(C, (c), 64);                          \
+    } while (0)
+
+/* Blocks in flight: block j's multiply is issued AM_LAG blocks before its
+ * float steps, so that the multiply's latency and the sums' trip through
+ * memory overlap other blocks' work. */
+#define AM_LAG 2
+
+/* Blocks per chunk of a group's K: Q4_0's unpacked operands of a chunk
+ * (AM_KB × 512 bytes) stay in L1 while the call's token tiles pass over
+ * them. */
+#define AM_KB 64
+
+/* Tokens t0 .. t0+15 of one group of 16 rows (wg), blocks j0 .. j0+n-1: the
+ * B operand of block j0+i at wop + i·wstride; the sums continue from y
+ * (first: from zero) and are stored to y's rows under mask. */
+KX_INLINE void am_tile(const int kr, const uint8_t *wg, int64_t j0, int64_t n, const uint8_t *wop,
+                       size_t wstride, const plume_q8_act *a, int t0, float *y, int64_t ldy,
+                       __mmask16 mask, bool first)
+{
+    const size_t bb = plume_rp_block_bytes(kr);
+    _Alignas(64) int32_t c[4][AM_T * 16];
+    __m512 facc[AM_T];
+    for (int t = 0; t < AM_T; t++)
+        facc[t] = first ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps(mask, y + (size_t)(t0 + t) * ldy);
+    const size_t ldb = (size_t)a->ldb;
+    const plume_q8_blk *r0 = a->blk + (size_t)j0 * ldb + (size_t)t0;
+    const uint8_t *b0 = wg + (size_t)j0 * bb;
+    for (int64_t j = 0; j < n + AM_LAG; j++) {
+        if (j < n) {
+            const plume_q8_blk *r = r0 + (size_t)j * ldb;
+            const uint8_t *w = wop + (size_t)j * wstride;
+            _mm_prefetch((const char *)(r + 4 * ldb), _MM_HINT_T0);
+            switch (j & 3) {
+            case 0: AM_MUL(kr, AM_C0, AM_A0, AM_B0, r, w, c[0]); break;
+            case 1: AM_MUL(kr, AM_C1, AM_A1, AM_B1, r, w, c[1]); break;
+            case 2: AM_MUL(kr, AM_C2, AM_A0, AM_B0, r, w, c[2]); break;
+            default: AM_MUL(kr, AM_C3, AM_A1, AM_B1, r, w, c[3]); break;
+            }
+        }
+        if (j >= AM_LAG) {
+            const int64_t f = j - AM_LAG;
+            am_fold(kr, facc, c[f & 3], b0 + (size_t)f * bb, r0 + (size_t)f * ldb);
+        }
+    }
+    for (int t = 0; t < AM_T; t++)
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy, mask, facc[t]);
+}
+
+/* Tokens from which a call runs on tiles: Q4_0's unpacking pays off from
+ * two token tiles on (`bench_mm_r amx 16`: Q4_0 on tiles ran at 91-166
+ * Gweights/s against 173-175 with vpdpbusd; at 32 tokens 156-216 against
+ * 143-175); Q8_0's operands need no unpacking. */
+#define AM_MIN_TOK(kr) ((kr) == PLUME_KR_Q4_0 ? 2 * AM_T : AM_T)
+
+KX_INLINE void am_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+                     int n_tok, float *y, int64_t ldy)
+{
+    const int n_full = n_tok >= AM_MIN_TOK(kr) ? n_tok / AM_T * AM_T : 0;
+    if (n_full > 0) {
+        const int64_t nb = a->K / 32;
+        const size_t gb = plume_rp_group_bytes(kr, nb), bb = plume_rp_block_bytes(kr);
+        _Alignas(64) uint8_t buf[AM_KB * 512]; /* Q4_0 only */
+        am_configure();
+        const uint8_t *wg = w;
+        for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, wg += gb) {
+            const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
+            const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+            for (int64_t j0 = 0; j0 < nb; j0 += AM_KB) {
+                const int64_t n = nb - j0 < AM_KB ? nb - j0 : AM_KB;
+                const uint8_t *wop = wg + (size_t)j0 * bb;
+                size_t wstride = bb;
+                if (kr == PLUME_KR_Q4_0) {
+                    am_unpack_q4_0(wg, j0, n, buf);
+                    wop = buf;
+                    wstride = 512;
+                }
+                for (int t = 0; t < n_full; t += AM_T)
+                    am_tile(kr, wg, j0, n, wop, wstride, a, t, y + g0, ldy, mask, j0 == 0);
+            }
+        }
+        _tile_release();
+    }
+    if (n_full < n_tok) {
+        plume_q8_act rest = *a;
+        rest.blk += n_full; /* zr_tile reads the records only */
+        zr_mm(kr, w, n_rows, &rest, n_tok - n_full, y + (size_t)n_full * (size_t)ldy, ldy);
+    }
+}
+
+PLUME_MM_R_ENTRY(am_mm_q4_0, am_mm, PLUME_KR_Q4_0)
+PLUME_MM_R_ENTRY(am_mm_q8_0, am_mm, PLUME_KR_Q8_0)
+
+/* The amx level's int8 peak, the machine's: four independent chains of
+ * full tile multiplies (16 × 16 × 64 products each) on two A and two B
+ * tiles of zeros.  iters / 16 multiplies per chain, so that a call takes
+ * about as long as the vpdpbusd loop's. */
+static double amx_int8_peak(long iters)
+{
+    _Alignas(64) am_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.rows[t] = 16;
+        c.colsb[t] = 64;
+    }
+    am_load_config(&c);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+    iters = iters / 16 > 0 ? iters / 16 : 1;
+    for (long it = 0; it < iters; it++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_release();
+    return 2.0 * 16.0 * 16.0 * 64.0 * 4.0 * (double)iters;
+}
+
+static const plume_kernels K_AMX = {
+    .level = PLUME_CPU_AMX,
+    .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
+    .mm_r = {am_mm_q4_0, zr_mm_q4_1, am_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1, zk_mm_iq4_nl,
+             zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs,
+             zk_mm_mxfp4},
+    KX_SHARED_KERNELS,
+    .fma_peak = fma_peak,
+    .int8_peak = amx_int8_peak,
+};
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
 
 const plume_kernels *plume_kernels_avx512(void) { return &K; }
+const plume_kernels *plume_kernels_amx(void) { return &K_AMX; }
 
 #else
 #include <stddef.h>
 #include "backend/cpu/dispatch.h"
 const plume_kernels *plume_kernels_avx512(void) { return NULL; }
+const plume_kernels *plume_kernels_amx(void) { return NULL; }
 #endif

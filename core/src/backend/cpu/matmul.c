@@ -449,14 +449,16 @@ plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0)
 
 /* Tokens per repacked kernel call for n_tok tokens of K values:
  * MR_TOKEN_BLOCK_BYTES of their block records, a multiple of 12 (whole
- * tiles of 2, 3, 4 or 6 tokens), all n_tok when they fit (96 tokens at K =
+ * tiles of 2, 3, 4 or 6 tokens; 48 at the amx level, whose tiles are 16),
+ * all n_tok when they fit (96 tokens at K =
  * 2048, 24 at 8192; 192 KiB and 768 KiB were no better, 2026-12-05). */
-static int mr_token_block(int n_tok, int64_t K)
+static int mr_token_block(const plume_kernels *k, int n_tok, int64_t K)
 {
     const size_t per_tok = sizeof(plume_q8_blk) * (size_t)(K / 32);
-    int64_t tb = (int64_t)(MR_TOKEN_BLOCK_BYTES / per_tok) / 12 * 12;
-    if (tb < 12)
-        tb = 12;
+    const int64_t unit = k->level == PLUME_CPU_AMX ? 48 : 12;
+    int64_t tb = (int64_t)(MR_TOKEN_BLOCK_BYTES / per_tok) / unit * unit;
+    if (tb < unit)
+        tb = unit;
     return tb >= n_tok ? n_tok : (int)tb;
 }
 
@@ -536,7 +538,7 @@ void plume_cpu_matmul_multi_with(const plume_kernels *k, plume_pool *pool,
         for (int i = 0; i < j.n; i++)
             j.y[i] = y0[i] + (size_t)t0 * (size_t)j.w[i]->N;
         j.n_tok = nt;
-        j.tok_block = mr_token_block(nt, K);
+        j.tok_block = mr_token_block(k, nt, K);
         plume_cpu_quantize_rows(k, pool, x + (size_t)t0 * K, nt, K, ws, &j.act);
         atomic_init(&j.next, 0);
         plume_pool_run(pool, mr_worker, &j);
