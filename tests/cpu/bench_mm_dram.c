@@ -8,7 +8,7 @@
  * machine's bandwidth may drift between rounds: compare types within a
  * round).  Compare with bench_mm_r, which measures the same kernels on
  * weights that stay in cache.
- * Usage: bench_mm_dram [scalar|avx2|avx512] [n_threads] [n_tok]   (defaults:
+ * Usage: bench_mm_dram [scalar|avx2|avx512|amx] [n_threads] [n_tok]   (defaults:
  * best level, 2, 1).  Needs about 1.3 GB of memory.  Not a test: it asserts
  * nothing. */
 #include <pthread.h>
@@ -59,7 +59,7 @@ int main(int argc, char **argv)
     const plume_kernels *k = tu_level_arg(argc, argv);
     const int nth = argc > 2 ? atoi(argv[2]) : 2, nt = argc > 3 ? atoi(argv[3]) : 1;
     if (!k || nth < 1 || nth > MAX_THREADS || nt < 1 || nt > 96) {
-        fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_threads 1..%d] [n_tok 1..96] (a level "
+        fprintf(stderr, "usage: %s [scalar|avx2|avx512|amx] [n_threads 1..%d] [n_tok 1..96] (a level "
                         "this CPU runs)\n", argv[0], MAX_THREADS);
         return 2;
     }

@@ -5,7 +5,7 @@
  * cache, so this measures the kernels' own speed, not memory bandwidth).
  * Prints per type the repacked bits per weight, GB/s of repacked bytes and
  * weights/s; for Q4_K and Q6_K also the unrepacked mm_q kernels.
- * Usage: bench_mm_r [scalar|avx2|avx512] [n_tok] [K]   (defaults: best level,
+ * Usage: bench_mm_r [scalar|avx2|avx512|amx] [n_tok] [K]   (defaults: best level,
  * 1, 1536; K a multiple of 256).  One call takes all n_tok tokens: the
  * matmuls' own split into token blocks (matmul.c) is not applied.
  * Not a test: it asserts nothing. */
@@ -29,7 +29,7 @@ int main(int argc, char **argv)
     const int nt = argc > 2 ? atoi(argv[2]) : 1;
     const int64_t K = argc > 3 ? atoll(argv[3]) : 1536, N = 8192, nb = K / 32;
     if (!k || nt < 1 || K < 256 || K % 256) {
-        fprintf(stderr, "usage: %s [scalar|avx2|avx512] [n_tok >= 1] [K, a multiple of 256] (a level this CPU runs)\n", argv[0]);
+        fprintf(stderr, "usage: %s [scalar|avx2|avx512|amx] [n_tok >= 1] [K, a multiple of 256] (a level this CPU runs)\n", argv[0]);
         return 2;
     }
     float *x = malloc(sizeof(float) * (size_t)(K * nt));

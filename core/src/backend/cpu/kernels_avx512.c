@@ -1,21 +1,34 @@
 /* The avx512 level (AVX-512 F/BW/DQ/VL + VNNI): integer matmul on 512-bit
- * vectors with vpdpbusd (below), and the amx level, the same table with the
- * Q4_0 and Q8_0 matmuls of 16 tokens or more on AMX-INT8 tiles (at the end); the float and element-wise kernels are the
- * shared 256-bit ones (kernels_x86.h) compiled for this target, which lets
+ * vectors with vpdpbusd (below), and the amx level, the same table with
+ * the Q4_0 and Q8_0 matmuls of many tokens on AMX-INT8 tiles (at the end,
+ * when the compiler knows them: GCC 11, clang 12 on); the float and
+ * element-wise kernels are the shared 256-bit ones (kernels_x86.h) compiled for this target, which lets
  * them use 32 vector registers.  The peaks are measured on 512-bit
  * registers so the roofline is the machine's, not the kernel's.  Only called after
  * cpu_features.c found those features. */
 #if defined(__x86_64__)
 
-#if defined(__clang__)
+#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
+#define Z_AMX 1
+#else
+#define Z_AMX 0
+#endif
+
+#if defined(__clang__) && Z_AMX
 #pragma clang attribute push(                                                                 \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,"      \
                           "amx-tile,amx-int8"))),                                              \
     apply_to = function)
-#else
+#elif defined(__clang__)
+#pragma clang attribute push(                                                                 \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))),  \
+    apply_to = function)
+#elif Z_AMX
 /* amx-tile/amx-int8 only let the amx table's kernels (below) use the tile
  * intrinsics: compilers never emit tile instructions on their own. */
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,amx-tile,amx-int8")
+#else
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
 #endif
 
 #define KX_VNNI 1
@@ -601,16 +614,20 @@ static double int8_peak(long iters)
     return 2.0 * 64.0 * 12.0 * (double)iters;
 }
 
-static const plume_kernels K = {
-    .level = PLUME_CPU_AVX512,
-    .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
-    .mm_r = {zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1, zk_mm_iq4_nl,
-             zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs,
-             zk_mm_mxfp4},
-    KX_SHARED_KERNELS,
-    .fma_peak = fma_peak,
-    .int8_peak = int8_peak,
-};
+/* The table of this file's level: its Q4_0 and Q8_0 repacked matmuls, and
+ * its int8 peak (the amx level differs from avx512 in those). */
+#define Z_TABLE(lvl, mm_r_q4_0, mm_r_q8_0, i8_peak)                                           \
+    {                                                                                         \
+        .level = (lvl), .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},      \
+        .mm_r = {mm_r_q4_0,    zr_mm_q4_1,   mm_r_q8_0,    zk_mm_q5_0,   zk_mm_q5_1,           \
+                 zk_mm_iq4_nl, zk_mm_q4_k,   zk_mm_q5_k,   zk_mm_q6_k,   zk_mm_q2_k,           \
+                 zk_mm_q3_k,   zk_mm_iq4_xs, zk_mm_mxfp4},                                     \
+        KX_SHARED_KERNELS, .fma_peak = fma_peak, .int8_peak = (i8_peak),                      \
+    }
+
+static const plume_kernels K = Z_TABLE(PLUME_CPU_AVX512, zr_mm_q4_0, zr_mm_q8_0, int8_peak);
+
+#if Z_AMX
 
 /* ---- AMX-INT8: the amx level ----
  * The repacked Q4_0 and Q8_0 layouts (repack.h) are already what a tile
@@ -684,6 +701,7 @@ KX_INLINE void am_unpack_q4_0(const uint8_t *wg, int64_t j0, int64_t n, uint8_t 
     const __m512i lo4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *b = wg + (size_t)(j0 + j) * bb;
+        kx_prefetch_ahead(b, bb);
         uint8_t *o = buf + 512 * (size_t)j;
         for (int h = 0; h < 4; h++) {
             const __m512i p = _mm512_loadu_si512(b + 64 * h);
@@ -830,15 +848,7 @@ static double amx_int8_peak(long iters)
         c.rows[t] = 16;
         c.colsb[t] = 64;
     }
-    am_load_config(&c);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_zero(4);
-    _tile_zero(5);
-    _tile_zero(6);
-    _tile_zero(7);
+    am_load_config(&c); /* which zeroes every tile */
     iters = iters / 16 > 0 ? iters / 16 : 1;
     for (long it = 0; it < iters; it++) {
         _tile_dpbssd(0, 4, 6);
@@ -850,23 +860,19 @@ static double amx_int8_peak(long iters)
     return 2.0 * 16.0 * 16.0 * 64.0 * 4.0 * (double)iters;
 }
 
-static const plume_kernels K_AMX = {
-    .level = PLUME_CPU_AMX,
-    .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},
-    .mm_r = {am_mm_q4_0, zr_mm_q4_1, am_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1, zk_mm_iq4_nl,
-             zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs,
-             zk_mm_mxfp4},
-    KX_SHARED_KERNELS,
-    .fma_peak = fma_peak,
-    .int8_peak = amx_int8_peak,
-};
+static const plume_kernels K_AMX = Z_TABLE(PLUME_CPU_AMX, am_mm_q4_0, am_mm_q8_0, amx_int8_peak);
+#endif
 
 #if defined(__clang__)
 #pragma clang attribute pop
 #endif
 
 const plume_kernels *plume_kernels_avx512(void) { return &K; }
+#if Z_AMX
 const plume_kernels *plume_kernels_amx(void) { return &K_AMX; }
+#else
+const plume_kernels *plume_kernels_amx(void) { return NULL; }
+#endif
 
 #else
 #include <stddef.h>
