@@ -15,29 +15,17 @@
 
 #if defined(__x86_64__)
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "plume/cpu_x86.h"
 
-#include <immintrin.h>
-#include <string.h>
+PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AVX2)
+
+#include "plume/cpu_x86_avx2.h"
 
 #define YT 2 /* tokens per tile of the prefill kernel */
-#define Y_INLINE static inline __attribute__((always_inline))
-
-/* The 4 activation bytes at p in every 32-bit lane. */
-Y_INLINE __m256i y_bcast(const int8_t *p)
-{
-    int v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
 
 /* Σ v·q of one block for the 8 rows of half `half`, for T tokens. */
-Y_INLINE void y_block_dot(const int wide, const int T, const uint8_t *blk, int half,
-                          const int8_t *const q[YT], __m256i out[YT])
+PLUME_X86_INLINE void y_block_dot(const int wide, const int T, const uint8_t *blk, int half,
+                                  const int8_t *const q[YT], __m256i out[YT])
 {
     const __m256i ones = _mm256_set1_epi16(1);
     if (wide) {
@@ -47,7 +35,8 @@ Y_INLINE void y_block_dot(const int wide, const int T, const uint8_t *blk, int h
             const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 64 * g + 32 * half));
             const __m256i aw = _mm256_abs_epi8(w);
             for (int t = 0; t < T; t++) {
-                const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(y_bcast(q[t] + 4 * g), w));
+                const __m256i a4 = _mm256_sign_epi8(plume_x86_bcast4(q[t] + 4 * g), w);
+                const __m256i p = _mm256_maddubs_epi16(aw, a4);
                 out[t] = _mm256_add_epi32(out[t], _mm256_madd_epi16(p, ones));
             }
         }
@@ -62,29 +51,19 @@ Y_INLINE void y_block_dot(const int wide, const int T, const uint8_t *blk, int h
         const __m256i lo = _mm256_and_si256(pv, lo4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(pv, 4), lo4);
         for (int t = 0; t < T; t++) {
-            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, y_bcast(q[t] + 4 * h)));
-            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, y_bcast(q[t] + 16 + 4 * h)));
+            const __m256i alo = plume_x86_bcast4(q[t] + 4 * h);
+            const __m256i ahi = plume_x86_bcast4(q[t] + 16 + 4 * h);
+            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(lo, alo));
+            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(hi, ahi));
         }
     }
     for (int t = 0; t < T; t++)
         out[t] = _mm256_madd_epi16(s16[t], ones);
 }
 
-/* Stores the 8 lanes of v at y, only the first nr (<= 8) when nr < 8. */
-Y_INLINE void y_store(float *y, __m256 v, int nr)
-{
-    if (nr >= 8) {
-        _mm256_storeu_ps(y, v);
-    } else if (nr > 0) {
-        float tmp[8];
-        _mm256_storeu_ps(tmp, v);
-        memcpy(y, tmp, sizeof(float) * (size_t)nr);
-    }
-}
-
 /* Tokens t0 .. t0+T-1 of one tile (its first nr rows are stored). */
-Y_INLINE void y_tile(const int wide, const int T, const uint8_t *tw, const gptq_kgeom *g,
-                     const gptq_kact *a, int t0, float *y, int64_t ldy, int nr)
+PLUME_X86_INLINE void y_tile(const int wide, const int T, const uint8_t *tw, const gptq_kgeom *g,
+                             const gptq_kact *a, int t0, float *y, int64_t ldy, int nr)
 {
     const int64_t K = a->K, nb = K / 32;
     const size_t bb = wide ? GPTQ_BYTE_BLOCK : GPTQ_NIB_BLOCK;
@@ -128,14 +107,14 @@ Y_INLINE void y_tile(const int wide, const int T, const uint8_t *tw, const gptq_
     }
     for (int t = 0; t < T; t++) {
         float *yt = y + (size_t)(t0 + t) * (size_t)ldy;
-        y_store(yt, acc[t][0], nr);
-        y_store(yt + 8, acc[t][1], nr - 8);
+        plume_x86_store8(yt, acc[t][0], nr);
+        plume_x86_store8(yt + 8, acc[t][1], nr - 8);
     }
 }
 
-Y_INLINE void y_mm(const int wide, const uint8_t *tiles, const gptq_kgeom *g, int64_t j0,
-                   int64_t j1, int64_t n_rows, const gptq_kact *a, int n_tok, float *y,
-                   int64_t ldy)
+PLUME_X86_INLINE void y_mm(const int wide, const uint8_t *tiles, const gptq_kgeom *g, int64_t j0,
+                           int64_t j1, int64_t n_rows, const gptq_kact *a, int n_tok, float *y,
+                           int64_t ldy)
 {
     for (int64_t j = j0; j < j1; j++) {
         const int64_t r0 = j * GPTQ_TILE_ROWS;
@@ -167,9 +146,7 @@ static const gptq_kernels k_avx2 = {
     .mm8 = y_mm8,
 };
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
+PLUME_X86_TARGET_END
 
 const gptq_kernels *gptq_kernels_avx2(void) { return &k_avx2; }
 

@@ -13,37 +13,17 @@
 
 #if defined(__x86_64__)
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                                 \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))),  \
-    apply_to = function)
-#else
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
-#endif
+#include "plume/cpu_x86.h"
 
-#include <immintrin.h>
-#include <string.h>
+PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AVX512)
+
+#include "plume/cpu_x86_avx512.h"
 
 #define ZT 6 /* tokens per tile of the prefill kernel */
-#define Z_INLINE static inline __attribute__((always_inline))
-
-/* acc += dot of w's unsigned bytes with the 4 signed bytes at p broadcast
- * to every lane (vpdpbusd with an embedded {1to16} operand). */
-Z_INLINE __m512i z_dp(__m512i acc, __m512i w, const int8_t *p)
-{
-#if defined(__GNUC__)
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
-    return acc;
-#else
-    int v;
-    memcpy(&v, p, 4);
-    return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(v));
-#endif
-}
 
 /* The 8 operand vectors of one block: W[g] pairs with activation bytes
  * 4g..4g+3. */
-Z_INLINE void z_unpack(const int wide, const uint8_t *blk, __m512i W[8])
+PLUME_X86_INLINE void z_unpack(const int wide, const uint8_t *blk, __m512i W[8])
 {
     if (wide) {
         const __m512i x80 = _mm512_set1_epi8((char)0x80);
@@ -60,24 +40,18 @@ Z_INLINE void z_unpack(const int wide, const uint8_t *blk, __m512i W[8])
 }
 
 /* Σ v·q of one block for the 16 rows (exact int32). */
-Z_INLINE __m512i z_block_dot(const int wide, const __m512i W[8], const int8_t *q, int32_t isum)
+PLUME_X86_INLINE __m512i z_block_dot(const int wide, const __m512i W[8], const int8_t *q,
+                                     int32_t isum)
 {
     __m512i i0 = wide ? _mm512_set1_epi32(-128 * isum) : _mm512_setzero_si512();
     __m512i i1 = _mm512_setzero_si512();
-    i0 = z_dp(i0, W[0], q + 0);
-    i1 = z_dp(i1, W[1], q + 4);
-    i0 = z_dp(i0, W[2], q + 8);
-    i1 = z_dp(i1, W[3], q + 12);
-    i0 = z_dp(i0, W[4], q + 16);
-    i1 = z_dp(i1, W[5], q + 20);
-    i0 = z_dp(i0, W[6], q + 24);
-    i1 = z_dp(i1, W[7], q + 28);
+    plume_x86_dot32_halves(&i0, &i1, W, q);
     return _mm512_add_epi32(i0, i1);
 }
 
 /* Tokens t0 .. t0+T-1 of one tile (rows under mask). */
-Z_INLINE void z_tile(const int wide, const int T, const uint8_t *tw, const gptq_kgeom *g,
-                     const gptq_kact *a, int t0, float *y, int64_t ldy, __mmask16 mask)
+PLUME_X86_INLINE void z_tile(const int wide, const int T, const uint8_t *tw, const gptq_kgeom *g,
+                             const gptq_kact *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
     const int64_t K = a->K, nb = K / 32;
     const size_t bb = wide ? GPTQ_BYTE_BLOCK : GPTQ_NIB_BLOCK;
@@ -116,9 +90,9 @@ Z_INLINE void z_tile(const int wide, const int T, const uint8_t *tw, const gptq_
         _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * (size_t)ldy, mask, acc[t]);
 }
 
-Z_INLINE void z_mm(const int wide, const uint8_t *tiles, const gptq_kgeom *g, int64_t j0,
-                   int64_t j1, int64_t n_rows, const gptq_kact *a, int n_tok, float *y,
-                   int64_t ldy)
+PLUME_X86_INLINE void z_mm(const int wide, const uint8_t *tiles, const gptq_kgeom *g, int64_t j0,
+                           int64_t j1, int64_t n_rows, const gptq_kact *a, int n_tok, float *y,
+                           int64_t ldy)
 {
     for (int64_t j = j0; j < j1; j++) {
         const int64_t r0 = j * GPTQ_TILE_ROWS;
@@ -158,9 +132,7 @@ static const gptq_kernels k_avx512 = {
     .mm8 = z_mm8,
 };
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
+PLUME_X86_TARGET_END
 
 const gptq_kernels *gptq_kernels_avx512(void) { return &k_avx512; }
 

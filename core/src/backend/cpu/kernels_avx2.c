@@ -3,11 +3,9 @@
  * -march, and only called after cpu_features.c found those features. */
 #if defined(__x86_64__)
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "plume/cpu_x86.h"
+
+PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AVX2)
 
 #define KX_VNNI 0
 #define KX_TR 2
@@ -18,6 +16,7 @@
 #include "backend/cpu/kernels_x86.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/repack_k.h"
+#include "plume/cpu_x86_avx2.h"
 
 /* ---- repacked weights (repack.h) on 256-bit vectors: a group of 16 rows
  * as two halves of 8 rows, one row per 32-bit lane.  Q4: vpmaddubsw of the
@@ -28,18 +27,6 @@
  * eight of them do not).  Per token the same instructions whatever the
  * tile (YR_T tokens share the weights' unpacking). */
 #define YR_T 2
-
-/* Stores the first min(nr, 8) lanes of r at yt. */
-KX_INLINE void yr_store(float *yt, __m256 r, int nr)
-{
-    if (nr >= 8) {
-        _mm256_storeu_ps(yt, r);
-    } else {
-        float tmp[8];
-        _mm256_storeu_ps(tmp, r);
-        memcpy(yt, tmp, sizeof(float) * (size_t)nr);
-    }
-}
 
 KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb, int half,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, int nr)
@@ -104,7 +91,7 @@ KX_INLINE void yr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int t = 0; t < T; t++) {
         const __m256 r = kr == PLUME_KR_Q4_1 ? _mm256_add_ps(facc[t], macc[t]) : facc[t];
-        yr_store(y + (size_t)(t0 + t) * ldy + 8 * half, r, nr);
+        plume_x86_store8(y + (size_t)(t0 + t) * ldy + 8 * half, r, nr);
     }
 }
 
@@ -263,7 +250,7 @@ KX_INLINE void yk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     }
     for (int t = 0; t < T; t++) {
         const __m256 r = mk ? _mm256_add_ps(facc[t], macc[t]) : facc[t];
-        yr_store(y + (size_t)(t0 + t) * ldy + 8 * half, r, nr);
+        plume_x86_store8(y + (size_t)(t0 + t) * ldy + 8 * half, r, nr);
     }
 }
 
@@ -362,9 +349,7 @@ static const plume_kernels K = {
     .int8_peak = int8_peak,
 };
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
+PLUME_X86_TARGET_END
 
 const plume_kernels *plume_kernels_avx2(void) { return &K; }
 

@@ -8,27 +8,16 @@
  * cpu_features.c found those features. */
 #if defined(__x86_64__)
 
-#if (defined(__clang__) && __clang_major__ >= 12) || (!defined(__clang__) && __GNUC__ >= 11)
-#define Z_AMX 1
-#else
-#define Z_AMX 0
-#endif
+#include "plume/cpu_x86.h"
 
-#if defined(__clang__) && Z_AMX
-#pragma clang attribute push(                                                                 \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,"      \
-                          "amx-tile,amx-int8"))),                                              \
-    apply_to = function)
-#elif defined(__clang__)
-#pragma clang attribute push(                                                                 \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"))),  \
-    apply_to = function)
-#elif Z_AMX
+#define Z_AMX PLUME_X86_HAVE_AMX_TARGET
+
+#if Z_AMX
 /* amx-tile/amx-int8 only let the amx table's kernels (below) use the tile
  * intrinsics: compilers never emit tile instructions on their own. */
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,amx-tile,amx-int8")
+PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AMX)
 #else
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")
+PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AVX512)
 #endif
 
 #define KX_VNNI 1
@@ -42,6 +31,7 @@
 #include "backend/cpu/kernels_x86.h"
 #include "backend/cpu/repack.h"
 #include "backend/cpu/repack_k.h"
+#include "plume/cpu_x86_avx512.h"
 
 /* ---- 512-bit integer matmul: two 32-weight sub-blocks per vector ----
  * The same arithmetic as kx_tile (kernels_x86.h) on zmm registers: one
@@ -265,34 +255,6 @@ Z_MM_Q(z_mm_q6_k, PLUME_KQ_Q6_K)
  * result does not depend on n_tok. */
 #define ZR_T 6
 
-/* acc += dot of w's unsigned bytes with the 4 signed bytes at p, broadcast
- * (vpdpbusd with an embedded {1to16} memory operand: GCC does not fold
- * _mm512_set1_epi32 of a load into it by itself). */
-KX_INLINE __m512i zr_dp(__m512i acc, __m512i w, const int8_t *p)
-{
-#if defined(__GNUC__)
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
-    return acc;
-#else
-    int v;
-    memcpy(&v, p, 4);
-    return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(v));
-#endif
-}
-
-/* A zeroed accumulator by the zero idiom (vpxord x, x, x is resolved at
- * register renaming; GCC otherwise copies a zero register, a vector uop). */
-KX_INLINE __m512i zr_zero(void)
-{
-#if defined(__GNUC__)
-    __m512i z;
-    __asm__("vpxord %0, %0, %0" : "=v"(z));
-    return z;
-#else
-    return _mm512_setzero_si512();
-#endif
-}
-
 /* I[t] += Σ of the block's 32 products for T tokens (token t's block
  * record r[t]): from 3 tokens on, one chain of 8 vpdpbusd per token, the
  * chains interleaved (step g of every token, then step g+1) so that the
@@ -304,14 +266,14 @@ KX_INLINE void zr_chains(const int T, __m512i *I, const __m512i *W, const plume_
     if (T >= 3) {
         for (int g = 0; g < 8; g++)
             for (int t = 0; t < T; t++)
-                I[t] = zr_dp(I[t], W[g], r[t].q + 4 * g);
+                I[t] = plume_x86_dpbusd_bcast(I[t], W[g], r[t].q + 4 * g);
         return;
     }
     for (int t = 0; t < T; t++) {
-        __m512i i1 = zr_zero();
+        __m512i i1 = plume_x86_zero512();
         for (int g = 0; g < 8; g += 2) {
-            I[t] = zr_dp(I[t], W[g], r[t].q + 4 * g);
-            i1 = zr_dp(i1, W[g + 1], r[t].q + 4 * g + 4);
+            I[t] = plume_x86_dpbusd_bcast(I[t], W[g], r[t].q + 4 * g);
+            i1 = plume_x86_dpbusd_bcast(i1, W[g + 1], r[t].q + 4 * g + 4);
         }
         I[t] = _mm512_add_epi32(I[t], i1);
     }
@@ -323,7 +285,7 @@ KX_INLINE void zr_sums(const int T, __m512i *I, const __m512i *W, const plume_q8
                        int32_t corr)
 {
     for (int t = 0; t < T; t++)
-        I[t] = corr ? _mm512_set1_epi32(corr * r[t].isum) : zr_zero();
+        I[t] = corr ? _mm512_set1_epi32(corr * r[t].isum) : plume_x86_zero512();
     zr_chains(T, I, W, r);
 }
 
@@ -514,14 +476,7 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
             const int32_t *is16 = r[t].isum16;
             __m512i i0 = corr ? _mm512_set1_epi32(corr * is16[0]) : _mm512_setzero_si512();
             __m512i i1 = corr ? _mm512_set1_epi32(corr * is16[1]) : _mm512_setzero_si512();
-            i0 = zr_dp(i0, W[0], q + 0);
-            i1 = zr_dp(i1, W[4], q + 16);
-            i0 = zr_dp(i0, W[1], q + 4);
-            i1 = zr_dp(i1, W[5], q + 20);
-            i0 = zr_dp(i0, W[2], q + 8);
-            i1 = zr_dp(i1, W[6], q + 24);
-            i0 = zr_dp(i0, W[3], q + 12);
-            i1 = zr_dp(i1, W[7], q + 28);
+            plume_x86_dot32_halves(&i0, &i1, W, q);
             const __m512 da = _mm512_set1_ps(r[t].d);
             if (two) {
                 facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(dd0, da), facc[t]);
@@ -863,9 +818,7 @@ static double amx_int8_peak(long iters)
 static const plume_kernels K_AMX = Z_TABLE(PLUME_CPU_AMX, am_mm_q4_0, am_mm_q8_0, amx_int8_peak);
 #endif
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
+PLUME_X86_TARGET_END
 
 const plume_kernels *plume_kernels_avx512(void) { return &K; }
 #if Z_AMX
