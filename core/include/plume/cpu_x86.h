@@ -1,14 +1,15 @@
 /* plume — for a plugin's x86 host kernels: compiling part of a file for
- * one of the core's dispatch levels (plume/cpu.h), and the int8 building
- * blocks the core's own kernels are made of, so that a plugin's kernels
- * are written with the same instructions and need not copy them.
+ * one of the core's dispatch levels (plume/cpu.h).  The int8 building
+ * blocks the core's own kernels are made of are in plume/cpu_x86_avx2.h
+ * and plume/cpu_x86_avx512.h, to be included inside such a region, so that
+ * a plugin's kernels use the same instructions without copying them.
  *
  * Use, in a file whose kernels run only after
  * plume_cpu_can_run(PLUME_CPU_LEVEL_AVX512):
  *
  *     #include "plume/cpu_x86.h"
  *     PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AVX512)
- *     #include "plume/cpu_x86_int8.h"
+ *     #include "plume/cpu_x86_avx512.h"
  *     ... kernels ...
  *     PLUME_X86_TARGET_END
  *

@@ -10,9 +10,7 @@
 
 #include "plume/cpu_x86.h"
 
-#define Z_AMX PLUME_X86_HAVE_AMX_TARGET
-
-#if Z_AMX
+#if PLUME_X86_HAVE_AMX_TARGET
 /* amx-tile/amx-int8 only let the amx table's kernels (below) use the tile
  * intrinsics: compilers never emit tile instructions on their own. */
 PLUME_X86_TARGET_BEGIN(PLUME_X86_TARGET_AMX)
@@ -582,7 +580,7 @@ static double int8_peak(long iters)
 
 static const plume_kernels K = Z_TABLE(PLUME_CPU_AVX512, zr_mm_q4_0, zr_mm_q8_0, int8_peak);
 
-#if Z_AMX
+#if PLUME_X86_HAVE_AMX_TARGET
 
 /* ---- AMX-INT8: the amx level ----
  * The repacked Q4_0 and Q8_0 layouts (repack.h) are already what a tile
@@ -821,7 +819,7 @@ static const plume_kernels K_AMX = Z_TABLE(PLUME_CPU_AMX, am_mm_q4_0, am_mm_q8_0
 PLUME_X86_TARGET_END
 
 const plume_kernels *plume_kernels_avx512(void) { return &K; }
-#if Z_AMX
+#if PLUME_X86_HAVE_AMX_TARGET
 const plume_kernels *plume_kernels_amx(void) { return &K_AMX; }
 #else
 const plume_kernels *plume_kernels_amx(void) { return NULL; }
