@@ -24,7 +24,8 @@ tiny:    An AWQ checkpoint written here with numpy from the layout facts
          numpy dequantization's.
 smollm2: models/SmolLM2-135M-Instruct.Q4_1.gguf -> plume convert (f32) ->
          an AWQ g64 checkpoint written by numpy -> plume runs it: the chat
-         answer names Paris and the KL against the f32 base is small.
+         answer names Paris and the KL against the f32 base is small
+         (a sanitized build scores 3 of the text's 11 windows).
 
 Exit 0 pass, 1 fail, 77 skip.
 """
@@ -299,7 +300,10 @@ def test_smollm2(tmp):
             "--temperature", "0", "--max-tokens", "24", "--json")
     out = json.loads(r.stdout)
     check("Paris" in out["text"], "smollm2: AWQ answer names Paris: %r" % out["text"].strip())
-    r = run("perplexity", "--model", q, "--text", HELDOUT, "--ctx", "256", "--kl-base", base)
+    # a sanitized build (PLUME_TEST_SANITIZED=1) scores the first 3 of the 11
+    # windows: the same code under ASan (the whole text took 472 s there)
+    chunks = ["--chunks", "3"] if os.environ.get("PLUME_TEST_SANITIZED") == "1" else []
+    r = run("perplexity", "--model", q, "--text", HELDOUT, "--ctx", "256", "--kl-base", base, *chunks)
     m = re.search(r"mean KL\(base \|\| model\) = (\S+)", r.stdout + r.stderr)
     t = re.search(r"top-1 agreement = (\S+)", r.stdout + r.stderr)
     kl, top1 = float(m.group(1)), float(t.group(1))

@@ -40,6 +40,9 @@ smollm2: models/SmolLM2-135M-Instruct-f16 if scripts/make-f16-model made
            bench/data/eval-heldout.txt is within 20% of the Q4_1 GGUF's (the
            base is on Q4_1's grid, which Q4_K_M's grids do not contain: it
            pays a re-quantization that Q4_1 does not; measured ~14%).
+         A sanitized build (PLUME_TEST_SANITIZED=1) checks the KL and
+         top-1 on the first 3 of the 5 windows and leaves the perplexity
+         ratio to the release run.
 
 Exit 0 pass, 1 fail, 77 skip (binary, packages or model missing).
 """
@@ -303,16 +306,26 @@ def test_smollm2(tmp):
     # rounding picks says nothing of the quantizer; the divergence from the
     # f16 base below does
     print("Q4_K_M answer (not checked):", g.stdout.strip())
-    kl = json.loads(run("perplexity", "--model", out, "--kl-base", f16, "--text", HELDOUT,
-                        "--ctx", "512", "--threads", "2", "--json").stdout)["kl"]
-    print("Q4_K_M vs its f16 base: mean KL %.4f, top-1 agreement %.1f%%" %
-          (kl["mean"], kl["top1_pct"]))
-    # measured 0.16 and 81.6% (the base lies on Q4_1's grid, which Q4_K_M
-    # requantizes); a wrong scale, code or fallback type gives KL > 1 and
-    # top-1 below 50%
+    # a sanitized build (PLUME_TEST_SANITIZED=1) scores the first 3 of the 5
+    # windows and skips the Q4_1 comparison: the same code under ASan, and
+    # 3 model passes where the release run makes 10 (which took 581 s)
+    chunks = 3 if os.environ.get("PLUME_TEST_SANITIZED") == "1" else 0
+    rep = json.loads(run("perplexity", "--model", out, "--kl-base", f16, "--text", HELDOUT,
+                         "--ctx", "512", "--threads", "2", "--json",
+                         *(["--chunks", str(chunks)] if chunks else [])).stdout)
+    kl = rep["kl"]
+    print("Q4_K_M vs its f16 base over %d windows: mean KL %.4f, top-1 agreement %.1f%%" %
+          (rep["n_windows"], kl["mean"], kl["top1_pct"]))
+    # measured 0.16 and 81.6% on all 5 windows, 0.16 and 80.7% on the first
+    # 3 (the base lies on Q4_1's grid, which Q4_K_M requantizes); a wrong
+    # scale, code or fallback type gives KL > 1 and top-1 below 50%
     check(kl["mean"] < 0.3 and kl["top1_pct"] > 70,
           "Q4_K_M's next-token distributions stay close to the f16 base's")
-    p_q4km, p_q41 = ppl(out), ppl(harness.SMOL)
+    if chunks:
+        print("sanitized build: the Q4_K_M/Q4_1 perplexity ratio is checked in the release run")
+        return True
+    # the KL run's own PPL is Q4_K_M's over the same windows (f16 cache)
+    p_q4km, p_q41 = rep["ppl"], ppl(harness.SMOL)
     print("PPL Q4_K_M %.3f, Q4_1 %.3f" % (p_q4km, p_q41))
     check(p_q4km <= 1.20 * p_q41, "Q4_K_M perplexity %.3f within 20%% of Q4_1's %.3f" %
           (p_q4km, p_q41))
