@@ -231,8 +231,8 @@ static char *tool_constraint(json_t *tools, const char *named, plume_tool_format
         if (named && strcmp(name, named))
             continue;
         json_t *params = field(fn, "parameters");
-        json_array_append_new(list, json_pack("{s:s, s:O}", "name", name, "parameters",
-                                              params ? params : json_object()));
+        json_array_append_new(list, json_pack("{s:s, s:o}", "name", name, "parameters",
+                                              params ? json_incref(params) : json_object()));
     }
     json_t *c = list ? json_pack("{s:s, s:b, s:o}", "format", plume_tool_format_name(f),
                                  "parallel", parallel && !named, "tools", list)

@@ -17,6 +17,11 @@ int serve_api_fail(char *msg, size_t cap, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, cap, fmt, ap);
     va_end(ap);
+    /* one line, as plume_err's: a client's bytes quoted in the message
+     * (jansson's "near '...'", a model name) cannot break it */
+    for (char *c = msg; cap && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     return status;
 }
 

@@ -92,8 +92,9 @@ json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t le
 json_t *serve_api_detokenize(const serve_api_env *env, const char *body, size_t len,
                              int *status, char *msg, size_t cap);
 
-/* Writes the message (printf-style) to msg and returns status: how request
- * parsing reports a refusal. */
+/* Writes the message (printf-style) to msg, one line (control bytes become
+ * '?', as in plume_err), and returns status: how request parsing reports a
+ * refusal. */
 int serve_api_fail(char *msg, size_t cap, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -11,8 +11,8 @@ json_t *router_parse_request(const char *body, size_t len, bool *stream, char *m
     json_error_t je;
     json_t *req = json_loadb(body ? body : "", len, 0, &je);
     if (!json_is_object(req)) {
-        snprintf(msg, cap, "the body must be a JSON object (%s)",
-                 req ? "it is another JSON value" : je.text);
+        serve_api_fail(msg, cap, 400, "the body must be a JSON object (%s)",
+                       req ? "it is another JSON value" : je.text);
         json_decref(req);
         return NULL;
     }

@@ -8,7 +8,8 @@
 #include <stddef.h>
 
 /* The client's body as a JSON object (a new reference) and whether it asks
- * for a stream; NULL when it is not a JSON object, with why in msg. */
+ * for a stream; NULL when it is not a JSON object, with why in msg (one
+ * line). */
 json_t *router_parse_request(const char *body, size_t len, bool *stream, char *msg, size_t cap);
 
 /* Hop 1, for the prefill worker: a copy of req that computes the prompt and
