@@ -2,6 +2,7 @@
  * parsed as they arrive (http_client.h: http_multi). */
 #include "serve/http_client.h"
 #include "serve/http_client_internal.h"
+#include "serve/sse_reader.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 
 #include "plume/clock.h"
 
-#define SSE_MAX_LINE ((size_t)16 << 20) /* a longer event is an error */
+#define SSE_MAX_LINE ((size_t)16 << 20) /* a longer line or event is an error */
 #define SNIPPET_MAX 400
 
 struct http_multi {
@@ -24,10 +25,7 @@ struct http_transfer {
     char *body;
     http_sse_fn fn;
     void *user;
-    /* SSE state: the current line, the current event's data */
-    char *line, *data;
-    size_t line_len, line_cap, data_len, data_cap;
-    bool has_data, after_cr;
+    sse_reader sse;
     double last_t;
     long status;
     bool status_known;
@@ -65,21 +63,6 @@ void http_multi_free(http_multi *m)
     free(m);
 }
 
-static bool grow(char **buf, size_t *cap, size_t need)
-{
-    if (need <= *cap)
-        return true;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    char *p = realloc(*buf, c);
-    if (!p)
-        return false;
-    *buf = p;
-    *cap = c;
-    return true;
-}
-
 static void fail(http_transfer *t, const char *msg)
 {
     if (!t->failed)
@@ -87,60 +70,11 @@ static void fail(http_transfer *t, const char *msg)
     t->failed = true;
 }
 
-/* Hands the pending event to the callback; false to abort. */
-static bool dispatch(http_transfer *t)
+/* The reader's event to the transfer's callback, with its arrival time. */
+static int on_event(void *user, const char *data, size_t len, char *err, size_t errsize)
 {
-    if (!t->has_data)
-        return true;
-    t->data[t->data_len] = '\0';
-    char msg[sizeof t->err];
-    msg[0] = '\0';
-    int rc = t->fn(t->user, t->data, t->data_len, t->last_t, msg, sizeof msg);
-    t->has_data = false;
-    t->data_len = 0;
-    if (rc) {
-        fail(t, msg[0] ? msg : "the stream was aborted");
-        return false;
-    }
-    return true;
-}
-
-/* One complete SSE line (without its terminator); false to abort. */
-static bool sse_line(http_transfer *t, const char *s, size_t n)
-{
-    if (n == 0)
-        return dispatch(t);
-    if (s[0] == ':') /* a comment (keep-alive ping) */
-        return true;
-    const char *colon = memchr(s, ':', n);
-    size_t flen = colon ? (size_t)(colon - s) : n;
-    const char *v = colon ? colon + 1 : s + n;
-    size_t vlen = (size_t)(s + n - v);
-    if (vlen && *v == ' ') {
-        v++;
-        vlen--;
-    }
-    if (flen == 4 && memcmp(s, "data", 4) == 0) {
-        size_t need = t->data_len + (t->has_data ? 1 : 0) + vlen + 1;
-        if (need > SSE_MAX_LINE || !grow(&t->data, &t->data_cap, need)) {
-            fail(t, "an SSE event over 16 MiB: the server's stream is not what an "
-                    "OpenAI-compatible server sends");
-            return false;
-        }
-        if (t->has_data)
-            t->data[t->data_len++] = '\n';
-        memcpy(t->data + t->data_len, v, vlen);
-        t->data_len += vlen;
-        t->has_data = true;
-    } else if (flen == 5 && memcmp(s, "error", 5) == 0) {
-        char msg[sizeof t->err];
-        snprintf(msg, sizeof msg, "the server sent an SSE error event: %.*s",
-                 (int)(vlen > 300 ? 300 : vlen), v);
-        fail(t, msg);
-        return false;
-    }
-    /* event:, id:, retry: and unknown fields are ignored, as the SSE spec says */
-    return true;
+    http_transfer *t = user;
+    return t->fn(t->user, data, len, t->last_t, err, errsize);
 }
 
 static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
@@ -160,32 +94,9 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     }
     if (t->status != 200 || t->failed)
         return len; /* an error body: kept for the message, not parsed */
-    for (size_t i = 0; i < len; i++) {
-        char c = p[i];
-        if (c == '\n' && t->after_cr) { /* the \n of a \r\n */
-            t->after_cr = false;
-            continue;
-        }
-        t->after_cr = c == '\r';
-        if (c == '\n' || c == '\r') {
-            if (!sse_line(t, t->line, t->line_len))
-                return 0; /* aborts the transfer (CURLE_WRITE_ERROR) */
-            t->line_len = 0;
-            continue;
-        }
-        /* the run up to the next terminator, appended at once */
-        size_t j = i;
-        while (j < len && p[j] != '\n' && p[j] != '\r')
-            j++;
-        if (t->line_len + (j - i) + 1 > SSE_MAX_LINE ||
-            !grow(&t->line, &t->line_cap, t->line_len + (j - i) + 1)) {
-            fail(t, "an SSE line over 16 MiB: the server's stream is not what an "
-                    "OpenAI-compatible server sends");
-            return 0;
-        }
-        memcpy(t->line + t->line_len, p + i, j - i);
-        t->line_len += j - i;
-        i = j - 1;
+    if (!sse_reader_feed(&t->sse, p, len)) {
+        fail(t, t->sse.err);
+        return 0; /* aborts the transfer (CURLE_WRITE_ERROR) */
     }
     return len;
 }
@@ -202,6 +113,7 @@ http_transfer *http_post_sse(http_multi *m, const char *url, const char *api_key
     }
     t->fn = fn;
     t->user = user;
+    sse_reader_init(&t->sse, SSE_MAX_LINE, on_event, t);
     CURL *e = t->easy;
     CURLcode rc = http_easy_setup(e, url, t->body, "text/event-stream", api_key, 30, timeout_s,
                                   t->curl_err, &t->headers);
@@ -265,10 +177,8 @@ static void finish(http_transfer *t, CURLcode result)
         return;
     }
     /* a stream that ends without its final blank line: the last event counts */
-    if (t->line_len && !sse_line(t, t->line, t->line_len))
-        return;
-    t->line_len = 0;
-    dispatch(t);
+    if (!sse_reader_end(&t->sse))
+        fail(t, t->sse.err);
 }
 
 http_transfer *http_multi_next_done(http_multi *m)
@@ -308,7 +218,6 @@ void http_transfer_free(http_transfer *t)
         curl_easy_cleanup(t->easy);
     curl_slist_free_all(t->headers);
     free(t->body);
-    free(t->line);
-    free(t->data);
+    sse_reader_free(&t->sse);
     free(t);
 }
