@@ -26,14 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/gguf.h"
+#include "fuzz_tokenizer.h"
 #include "fuzz_util.h"
 #include "plume/sampler.h"
 #include "plume/tokenizer.h"
 #include "serve/openai_api.h"
 #include "serve/router_rewrite.h"
 #include "structured.h"
-#include "tokenizer/gguf_vocab.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -67,13 +66,8 @@ static void load_once(void)
 {
     if (tok)
         return;
-    const char *path = getenv("PLUME_FUZZ_MODEL");
-    FUZZ_CHECK(path && *path, "set PLUME_FUZZ_MODEL to a GGUF file with a tokenizer");
-    gguf_file *f = NULL;
+    tok = fuzz_load_tokenizer();
     plume_error err = {0};
-    FUZZ_CHECK(gguf_open(path, &f, &err) == 0, "%s", err.msg);
-    FUZZ_CHECK(plume_tokenizer_from_gguf(f, &tok, &err) == 0, "%s", err.msg);
-    gguf_close(f);
     FUZZ_CHECK(plume_chat_template_compile(TOOLS_TEMPLATE, strlen(TOOLS_TEMPLATE), &tools_template,
                                            &err) == 0,
                "%s", err.msg);

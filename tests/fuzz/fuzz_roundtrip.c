@@ -8,10 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/gguf.h"
+#include "fuzz_tokenizer.h"
 #include "fuzz_util.h"
 #include "plume/tokenizer.h"
-#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tok_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -52,13 +51,7 @@ static void load_once(void)
 {
     if (tok)
         return;
-    const char *path = getenv("PLUME_FUZZ_MODEL");
-    FUZZ_CHECK(path && *path, "set PLUME_FUZZ_MODEL to a GGUF file with a tokenizer");
-    gguf_file *f = NULL;
-    plume_error err = {0};
-    FUZZ_CHECK(gguf_open(path, &f, &err) == 0, "%s", err.msg);
-    FUZZ_CHECK(plume_tokenizer_from_gguf(f, &tok, &err) == 0, "%s", err.msg);
-    gguf_close(f);
+    tok = fuzz_load_tokenizer();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
