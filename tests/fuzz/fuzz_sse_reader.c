@@ -4,8 +4,9 @@
  * an event (small, to reach it) and how the rest is cut; the rest is the
  * stream.  It is read whole and in pieces of 1 to 16 bytes: both must give
  * the same events, then the same end or the same one-line failure.  Every
- * event's data is NUL-terminated and holds no \r; an event "STOP" is
- * refused by the callback, which must fail the stream with its message. */
+ * event's data is NUL-terminated, holds no \r and is within the limit; an
+ * event "STOP" is refused by the callback, which must fail the stream with
+ * its message, and no event may follow it. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,10 +18,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* What a reading produced: the events' data, each followed by its length. */
+/* What a reading produced: the events' data, each followed by its length;
+ * whether the callback refused one ("STOP"). */
 typedef struct transcript {
     char *bytes;
-    size_t len, cap;
+    size_t len, cap, max;
+    bool refused;
 } transcript;
 
 static void append(transcript *t, const void *p, size_t n)
@@ -44,9 +47,12 @@ static int on_event(void *user, const char *data, size_t len, char *err, size_t 
     FUZZ_CHECK(data[len] == '\0', "event data not NUL-terminated");
     FUZZ_CHECK(memchr(data, '\r', len) == NULL, "a \\r inside event data");
     transcript *t = user;
+    FUZZ_CHECK(len <= t->max, "an event of %zu bytes under a limit of %zu", len, t->max);
+    FUZZ_CHECK(!t->refused, "an event after the callback refused one");
     append(t, data, len);
     append(t, &len, sizeof len);
     if (len == 4 && memcmp(data, "STOP", 4) == 0) {
+        t->refused = true;
         snprintf(err, errsize, "refused by the callback");
         return 1;
     }
@@ -59,6 +65,7 @@ static bool read_stream(const uint8_t *stream, size_t n, size_t max, unsigned cu
                         char *err, size_t errsize)
 {
     sse_reader r;
+    t->max = max;
     sse_reader_init(&r, max, on_event, t);
     bool ok = true;
     size_t at = 0, k = 0;
@@ -72,6 +79,10 @@ static bool read_stream(const uint8_t *stream, size_t n, size_t max, unsigned cu
     if (ok)
         ok = sse_reader_end(&r);
     FUZZ_CHECK(ok == !r.failed, "the result and the failed flag disagree");
+    if (t->refused)
+        FUZZ_CHECK(!ok && strcmp(r.err, "refused by the callback") == 0,
+                   "the callback's refusal did not fail the stream with its message: '%s'",
+                   r.err);
     if (!ok) {
         FUZZ_CHECK(r.err[0] != '\0', "a failure without a message");
         FUZZ_CHECK(strpbrk(r.err, "\r\n") == NULL, "a multi-line message: %s", r.err);
@@ -101,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(whole.len == pieces.len &&
                    (whole.len == 0 || memcmp(whole.bytes, pieces.bytes, whole.len) == 0),
                "the events differ whole and in pieces");
+    FUZZ_CHECK(whole.refused == pieces.refused, "a refusal whole or in pieces only");
     free(whole.bytes);
     free(pieces.bytes);
     return 0;

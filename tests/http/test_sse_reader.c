@@ -74,13 +74,17 @@ static void test_limits(void **state)
     (void)state;
     sse_reader r;
     events ev;
-    /* a line of 21 bytes needs 22 with its NUL */
-    assert_true(read_all(&r, &ev, 22, "data: 123456789012345\n\n", false));
+    /* a line of 21 bytes (its data 15) */
+    assert_true(read_all(&r, &ev, 21, "data: 123456789012345\n\n", true));
+    assert_int_equal(ev.n, 1);
     sse_reader_free(&r);
-    assert_false(read_all(&r, &ev, 21, "data: 123456789012345\n\n", true));
-    assert_non_null(strstr(r.err, "an SSE line over 21 bytes"));
+    assert_false(read_all(&r, &ev, 20, "data: 123456789012345\n\n", true));
+    assert_non_null(strstr(r.err, "an SSE line over 20 bytes"));
     sse_reader_free(&r);
     /* two data lines of 8 bytes each join into 17 with the \n: over 16 */
+    assert_true(read_all(&r, &ev, 17, "data: 12345678\ndata: 12345678\n\n", false));
+    assert_int_equal(ev.len[0], 17);
+    sse_reader_free(&r);
     assert_false(read_all(&r, &ev, 16, "data: 12345678\ndata: 12345678\n\n", false));
     assert_non_null(strstr(r.err, "an SSE event over 16 bytes"));
     assert_int_equal(ev.n, 0);

@@ -71,14 +71,14 @@ static bool line(sse_reader *r, const char *s, size_t n)
         vlen--;
     }
     if (flen == 4 && memcmp(s, "data", 4) == 0) {
-        const size_t need = r->data_len + (r->has_data ? 1 : 0) + vlen + 1;
+        const size_t need = r->data_len + (r->has_data ? 1 : 0) + vlen;
         char msg[160];
         if (need > r->max) {
             snprintf(msg, sizeof msg, "an SSE event over %zu bytes: the server's stream is not "
                      "what an OpenAI-compatible server sends", r->max);
             return fail(r, msg);
         }
-        if (!grow(&r->data, &r->data_cap, need))
+        if (!grow(&r->data, &r->data_cap, need + 1))
             return fail(r, "out of memory reading an SSE event");
         if (r->has_data)
             r->data[r->data_len++] = '\n';
@@ -116,7 +116,7 @@ bool sse_reader_feed(sse_reader *r, const char *p, size_t n)
         size_t j = i;
         while (j < n && p[j] != '\n' && p[j] != '\r')
             j++;
-        if (r->line_len + (j - i) + 1 > r->max) {
+        if (r->line_len + (j - i) > r->max) {
             char msg[160];
             snprintf(msg, sizeof msg, "an SSE line over %zu bytes: the server's stream is not "
                      "what an OpenAI-compatible server sends", r->max);

@@ -21,7 +21,7 @@ typedef int (*sse_event_fn)(void *user, const char *data, size_t len, char *err,
 typedef struct sse_reader {
     sse_event_fn fn;
     void *user;
-    size_t max;          /* longest line and event data, bytes */
+    size_t max;          /* longest line and event data, bytes (NUL not counted) */
     char *line, *data;   /* the current line; the current event's data */
     size_t line_len, line_cap, data_len, data_cap;
     bool has_data, after_cr;
@@ -40,7 +40,7 @@ bool sse_reader_feed(sse_reader *r, const char *p, size_t n);
  * event without its blank line still count (lenient where the standard
  * drops them).  False when that failed the stream. */
 bool sse_reader_end(sse_reader *r);
-/* Frees the buffers (r stays initialised, empty). */
+/* Frees the buffers; r is not used again until sse_reader_init. */
 void sse_reader_free(sse_reader *r);
 
 #endif
