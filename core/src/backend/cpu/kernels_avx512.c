@@ -1,6 +1,6 @@
 /* The avx512 level (AVX-512 F/BW/DQ/VL + VNNI): integer matmul on 512-bit
  * vectors with vpdpbusd (below), and the amx level, the same table with
- * the Q4_0 and Q8_0 matmuls of many tokens on AMX-INT8 tiles (at the end,
+ * the repacked matmuls of many tokens on AMX-INT8 tiles (kernels_amx.h,
  * when the compiler knows them: GCC 11, clang 12 on); the float and
  * element-wise kernels are the shared 256-bit ones (kernels_x86.h) compiled for this target, which lets
  * them use 32 vector registers.  The peaks are measured on 512-bit
@@ -302,6 +302,21 @@ KX_INLINE const plume_q8_blk *zr_recs(const int T, const plume_q8_act *a, int64_
     return r;
 }
 
+/* The float steps of one block and token (record r) of the repack.h
+ * formats, in two independent chains: facc += convert(I) × (dw · d), and
+ * Q4_1's min term macc += mw · s (shared with the amx level's tiles,
+ * kernels_amx.h). */
+KX_INLINE void zr_fstep(__m512i I, __m512 dw, const plume_q8_blk *r, __m512 *facc)
+{
+    const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(r->d));
+    *facc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), sc, *facc);
+}
+
+KX_INLINE void zr_mstep(__m512 mw, const plume_q8_blk *r, __m512 *macc)
+{
+    *macc = _mm512_fmadd_ps(mw, _mm512_set1_ps(r->s), *macc);
+}
+
 KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
@@ -335,10 +350,9 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         __m512i I[ZR_T];
         zr_sums(T, I, W, r, corr);
         for (int t = 0; t < T; t++) {
-            const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(r[t].d));
-            facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]), sc, facc[t]);
+            zr_fstep(I[t], dw, r + t, facc + t);
             if (kr == PLUME_KR_Q4_1)
-                macc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(r[t].s), macc[t]);
+                zr_mstep(mw, r + t, macc + t);
         }
     }
     for (int t = 0; t < T; t++) {
@@ -353,7 +367,9 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
  * packed slices (shift + vpternlogd), the IQ4 and MXFP4 levels looked up
  * with vpshufb (+128 so that they are unsigned, corrected by −128·Σq), two
  * integer sums per block (weights 0..15 and 16..31) for the per-16
- * corrections and scales, then the float steps listed in repack_k.h. */
+ * corrections and scales, then the float steps listed in repack_k.h.  The
+ * pieces (weights, scales, float steps) are shared with the amx level's
+ * tiles (kernels_amx.h), which so compute the same bits. */
 #define ZK_T 6
 
 /* v shifted left by s bits (right by −s) in 16-bit lanes. */
@@ -362,22 +378,151 @@ KX_INLINE __m512i zk_shift(__m512i v, int s)
     return s >= 0 ? _mm512_sll_epi16(v, _mm_cvtsi32_si128(s)) : _mm512_srl_epi16(v, _mm_cvtsi32_si128(-s));
 }
 
+/* The vpshufb table of a level format (its 16 levels + 128); zero otherwise. */
+KX_INLINE __m512i zk_lut(const plume_rpk_fmt f)
+{
+    if (!f.lv)
+        return _mm512_setzero_si512();
+    int8_t l[16];
+    for (int i = 0; i < 16; i++)
+        l[i] = (int8_t)(f.lv[i] + 128);
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)l));
+}
+
+/* The integer correction of a format's Σ u·q: −128 for the level formats
+ * (their looked-up bytes are level + 128), else the format's corr. */
+KX_INLINE int zk_corr(const plume_rpk_fmt f) { return f.lv ? -128 : f.corr; }
+
+/* The 8 weight vectors of the block at b: W[g] = the unsigned bytes of
+ * weights 4g..4g+3 of the 16 rows, one row per 32-bit lane (u, or
+ * level[u] + 128). */
+KX_INLINE void zk_weights(const plume_rpk_fmt f, const uint8_t *b, __m512i lut, __m512i *W)
+{
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(3);
+    const __m512i hmask = _mm512_set1_epi8((char)(f.hi_bits == 2 ? 0x30 : 1 << f.lo_bits));
+    const size_t lob = plume_rpk_lo_bytes(f);
+    if (f.lo_bits == 4) {
+        for (int h = 0; h < 4; h++) {
+            const __m512i p = _mm512_loadu_si512(b + 64 * h);
+            W[h] = _mm512_and_si512(p, lo4);
+            W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
+        }
+    } else {
+        const __m512i S0 = _mm512_loadu_si512(b), S1 = _mm512_loadu_si512(b + 64);
+        for (int g = 0; g < 8; g++)
+            W[g] = _mm512_and_si512(zk_shift(g < 4 ? S0 : S1, -2 * (g & 3)), lo2);
+    }
+    if (f.hi_bits == 1) {
+        const __m512i H = _mm512_loadu_si512(b + lob);
+        for (int g = 0; g < 8; g++) /* W | (H shifted & mask) */
+            W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(H, f.lo_bits - g), hmask, 0xF8);
+    } else if (f.hi_bits == 2) {
+        const __m512i H0 = _mm512_loadu_si512(b + lob), H1 = _mm512_loadu_si512(b + lob + 64);
+        for (int g = 0; g < 8; g++)
+            W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(g < 4 ? H0 : H1, 4 - 2 * (g & 3)),
+                                             hmask, 0xF8);
+    }
+    if (f.lv)
+        for (int g = 0; g < 8; g++)
+            W[g] = _mm512_shuffle_epi8(lut, W[g]);
+}
+
+/* A block's 16 rows' float scales (repack_k.h): dd0 (and dd1, per 16), the
+ * min terms mm0 (and mm1); unused ones zero. */
+typedef struct zk_sc {
+    __m512 dd0, dd1, mm0, mm1;
+} zk_sc;
+
+/* The scales of the block at b, given its super-block's d and dmin (dsb,
+ * msb; K-quants only). */
+KX_INLINE zk_sc zk_scales(const plume_rpk_fmt f, const uint8_t *b, __m512 dsb, __m512 msb)
+{
+    const uint8_t *sc = b + plume_rpk_sc_off(f);
+    zk_sc s = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    switch (f.sk) {
+    case PLUME_SK_D16: s.dd0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)); break;
+    case PLUME_SK_DM16:
+        s.dd0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+        s.mm0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
+        break;
+    case PLUME_SK_K32M:
+        s.dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+        s.mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
+        break;
+    case PLUME_SK_K16:
+        s.dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+        s.dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
+        break;
+    case PLUME_SK_K16M: {
+        const __m512i x0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
+        const __m512i x1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)));
+        const __m512i m4 = _mm512_set1_epi32(15);
+        s.dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x0, m4)));
+        s.dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x1, m4)));
+        s.mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x0, 4)));
+        s.mm1 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x1, 4)));
+        break;
+    }
+    case PLUME_SK_E8: { /* plume_e8m0_half_to_fp32 on 16 lanes */
+        const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
+        const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+        s.dd0 = _mm512_castsi512_ps(_mm512_mask_sllv_epi32(
+            normal, _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), _mm512_set1_epi32(0x00200000), e));
+        break;
+    }
+    default: /* K32 */
+        s.dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
+        break;
+    }
+    return s;
+}
+
+/* The float steps of one block and token (record r), repack_k.h's list,
+ * in two independent chains: zk_fsteps the scaled integer sums, with i0
+ * the sum over the block's 32 weights, or with two scales over weights
+ * 0..15 and i1 over 16..31 (corrections included); zk_msteps the min
+ * terms. */
+KX_INLINE void zk_fsteps(const plume_rpk_fmt f, __m512i i0, __m512i i1, const zk_sc *s,
+                         const plume_q8_blk *r, __m512 *facc)
+{
+    const __m512 da = _mm512_set1_ps(r->d);
+    *facc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(s->dd0, da), *facc);
+    if (plume_rpk_two_scales(f))
+        *facc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(s->dd1, da), *facc);
+}
+
+KX_INLINE void zk_msteps(const plume_rpk_fmt f, const zk_sc *s, const plume_q8_blk *r, __m512 *macc)
+{
+    const int mk = plume_rpk_min_kind(f);
+    if (f.sk == PLUME_SK_DM16) {
+        *macc = _mm512_fmadd_ps(s->mm0, _mm512_set1_ps(r->s), *macc);
+    } else if (mk == 1) {
+        *macc = _mm512_fnmadd_ps(s->mm0, _mm512_set1_ps(r->s), *macc);
+    } else if (mk == 2) {
+        *macc = _mm512_fnmadd_ps(s->mm0, _mm512_set1_ps(r->s16[0]), *macc);
+        *macc = _mm512_fnmadd_ps(s->mm1, _mm512_set1_ps(r->s16[1]), *macc);
+    }
+}
+
+/* The super-block d and dmin of block j of group wg (K-quants), reloaded
+ * at each super-block's first block. */
+KX_INLINE void zk_super(const plume_rpk_fmt f, const uint8_t *wg, int64_t j, __m512 *dsb, __m512 *msb)
+{
+    if (f.ksuper && (j & 7) == 0) {
+        const uint8_t *rec = wg + plume_rpk_super_off(f, j);
+        *dsb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
+        if (f.dmin)
+            *msb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 32)));
+    }
+}
+
 KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
     const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
-    const size_t bb = plume_rpk_block_bytes(f), so = plume_rpk_sc_off(f), lob = plume_rpk_lo_bytes(f);
-    const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f);
-    const int corr = f.lv ? -128 : f.corr;
-    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(3);
-    const __m512i hmask = _mm512_set1_epi8((char)(f.hi_bits == 2 ? 0x30 : 1 << f.lo_bits));
-    __m512i lut = _mm512_setzero_si512();
-    if (f.lv) {
-        int8_t l[16];
-        for (int i = 0; i < 16; i++)
-            l[i] = (int8_t)(f.lv[i] + 128);
-        lut = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)l));
-    }
+    const size_t bb = plume_rpk_block_bytes(f);
+    const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f), corr = zk_corr(f);
+    const __m512i lut = zk_lut(f);
     __m512 facc[ZK_T], macc[ZK_T];
     for (int t = 0; t < T; t++) {
         facc[t] = _mm512_setzero_ps();
@@ -387,111 +532,27 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     for (int64_t j = 0; j < nb; j++) {
         const uint8_t *b = wg + plume_rpk_block_off(f, j);
         kx_prefetch_ahead(b, bb);
-        if (f.ksuper && (j & 7) == 0) {
-            const uint8_t *rec = wg + plume_rpk_super_off(f, j);
-            dsb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)rec));
-            if (f.dmin)
-                msb = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(rec + 32)));
-        }
+        zk_super(f, wg, j, &dsb, &msb);
         __m512i W[8];
-        if (f.lo_bits == 4) {
-            for (int h = 0; h < 4; h++) {
-                const __m512i p = _mm512_loadu_si512(b + 64 * h);
-                W[h] = _mm512_and_si512(p, lo4);
-                W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
-            }
-        } else {
-            const __m512i S0 = _mm512_loadu_si512(b), S1 = _mm512_loadu_si512(b + 64);
-            for (int g = 0; g < 8; g++)
-                W[g] = _mm512_and_si512(zk_shift(g < 4 ? S0 : S1, -2 * (g & 3)), lo2);
-        }
-        if (f.hi_bits == 1) {
-            const __m512i H = _mm512_loadu_si512(b + lob);
-            for (int g = 0; g < 8; g++) /* W | (H shifted & mask) */
-                W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(H, f.lo_bits - g), hmask, 0xF8);
-        } else if (f.hi_bits == 2) {
-            const __m512i H0 = _mm512_loadu_si512(b + lob), H1 = _mm512_loadu_si512(b + lob + 64);
-            for (int g = 0; g < 8; g++)
-                W[g] = _mm512_ternarylogic_epi32(W[g], zk_shift(g < 4 ? H0 : H1, 4 - 2 * (g & 3)),
-                                                 hmask, 0xF8);
-        }
-        if (f.lv)
-            for (int g = 0; g < 8; g++)
-                W[g] = _mm512_shuffle_epi8(lut, W[g]);
-        const uint8_t *sc = b + so;
-        __m512 dd0, dd1 = _mm512_setzero_ps(), mm0 = _mm512_setzero_ps(), mm1 = _mm512_setzero_ps();
-        switch (f.sk) {
-        case PLUME_SK_D16: dd0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc)); break;
-        case PLUME_SK_DM16:
-            dd0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
-            mm0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + 32)));
-            break;
-        case PLUME_SK_K32M:
-            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc))));
-            mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
-            break;
-        case PLUME_SK_K16:
-            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
-            dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)))));
-            break;
-        case PLUME_SK_K16M: {
-            const __m512i x0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
-            const __m512i x1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sc + 16)));
-            const __m512i m4 = _mm512_set1_epi32(15);
-            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x0, m4)));
-            dd1 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_and_si512(x1, m4)));
-            mm0 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x0, 4)));
-            mm1 = _mm512_mul_ps(msb, _mm512_cvtepi32_ps(_mm512_srli_epi32(x1, 4)));
-            break;
-        }
-        case PLUME_SK_E8: { /* plume_e8m0_half_to_fp32 on 16 lanes */
-            const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
-            const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-            dd0 = _mm512_castsi512_ps(_mm512_mask_sllv_epi32(
-                normal, _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), _mm512_set1_epi32(0x00200000), e));
-            break;
-        }
-        default: /* K32 */
-            dd0 = _mm512_mul_ps(dsb, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)sc))));
-            break;
-        }
+        zk_weights(f, b, lut, W);
+        const zk_sc s = zk_scales(f, b, dsb, msb);
         const plume_q8_blk *r = zr_recs(T, a, j, t0);
-        if (!two) { /* zr_tile's interleaved chains; the float steps below */
+        if (!two) { /* zr_tile's interleaved chains */
             __m512i I[ZK_T];
             zr_sums(T, I, W, r, corr);
             for (int t = 0; t < T; t++) {
-                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[t]),
-                                          _mm512_mul_ps(dd0, _mm512_set1_ps(r[t].d)), facc[t]);
-                if (f.sk == PLUME_SK_DM16)
-                    macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
-                else if (mk == 1)
-                    macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
+                zk_fsteps(f, I[t], I[t], &s, r + t, facc + t);
+                zk_msteps(f, &s, r + t, macc + t);
             }
             continue;
         }
         for (int t = 0; t < T; t++) {
-            const int8_t *q = r[t].q;
             const int32_t *is16 = r[t].isum16;
             __m512i i0 = corr ? _mm512_set1_epi32(corr * is16[0]) : _mm512_setzero_si512();
             __m512i i1 = corr ? _mm512_set1_epi32(corr * is16[1]) : _mm512_setzero_si512();
-            plume_x86_dot32_halves(&i0, &i1, W, q);
-            const __m512 da = _mm512_set1_ps(r[t].d);
-            if (two) {
-                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(dd0, da), facc[t]);
-                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(dd1, da), facc[t]);
-            } else {
-                facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)),
-                                          _mm512_mul_ps(dd0, da), facc[t]);
-            }
-            if (f.sk == PLUME_SK_DM16) {
-                macc[t] = _mm512_fmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
-            } else if (mk == 1) {
-                macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(r[t].s), macc[t]);
-            } else if (mk == 2) {
-                const float *s16 = r[t].s16;
-                macc[t] = _mm512_fnmadd_ps(mm0, _mm512_set1_ps(s16[0]), macc[t]);
-                macc[t] = _mm512_fnmadd_ps(mm1, _mm512_set1_ps(s16[1]), macc[t]);
-            }
+            plume_x86_dot32_halves(&i0, &i1, W, r[t].q);
+            zk_fsteps(f, i0, i1, &s, r + t, facc + t);
+            zk_msteps(f, &s, r + t, macc + t);
         }
     }
     for (int t = 0; t < T; t++) {
@@ -567,253 +628,25 @@ static double int8_peak(long iters)
     return 2.0 * 64.0 * 12.0 * (double)iters;
 }
 
-/* The table of this file's level: its Q4_0 and Q8_0 repacked matmuls, and
- * its int8 peak (the amx level differs from avx512 in those). */
-#define Z_TABLE(lvl, mm_r_q4_0, mm_r_q8_0, i8_peak)                                           \
+/* The table of a level of this file: its repacked matmuls (the 13 mm_r
+ * entries, PLUME_KR_* order) and its int8 peak; the rest is avx512's. */
+#define Z_TABLE(lvl, i8_peak, ...)                                                            \
     {                                                                                         \
         .level = (lvl), .mm_q = {z_mm_q4_0, z_mm_q4_1, z_mm_q8_0, z_mm_q4_k, z_mm_q6_k},      \
-        .mm_r = {mm_r_q4_0,    zr_mm_q4_1,   mm_r_q8_0,    zk_mm_q5_0,   zk_mm_q5_1,           \
-                 zk_mm_iq4_nl, zk_mm_q4_k,   zk_mm_q5_k,   zk_mm_q6_k,   zk_mm_q2_k,           \
-                 zk_mm_q3_k,   zk_mm_iq4_xs, zk_mm_mxfp4},                                     \
-        KX_SHARED_KERNELS, .fma_peak = fma_peak, .int8_peak = (i8_peak),                      \
+        .mm_r = {__VA_ARGS__}, KX_SHARED_KERNELS, .fma_peak = fma_peak, .int8_peak = (i8_peak), \
     }
 
-static const plume_kernels K = Z_TABLE(PLUME_CPU_AVX512, zr_mm_q4_0, zr_mm_q8_0, int8_peak);
+static const plume_kernels K =
+    Z_TABLE(PLUME_CPU_AVX512, int8_peak, zr_mm_q4_0, zr_mm_q4_1, zr_mm_q8_0, zk_mm_q5_0, zk_mm_q5_1,
+            zk_mm_iq4_nl, zk_mm_q4_k, zk_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, zk_mm_iq4_xs,
+            zk_mm_mxfp4);
 
 #if PLUME_X86_HAVE_AMX_TARGET
-
-/* ---- AMX-INT8: the amx level ----
- * The repacked Q4_0 and Q8_0 layouts (repack.h) are already what a tile
- * multiply takes as its second operand B (K/4 rows of 16 weight rows × 4
- * bytes: a block's 8 slices), and a tile of tokens' block records (64
- * bytes apart, the values first) is its first operand A (16 tokens × 32
- * bytes).  So per block, group of 16 rows and tile of 16 tokens: one
- * tdpbssd / tdpbsud (K = 32) gives the block's 256 integer sums, stored and
- * read back a token at a time as the same 16-lane vector I[t] that
- * zr_tile computes with 8 vpdpbusd, then zr_tile's float steps, in the same
- * order (convert, × dw·d_t, one FMA per block).  Integer sums are exact, so
- * every token's result has zr_tile's bits: tiles and tails, one token or
- * many, this level or avx512.  Q4_0's nibbles are unpacked to n − 8 (signed,
- * so the −8·Σq correction is in the product); Q8_0's stored v + 128 bytes
- * are used as they are (unsigned) and corrected by −128·Σq per token.
- * Fewer than 16 tokens, and the tail of a call, run zr_mm. */
-#define AM_T 16
-
-/* The tile configuration (palette 1): C0 .. C3 16 × 16 int32 sums (four
- * blocks in flight); A0, A1 16 tokens × 32 bytes; B0, B1 8 rows × 64 bytes
- * (one block's slices). */
-#define AM_C0 0 /* literals: the tile intrinsics paste their number into the asm */
-#define AM_C1 1
-#define AM_C2 2
-#define AM_C3 3
-#define AM_A0 4
-#define AM_A1 5
-#define AM_B0 6
-#define AM_B1 7
-typedef struct am_cfg {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} am_cfg;
-
-/* ldtilecfg of c.  GCC's builtin does not tell the optimizer that it reads
- * the 64 bytes, which then drops the stores that fill them: the asm's
- * memory operand keeps them. */
-KX_INLINE void am_load_config(const am_cfg *c)
-{
-    __asm__ volatile("ldtilecfg %0" : : "m"(*c));
-}
-
-static void am_configure(void)
-{
-    _Alignas(64) am_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = AM_C0; t <= AM_C3; t++) {
-        c.rows[t] = AM_T;
-        c.colsb[t] = 64;
-    }
-    for (int t = AM_A0; t <= AM_A1; t++) {
-        c.rows[t] = AM_T;
-        c.colsb[t] = 32;
-    }
-    for (int t = AM_B0; t <= AM_B1; t++) {
-        c.rows[t] = 8;
-        c.colsb[t] = 64;
-    }
-    am_load_config(&c);
-}
-
-/* The B operands of a group's blocks j0 .. j0+n-1 (n <= AM_KB) for
- * Q4_0: unpacked to signed n − 8 into buf, 512 bytes a block (slice h's
- * low nibbles are rows h, its high ones rows 4 + h, as zr_tile's W); once
- * per group and chunk of blocks, for all the call's token tiles. */
-KX_INLINE void am_unpack_q4_0(const uint8_t *wg, int64_t j0, int64_t n, uint8_t *buf)
-{
-    const size_t bb = plume_rp_block_bytes(PLUME_KR_Q4_0);
-    const __m512i lo4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-    for (int64_t j = 0; j < n; j++) {
-        const uint8_t *b = wg + (size_t)(j0 + j) * bb;
-        kx_prefetch_ahead(b, bb);
-        uint8_t *o = buf + 512 * (size_t)j;
-        for (int h = 0; h < 4; h++) {
-            const __m512i p = _mm512_loadu_si512(b + 64 * h);
-            _mm512_store_si512(o + 64 * h, _mm512_sub_epi8(_mm512_and_si512(p, lo4), eight));
-            _mm512_store_si512(o + 64 * (h + 4), _mm512_sub_epi8(
-                                                     _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4), eight));
-        }
-    }
-}
-
-/* facc[t] += convert(I[t]) × (dw · d_t) for the tile's 16 tokens, with
- * I[t] the int32 row t of the stored sums c (plus −128·Σq for Q8_0): zr_tile's
- * float steps of one block. */
-KX_INLINE void am_fold(const int kr, __m512 *facc, const int32_t *c, const uint8_t *b,
-                       const plume_q8_blk *r)
-{
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + plume_rp_d_off(kr))));
-    for (int t = 0; t < AM_T; t++) {
-        __m512i I = _mm512_load_si512(c + 16 * t);
-        if (kr == PLUME_KR_Q8_0)
-            I = _mm512_add_epi32(I, _mm512_set1_epi32(-128 * r[t].isum));
-        const __m512 sc = _mm512_mul_ps(dw, _mm512_set1_ps(r[t].d));
-        facc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I), sc, facc[t]);
-    }
-}
-
-/* One block's tile multiply into sums buffer c: A = the records r (16
- * tokens, 64 bytes apart), B = the weight operand w.  The tile numbers are
- * immediates: blocks take C0 .. C3 in turn and A0/B0, A1/B1 alternately. */
-#define AM_MUL(kr, C, A, B, r, w, c)                       \
-    do {                                                   \
-        _tile_loadd(B, (w), 64);                           \
-        _tile_loadd(A, (r)->q, sizeof(plume_q8_blk));      \
-        _tile_zero(C);                                     \
-        if ((kr) == PLUME_KR_Q4_0)                         \
-            _tile_dpbssd(C, A, B);                         \
-        else                                               \
-            _tile_dpbsud(C, A, B);                         \
-        _tile_stored(C, (c), 64);                          \
-    } while (0)
-
-/* Blocks in flight: block j's multiply is issued AM_LAG blocks before its
- * float steps, so that the multiply's latency and the sums' trip through
- * memory overlap other blocks' work. */
-#define AM_LAG 2
-
-/* Blocks per chunk of a group's K: Q4_0's unpacked operands of a chunk
- * (AM_KB × 512 bytes) stay in L1 while the call's token tiles pass over
- * them. */
-#define AM_KB 64
-
-/* Tokens t0 .. t0+15 of one group of 16 rows (wg), blocks j0 .. j0+n-1: the
- * B operand of block j0+i at wop + i·wstride; the sums continue from y
- * (first: from zero) and are stored to y's rows under mask. */
-KX_INLINE void am_tile(const int kr, const uint8_t *wg, int64_t j0, int64_t n, const uint8_t *wop,
-                       size_t wstride, const plume_q8_act *a, int t0, float *y, int64_t ldy,
-                       __mmask16 mask, bool first)
-{
-    const size_t bb = plume_rp_block_bytes(kr);
-    _Alignas(64) int32_t c[4][AM_T * 16];
-    __m512 facc[AM_T];
-    for (int t = 0; t < AM_T; t++)
-        facc[t] = first ? _mm512_setzero_ps()
-                        : _mm512_maskz_loadu_ps(mask, y + (size_t)(t0 + t) * ldy);
-    const size_t ldb = (size_t)a->ldb;
-    const plume_q8_blk *r0 = a->blk + (size_t)j0 * ldb + (size_t)t0;
-    const uint8_t *b0 = wg + (size_t)j0 * bb;
-    for (int64_t j = 0; j < n + AM_LAG; j++) {
-        if (j < n) {
-            const plume_q8_blk *r = r0 + (size_t)j * ldb;
-            const uint8_t *w = wop + (size_t)j * wstride;
-            _mm_prefetch((const char *)(r + 4 * ldb), _MM_HINT_T0);
-            switch (j & 3) {
-            case 0: AM_MUL(kr, AM_C0, AM_A0, AM_B0, r, w, c[0]); break;
-            case 1: AM_MUL(kr, AM_C1, AM_A1, AM_B1, r, w, c[1]); break;
-            case 2: AM_MUL(kr, AM_C2, AM_A0, AM_B0, r, w, c[2]); break;
-            default: AM_MUL(kr, AM_C3, AM_A1, AM_B1, r, w, c[3]); break;
-            }
-        }
-        if (j >= AM_LAG) {
-            const int64_t f = j - AM_LAG;
-            am_fold(kr, facc, c[f & 3], b0 + (size_t)f * bb, r0 + (size_t)f * ldb);
-        }
-    }
-    for (int t = 0; t < AM_T; t++)
-        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy, mask, facc[t]);
-}
-
-/* Tokens from which a call runs on tiles: Q4_0's unpacking pays off from
- * two token tiles on (`bench_mm_r amx 16`: Q4_0 on tiles ran at 91-166
- * Gweights/s against 173-175 with vpdpbusd; at 32 tokens 156-216 against
- * 143-175); Q8_0's operands need no unpacking. */
-#define AM_MIN_TOK(kr) ((kr) == PLUME_KR_Q4_0 ? 2 * AM_T : AM_T)
-
-KX_INLINE void am_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
-                     int n_tok, float *y, int64_t ldy)
-{
-    const int n_full = n_tok >= AM_MIN_TOK(kr) ? n_tok / AM_T * AM_T : 0;
-    if (n_full > 0) {
-        const int64_t nb = a->K / 32;
-        const size_t gb = plume_rp_group_bytes(kr, nb), bb = plume_rp_block_bytes(kr);
-        _Alignas(64) uint8_t buf[AM_KB * 512]; /* Q4_0 only */
-        am_configure();
-        const uint8_t *wg = w;
-        for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, wg += gb) {
-            const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
-            const __mmask16 mask = (__mmask16)((1u << nr) - 1);
-            for (int64_t j0 = 0; j0 < nb; j0 += AM_KB) {
-                const int64_t n = nb - j0 < AM_KB ? nb - j0 : AM_KB;
-                const uint8_t *wop = wg + (size_t)j0 * bb;
-                size_t wstride = bb;
-                if (kr == PLUME_KR_Q4_0) {
-                    am_unpack_q4_0(wg, j0, n, buf);
-                    wop = buf;
-                    wstride = 512;
-                }
-                for (int t = 0; t < n_full; t += AM_T)
-                    am_tile(kr, wg, j0, n, wop, wstride, a, t, y + g0, ldy, mask, j0 == 0);
-            }
-        }
-        _tile_release();
-    }
-    if (n_full < n_tok) {
-        plume_q8_act rest = *a;
-        rest.blk += n_full; /* zr_tile reads the records only */
-        zr_mm(kr, w, n_rows, &rest, n_tok - n_full, y + (size_t)n_full * (size_t)ldy, ldy);
-    }
-}
-
-PLUME_MM_R_ENTRY(am_mm_q4_0, am_mm, PLUME_KR_Q4_0)
-PLUME_MM_R_ENTRY(am_mm_q8_0, am_mm, PLUME_KR_Q8_0)
-
-/* The amx level's int8 peak, the machine's: four independent chains of
- * full tile multiplies (16 × 16 × 64 products each) on two A and two B
- * tiles of zeros.  iters / 16 multiplies per chain, so that a call takes
- * about as long as the vpdpbusd loop's. */
-static double amx_int8_peak(long iters)
-{
-    _Alignas(64) am_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        c.rows[t] = 16;
-        c.colsb[t] = 64;
-    }
-    am_load_config(&c); /* which zeroes every tile */
-    iters = iters / 16 > 0 ? iters / 16 : 1;
-    for (long it = 0; it < iters; it++) {
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-    }
-    _tile_release();
-    return 2.0 * 16.0 * 16.0 * 64.0 * 4.0 * (double)iters;
-}
-
-static const plume_kernels K_AMX = Z_TABLE(PLUME_CPU_AMX, am_mm_q4_0, am_mm_q8_0, amx_int8_peak);
+#include "backend/cpu/kernels_amx.h"
+static const plume_kernels K_AMX =
+    Z_TABLE(PLUME_CPU_AMX, amx_int8_peak, am_mm_q4_0, am_mm_q4_1, am_mm_q8_0, am_mm_q5_0, am_mm_q5_1,
+            am_mm_iq4_nl, am_mm_q4_k, am_mm_q5_k, zk_mm_q6_k, zk_mm_q2_k, zk_mm_q3_k, am_mm_iq4_xs,
+            am_mm_mxfp4);
 #endif
 
 PLUME_X86_TARGET_END
