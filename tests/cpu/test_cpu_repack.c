@@ -333,14 +333,14 @@ static void test_batch_invariance(void **state)
  * whether the token is alone or in a call of n tokens for every n that
  * gives a different tiling (full tiles, ragged tails of 1..5, the 1-2 and
  * 3+ token paths of the avx512 level, the amx level's tiles of 16 with and
- * without a tail, its passes of 64 tokens and its chunks of 32 blocks, the
+ * without a tail, its passes of 256 tokens and its chunks of 32 blocks, the
  * last one short), at every level and type; and the amx level's bits are
  * the avx512 level's. */
 static void test_tile_invariance(void **state)
 {
     (void)state;
-    enum { NT = 100, NR = 37 };
-    const int batches[] = {2, 3, 4, 7, 9, 14, 16, 100};
+    enum { NT = 276, NR = 37 }; /* 276: the amx level's passes of 256 tokens, then one tile and a tail */
+    const int batches[] = {2, 3, 4, 7, 9, 14, 16, 48, 276};
     for (size_t ti = 0; ti < N_RP; ti++) {
         const uint32_t type = RP_TYPES[ti];
         /* 40 or 41 blocks: two of the amx level's chunks, the second short */

@@ -26,7 +26,8 @@
  * their avx512 kernels.
  *
  * Per group of 16 rows, pass of up to AM_TB tokens and chunk of AM_KB
- * blocks, the blocks are unpacked once for the pass's token tiles (Q8_0's
+ * blocks, the blocks are unpacked once for the pass's token tiles (a
+ * second pass over a 96-token call, unpacking again, cost Q4_K 14%) (Q8_0's
  * bytes are used in place): the nibbles, the higher bits merged in and the
  * levels looked up, and for the repack_k.h formats their float scales.  The
  * float sums continue from chunk to chunk in y, the min terms in a scratch
@@ -37,7 +38,7 @@
 #define PLUME_CPU_KERNELS_AMX_H
 
 #define AM_T 16   /* tokens per tile */
-#define AM_TB 64  /* tokens per pass over a group's unpacked chunks */
+#define AM_TB 256 /* tokens per pass over a group's unpacked chunks: a call's all (matmul.c gives 48-96 at K >= 2048) */
 #define AM_KB 32  /* blocks per chunk (a multiple of 8: whole super-blocks) */
 
 /* The tile configuration (palette 1): C0 .. C3 16 × 16 int32 sums (four
