@@ -449,14 +449,24 @@ plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0)
 
 /* Tokens per repacked kernel call for n_tok tokens of K values:
  * MR_TOKEN_BLOCK_BYTES of their block records, a multiple of 12 (whole
- * tiles of 2, 3, 4 or 6 tokens; 48 at the amx level, whose tiles are 16),
- * all n_tok when they fit (96 tokens at K =
- * 2048, 24 at 8192; 192 KiB and 768 KiB were no better, 2026-12-05). */
+ * tiles of 2, 3, 4 or 6 tokens), all n_tok when they fit (96 tokens at K =
+ * 2048, 24 at 8192; 192 KiB and 768 KiB were no better, 2026-12-05).  At
+ * the amx level twice the bytes, in multiples of 48 (3 tiles of 16) up to
+ * 96: each call unpacks its weight blocks once for all its tokens, and a
+ * Q4_K call ran 14% faster at 96 tokens than at 48 (`bench_mm_r amx`, K =
+ * 4096).  So at K = 4096 a call takes 96 tokens, not 48: an 8B Q4_K_M
+ * 512-token prefill went 30.2-36.8 → 34.9-38.5 tok/s (7 alternating
+ * pairs, each 1.04-1.28x, 2026-12-06).  More did not help: 1.5 MiB of
+ * records ran the 8B slower, and 192 tokens at K = 2048 ran a 1B Q4_K_M
+ * no faster than 96. */
 static int mr_token_block(const plume_kernels *k, int n_tok, int64_t K)
 {
     const size_t per_tok = sizeof(plume_q8_blk) * (size_t)(K / 32);
-    const int64_t unit = k->level == PLUME_CPU_AMX ? 48 : 12;
-    int64_t tb = (int64_t)(MR_TOKEN_BLOCK_BYTES / per_tok) / unit * unit;
+    const bool amx = k->level == PLUME_CPU_AMX;
+    const int64_t unit = amx ? 48 : 12;
+    int64_t tb = (int64_t)((amx ? 2 : 1) * MR_TOKEN_BLOCK_BYTES / per_tok) / unit * unit;
+    if (amx && tb > 2 * unit)
+        tb = 2 * unit;
     if (tb < unit)
         tb = unit;
     return tb >= n_tok ? n_tok : (int)tb;
