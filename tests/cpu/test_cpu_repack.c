@@ -255,8 +255,9 @@ static void test_matmul_w_vs_dequant(void **state)
 
 /* The same bits for one (row, token) whatever the batch, threads, chunking
  * and whether the activations are shared with other matmuls.  At K = 8192
- * a matmul of the 64 tokens runs its kernels on blocks of 24 of them
- * (matmul.c: MR_TOKEN_BLOCK_BYTES), at the smaller K on all at once. */
+ * a matmul of the 64 tokens runs its kernels on blocks of 24 of them (48
+ * at the amx level; matmul.c: mr_token_block), at the smaller K on all at
+ * once. */
 static void test_batch_invariance(void **state)
 {
     (void)state;
@@ -373,7 +374,11 @@ static void test_tile_invariance(void **state)
                 k->mm_r[pw.kr](pw.packed, NR, &one, 1, ref + tk * NR, NR);
             }
             /* the amx level is the avx512 level's arithmetic on other
-             * units: the same bits, tile or not */
+             * units: the same bits, tile or not.  A lone token runs the
+             * avx512 kernel at both levels, so this check holds by
+             * construction; the amx level's tiles are checked against
+             * these single tokens by the batch loop below, and so against
+             * the avx512 level. */
             if (k->level == PLUME_CPU_AVX512) {
                 memcpy(ref512, ref, sizeof(float) * NR * NT);
                 have512 = true;

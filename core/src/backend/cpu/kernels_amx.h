@@ -38,8 +38,10 @@
 #define PLUME_CPU_KERNELS_AMX_H
 
 #define AM_T 16   /* tokens per tile */
-#define AM_TB 256 /* tokens per pass over a group's unpacked chunks: a call's all (matmul.c gives 48-96 at K >= 2048) */
+#define AM_TB 256 /* tokens per pass over a group's unpacked chunks: a call's all (matmul.c gives at most 96) */
 #define AM_KB 32  /* blocks per chunk (a multiple of 8: whole super-blocks) */
+_Static_assert(AM_KB % 8 == 0, "a chunk starts a super-block (am_unpack's zk_super)");
+_Static_assert(AM_TB % AM_T == 0, "a pass is whole tiles");
 
 /* The tile configuration (palette 1): C0 .. C3 16 × 16 int32 sums (four
  * blocks in flight); A0, A1 16 tokens × 32 bytes; B0, B1 8 rows × 64 bytes

@@ -1,6 +1,7 @@
 /* The avx512 level (AVX-512 F/BW/DQ/VL + VNNI): integer matmul on 512-bit
  * vectors with vpdpbusd (below), and the amx level, the same table with
- * the repacked matmuls of many tokens on AMX-INT8 tiles (kernels_amx.h,
+ * the repacked matmuls of many tokens of the formats with one scale per 32
+ * weights on AMX-INT8 tiles (kernels_amx.h,
  * when the compiler knows them: GCC 11, clang 12 on); the float and
  * element-wise kernels are the shared 256-bit ones (kernels_x86.h) compiled for this target, which lets
  * them use 32 vector registers.  The peaks are measured on 512-bit
