@@ -120,18 +120,13 @@ KX_INLINE void am_unpack(const int kr, const uint8_t *wg, int64_t j0, int64_t n,
         return;
     }
     const size_t bb = plume_rp_block_bytes(kr);
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
     const __m512i off = kr == PLUME_KR_Q4_0 ? _mm512_set1_epi8(8) : _mm512_setzero_si512();
     for (int64_t j = 0; j < n; j++) {
         const uint8_t *b = wg + (size_t)(j0 + j) * bb;
         kx_prefetch_ahead(b, bb);
-        uint8_t *o = wbuf + 512 * (size_t)j;
-        for (int h = 0; h < 4; h++) {
-            const __m512i p = _mm512_loadu_si512(b + 64 * h);
-            _mm512_store_si512(o + 64 * h, _mm512_sub_epi8(_mm512_and_si512(p, lo4), off));
-            _mm512_store_si512(o + 64 * (h + 4),
-                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(p, 4), lo4), off));
-        }
+        zr_nibbles(b, W);
+        for (int g = 0; g < 8; g++)
+            _mm512_store_si512(wbuf + 512 * (size_t)j + 64 * g, _mm512_sub_epi8(W[g], off));
     }
 }
 

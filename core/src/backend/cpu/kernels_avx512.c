@@ -303,6 +303,19 @@ KX_INLINE const plume_q8_blk *zr_recs(const int T, const plume_q8_act *a, int64_
     return r;
 }
 
+/* The 8 weight vectors of a 4-bit block at b (4 slices of 64 bytes, the
+ * low nibbles weights 4h.., the high ones 16 + 4h..): W[h] and W[h + 4]
+ * the nibbles of slice h, one row per 32-bit lane. */
+KX_INLINE void zr_nibbles(const uint8_t *b, __m512i *W)
+{
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    for (int h = 0; h < 4; h++) {
+        const __m512i p = _mm512_loadu_si512(b + 64 * h);
+        W[h] = _mm512_and_si512(p, lo4);
+        W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
+    }
+}
+
 /* The float steps of one block and token (record r) of the repack.h
  * formats, in two independent chains: facc += convert(I) × (dw · d), and
  * Q4_1's min term macc += mw · s (shared with the amx level's tiles,
@@ -323,7 +336,6 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
 {
     const size_t bb = plume_rp_block_bytes(kr), doff = plume_rp_d_off(kr);
     const int32_t corr = plume_rp_corr(kr);
-    const __m512i lo4 = _mm512_set1_epi8(0x0F);
     __m512 facc[ZR_T], macc[ZR_T];
     for (int t = 0; t < T; t++) {
         facc[t] = _mm512_setzero_ps();
@@ -337,11 +349,7 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
             for (int g = 0; g < 8; g++)
                 W[g] = _mm512_loadu_si512(b + 64 * g);
         } else {
-            for (int h = 0; h < 4; h++) {
-                const __m512i p = _mm512_loadu_si512(b + 64 * h);
-                W[h] = _mm512_and_si512(p, lo4);
-                W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
-            }
+            zr_nibbles(b, W);
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff)));
         const __m512 mw = kr == PLUME_KR_Q4_1
@@ -399,15 +407,11 @@ KX_INLINE int zk_corr(const plume_rpk_fmt f) { return f.lv ? -128 : f.corr; }
  * level[u] + 128). */
 KX_INLINE void zk_weights(const plume_rpk_fmt f, const uint8_t *b, __m512i lut, __m512i *W)
 {
-    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(3);
+    const __m512i lo2 = _mm512_set1_epi8(3);
     const __m512i hmask = _mm512_set1_epi8((char)(f.hi_bits == 2 ? 0x30 : 1 << f.lo_bits));
     const size_t lob = plume_rpk_lo_bytes(f);
     if (f.lo_bits == 4) {
-        for (int h = 0; h < 4; h++) {
-            const __m512i p = _mm512_loadu_si512(b + 64 * h);
-            W[h] = _mm512_and_si512(p, lo4);
-            W[h + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), lo4);
-        }
+        zr_nibbles(b, W);
     } else {
         const __m512i S0 = _mm512_loadu_si512(b), S1 = _mm512_loadu_si512(b + 64);
         for (int g = 0; g < 8; g++)
