@@ -32,9 +32,11 @@ for kv in ["f32", "f16", "int8"]:
     for r in out["rows"]:
         check(r["decode_tok_s"] > 0 and r["decode_roofline_tok_s"] > 0, r)
         if r["depth"] == 0:
-            check(r["prefill_tok_s"] is None and r["prefill_pct"] is None, r)
+            check(r["prefill_tok_s"] is None and r["prefill_pct"] is None
+                  and r["prefill_vec_pct"] is None, r)
         else:
             check(r["prefill_tok_s"] > 0 and r["prefill_roofline_tok_s"] > 0, r)
+            check(r["prefill_vec_pct"] >= r["prefill_pct"] > 0, r)
     kvb[kv] = out["kv_bytes_per_token"]
     print(kv, out["rows"])
 check(kvb["f32"] == 2 * kvb["f16"] and kvb["f16"] / 2 < kvb["int8"] < kvb["f16"], kvb)

@@ -218,6 +218,15 @@ def main():
                 out = json.loads(p.stdout)
                 dec = out["decode"]["tok_s"] if bench[0] == "roofline" else out["rows"][0]["decode_tok_s"]
                 check(dec > 0, "bench %s on dummy weights: decode %s" % (bench[0], dec))
+                # Q4_0: the int8 roofline; its % against the vpdpbusd peak is the same below
+                # the amx level and larger at it (the tiles' peak is higher)
+                pre = out["prefill"] if bench[0] == "roofline" else out["rows"][0]
+                pct, vec = ((pre["roofline_pct"], pre["vec_roofline_pct"]) if bench[0] == "roofline"
+                            else (pre["prefill_pct"], pre["prefill_vec_pct"]))
+                lvl = out["machine"]["level"]
+                check(pct > 0 and (vec > pct if lvl == "amx" else vec == pct),
+                      "bench %s at %s: prefill %s%% of the roofline, %s%% of the dot one"
+                      % (bench[0], lvl, pct, vec))
             p = subprocess.run([PLUME, "bench"] + bench + ["--model", cdir, "--reps", "1",
                                                            "--dummy-dtype", "Q4_0"],
                                capture_output=True, text=True)

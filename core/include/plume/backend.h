@@ -167,6 +167,10 @@ typedef enum plume_microbench {
     PLUME_MB_F16_TFLOPS = 1, /* dense f16 matrix multiply, f32 accumulation, TFLOP/s */
     PLUME_MB_F32_GFLOPS = 2, /* peak f32 fused multiply-add rate, GFLOP/s (2 per FMA) */
     PLUME_MB_INT8_GOPS = 3,  /* peak int8 dot-product rate, GOP/s (2 per multiply-add) */
+    /* The peak int8 rate of the vector dot-product instructions alone, GOP/s:
+     * on a CPU whose fastest int8 path is a matrix unit (AMX tiles), its
+     * vector units' rate (vpdpbusd); elsewhere the same as PLUME_MB_INT8_GOPS. */
+    PLUME_MB_INT8_VEC_GOPS = 4,
 } plume_microbench;
 
 /* What device_info tells a plugin kernel about the backend's device. */

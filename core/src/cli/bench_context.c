@@ -32,7 +32,8 @@ static const char help[] =
     "           f32 peak), P the parameters every token multiplies by (all but\n"
     "           the token embedding and the output head, which runs for the last\n"
     "           position only)\n"
-    "and each as a percentage of its roofline.  Bandwidth and peaks are measured\n"
+    "and each as a percentage of its roofline (at the amx level prefill also\n"
+    "against the vpdpbusd int8 peak).  Bandwidth and peaks are measured\n"
     "first as `plume bench roofline` does.  Each figure is the median of --reps.\n"
     "\n"
     "options:\n"
@@ -50,7 +51,9 @@ static const char help[] =
     "  --json            one JSON object: {machine, model, kv_dtype,\n"
     "                    kv_bytes_per_token, steps, batch, rows: [{depth, decode_tok_s,\n"
     "                    decode_roofline_tok_s, decode_pct, prefill_tok_s,\n"
-    "                    prefill_roofline_tok_s, prefill_pct}]} (prefill null at 0)\n";
+    "                    prefill_roofline_tok_s, prefill_pct, prefill_vec_pct}]}\n"
+    "                    (prefill null at 0; vec: the roofline with the vpdpbusd\n"
+    "                    int8 peak, which differs from the level's at amx only)\n";
 
 #define MAX_DEPTHS 32
 #define MAX_BATCH 256
@@ -66,7 +69,7 @@ typedef struct ctx_opts {
 
 typedef struct ctx_row {
     int depth;
-    double dec, dec_roof, pre, pre_roof;
+    double dec, dec_roof, pre, pre_roof, pre_roof_vec; /* vec: against the vpdpbusd peak */
 } ctx_row;
 
 static int run_tokens(plume_seq_runner *r, int64_t seq, const int32_t *tokens, int n,
@@ -193,7 +196,9 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     plume_model_attn_shape(m, &n_layer, &n_head, &n_head_kv, &hd);
     const double wbytes = (double)plume_model_weight_bytes(m);
     const double params = (double)plume_model_n_params(m);
-    const double lin_peak = wbytes < 2.0 * params ? mach->i8 : mach->f32;
+    const bool int8_roof = wbytes < 2.0 * params;
+    const double lin_peak = int8_roof ? mach->i8 : mach->f32;
+    const double lin_peak_vec = int8_roof ? mach->i8vec : mach->f32;
     /* per prompt token: the layers' products (the head runs for the last
      * token only: one token's worth, left out) */
     const double tok_params = (double)plume_model_n_params_per_token(m);
@@ -232,6 +237,8 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
                         ((double)plume_model_decode_bytes(m) + (double)o->batch * (double)kvb * mean_depth);
         const double attn_flops = 4.0 * n_layer * n_head * hd * 0.5 * (double)d * (d + 1.0);
         row->pre_roof = d > 0 ? d / (2.0 * tok_params * d / lin_peak + attn_flops / mach->f32) : 0;
+        row->pre_roof_vec =
+            d > 0 ? d / (2.0 * tok_params * d / lin_peak_vec + attn_flops / mach->f32) : 0;
     }
     if (rc)
         fprintf(stderr, "plume bench context: %s\n", err.msg);
@@ -256,16 +263,20 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
             json_t *pre = r->depth > 0 ? json_real(r->pre) : json_null();
             json_t *pre_roof = r->depth > 0 ? json_real(r->pre_roof) : json_null();
             json_t *pre_pct = r->depth > 0 ? json_real(100.0 * r->pre / r->pre_roof) : json_null();
+            json_t *pre_vec =
+                r->depth > 0 ? json_real(100.0 * r->pre / r->pre_roof_vec) : json_null();
             json_array_append_new(
-                arr, json_pack("{s:i,s:f,s:f,s:f,s:o,s:o,s:o}", "depth", r->depth, "decode_tok_s",
-                               r->dec, "decode_roofline_tok_s", r->dec_roof, "decode_pct",
-                               100.0 * r->dec / r->dec_roof, "prefill_tok_s", pre,
-                               "prefill_roofline_tok_s", pre_roof, "prefill_pct", pre_pct));
+                arr, json_pack("{s:i,s:f,s:f,s:f,s:o,s:o,s:o,s:o}", "depth", r->depth,
+                               "decode_tok_s", r->dec, "decode_roofline_tok_s", r->dec_roof,
+                               "decode_pct", 100.0 * r->dec / r->dec_roof, "prefill_tok_s", pre,
+                               "prefill_roofline_tok_s", pre_roof, "prefill_pct", pre_pct,
+                               "prefill_vec_pct", pre_vec));
         }
         json_t *root = json_pack(
-            "{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s},s:s,s:s,s:I,s:i,s:i,s:o}", "machine", "cpu", mach->cpu,
-            "threads", o->threads, "bandwidth_gbs", mach->bw / 1e9, "f32_gflops", mach->f32 / 1e9,
-            "int8_gops", mach->i8 / 1e9, "features", mach->feats, "level", mach->level, "model",
+            "{s:{s:s,s:i,s:f,s:f,s:f,s:f,s:s,s:s},s:s,s:s,s:I,s:i,s:i,s:o}", "machine", "cpu",
+            mach->cpu, "threads", o->threads, "bandwidth_gbs", mach->bw / 1e9, "f32_gflops",
+            mach->f32 / 1e9, "int8_gops", mach->i8 / 1e9, "int8_vec_gops", mach->i8vec / 1e9,
+            "features", mach->feats, "level", mach->level, "model",
             o->model, "kv_dtype", plume_kv_dtype_name(o->kv_dtype), "kv_bytes_per_token",
             (json_int_t)kvb, "steps", o->steps, "batch", o->batch, "rows", arr);
         char *s = json_dumps(root, JSON_COMPACT);
@@ -274,20 +285,28 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
         json_decref(root);
         return;
     }
-    printf("machine: %s, %d threads, level %s; %.1f GB/s, %.1f f32 GFLOP/s, %.1f int8 GOP/s\n",
+    const bool tiles = strcmp(mach->level, "amx") == 0;
+    printf("machine: %s, %d threads, level %s; %.1f GB/s, %.1f f32 GFLOP/s, %.1f int8 GOP/s",
            mach->cpu, o->threads, mach->level, mach->bw / 1e9, mach->f32 / 1e9, mach->i8 / 1e9);
+    if (tiles)
+        printf(" (tiles; vpdpbusd %.1f)", mach->i8vec / 1e9);
+    printf("\n");
     printf("kv cache %s: %lld bytes per token; decode %d steps of %d sequence%s, prefill in "
            "chunks of %d; medians of %d\n",
            plume_kv_dtype_name(o->kv_dtype), (long long)kvb, o->steps, o->batch,
            o->batch > 1 ? "s" : "", o->chunk, o->reps);
-    printf("%7s  %10s %10s %6s  %10s %10s %6s\n", "depth", "decode", "roofline", "%", "prefill",
-           "roofline", "%");
+    printf("%7s  %10s %10s %6s  %10s %10s %6s%s\n", "depth", "decode", "roofline", "%", "prefill",
+           "roofline", "%", tiles ? "  % of vpdpbusd roofline" : "");
     for (int i = 0; i < o->n_depths; i++) {
         const ctx_row *r = &rows[i];
         printf("%7d  %10.1f %10.1f %5.1f%%", r->depth, r->dec, r->dec_roof,
                100.0 * r->dec / r->dec_roof);
-        if (r->depth > 0)
-            printf("  %10.1f %10.1f %5.1f%%\n", r->pre, r->pre_roof, 100.0 * r->pre / r->pre_roof);
+        if (r->depth > 0) {
+            printf("  %10.1f %10.1f %5.1f%%", r->pre, r->pre_roof, 100.0 * r->pre / r->pre_roof);
+            if (tiles)
+                printf("  %22.1f%%", 100.0 * r->pre / r->pre_roof_vec);
+            printf("\n");
+        }
         else
             printf("  %10s %10s %6s\n", "-", "-", "-");
     }

@@ -34,9 +34,11 @@ int cmd_router(int argc, char **argv);
 
 /* This machine as plume bench measures it with the active kernels on
  * `threads` threads (medians of reps runs): streaming read bandwidth
- * (bytes/s), peak f32 FMA and int8 dot-product rates (operations/s). */
+ * (bytes/s), peak f32 FMA and int8 dot-product rates (operations/s); i8 is
+ * the active level's (AMX tiles at the amx level), i8vec its vector units'
+ * (vpdpbusd; the same as i8 at the other levels). */
 typedef struct bench_machine {
-    double bw, f32, i8;
+    double bw, f32, i8, i8vec;
     char cpu[256], feats[256];
     const char *level;
 } bench_machine;

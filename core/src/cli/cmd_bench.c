@@ -21,9 +21,11 @@ static const char help[] =
     "machine's streaming read bandwidth (all threads, a 1 GiB buffer, far larger\n"
     "than the last-level cache), peak f32 FMA rate and peak int8 dot-product rate\n"
     "(AMX-INT8 tile multiplies at the amx level, 512-bit vpdpbusd at avx512,\n"
-    "vpmaddubsw+vpmaddwd at avx2, plain C at scalar).  With --model it then runs, through the public API, one sequence on\n"
-    "a sequence runner with the engine's defaults (an f16 KV cache, up to 512\n"
-    "positions per forward pass: what plume generate and plume serve use):\n"
+    "vpmaddubsw+vpmaddwd at avx2, plain C at scalar; at the amx level also the\n"
+    "vpdpbusd peak, its vector units').  With --model it then runs, through the\n"
+    "public API, one sequence on a sequence runner with the engine's defaults\n"
+    "(an f16 KV cache, up to 512 positions per forward pass: what plume generate\n"
+    "and plume serve use):\n"
     "  decode:  a 32-token prompt, then 128 single-token steps (batch 1, greedy);\n"
     "           tokens/s of those 128 steps, and the roofline\n"
     "           bandwidth / weight bytes (every weight read once per token; of a\n"
@@ -33,7 +35,8 @@ static const char help[] =
     "           (below 2 bytes per parameter), else the f32 peak; P counts the\n"
     "           parameters every token multiplies by: all but the token embedding\n"
     "           and the output head (which prefill runs for the last position only),\n"
-    "           and of a mixture of experts only the routed experts\n"
+    "           and of a mixture of experts only the routed experts; at the amx\n"
+    "           level also against the vpdpbusd peak\n"
     "Each figure is the median of --reps repetitions.  The kernel level follows\n"
     "PLUME_CPU_FEATURES (scalar|avx2|avx512|amx; default: the best this CPU has).\n"
     "\n"
@@ -46,9 +49,10 @@ static const char help[] =
     "  --reps N       repetitions per measurement (default 5)\n"
     "  --threads N    worker threads (default: PLUME_THREADS, else physical cores)\n"
     "  --json         print {\"machine\": {cpu, threads, bandwidth_gbs, f32_gflops,\n"
-    "                 int8_gops, features, level}, \"decode\": {tok_s, roofline_pct},\n"
-    "                 \"prefill\": {tok_s, roofline_pct}} (decode/prefill null\n"
-    "                 without --model)\n"
+    "                 int8_gops, int8_vec_gops, features, level}, \"decode\":\n"
+    "                 {tok_s, roofline_pct}, \"prefill\": {tok_s, roofline_pct,\n"
+    "                 vec_roofline_pct}} (vec: against int8_vec_gops, the vpdpbusd\n"
+    "                 peak; decode/prefill null without --model)\n"
     "\n"
     "On a device backend (a pipeline whose backend measures its device, e.g.\n"
     "backend: cuda):\n"
@@ -208,12 +212,17 @@ int bench_machine_measure(int threads, int reps, bench_machine *out)
         vt->microbench(b, PLUME_MB_F32_GFLOPS, reps, &out->f32, &err) ||
         vt->microbench(b, PLUME_MB_INT8_GOPS, reps, &out->i8, &err))
         goto done;
+    out->level = plume_cpu_level_str(plume_cpu_active_level());
+    out->i8vec = out->i8; /* one peak below the amx level: not measured twice */
+    if (strcmp(out->level, "amx") == 0 &&
+        vt->microbench(b, PLUME_MB_INT8_VEC_GOPS, reps, &out->i8vec, &err))
+        goto done;
     out->bw *= 1e9;
     out->f32 *= 1e9;
     out->i8 *= 1e9;
+    out->i8vec *= 1e9;
     cpu_name(out->cpu, sizeof out->cpu);
     plume_cpu_features_string(out->feats, sizeof out->feats);
-    out->level = plume_cpu_level_str(plume_cpu_active_level());
     rc = 0;
 done:
     if (rc)
@@ -248,11 +257,11 @@ static int roofline(const bench_opts *o)
     plume_error err;
     if (bench_machine_measure(o->threads, o->reps, &mach))
         return 1;
-    const double bw = mach.bw, f32 = mach.f32, i8 = mach.i8;
+    const double bw = mach.bw, f32 = mach.f32, i8 = mach.i8, i8vec = mach.i8vec;
     const char *cpu = mach.cpu, *feats = mach.feats;
 
     model_result mr = {0};
-    double dec_roof = 0, pre_roof = 0;
+    double dec_roof = 0, pre_roof = 0, pre_roof_vec = 0;
     bool have_model = false, int8_roof = false;
     if (o->model) {
         plume_model *m;
@@ -278,7 +287,9 @@ static int roofline(const bench_opts *o)
             return 1;
         }
         dec_roof = bw / (double)plume_model_decode_bytes(m); /* a MoE: its active experts */
-        pre_roof = (int8_roof ? i8 : f32) / (2.0 * (double)plume_model_n_params_per_token(m));
+        const double ppt = 2.0 * (double)plume_model_n_params_per_token(m);
+        pre_roof = (int8_roof ? i8 : f32) / ppt;
+        pre_roof_vec = (int8_roof ? i8vec : f32) / ppt;
         have_model = true;
         plume_model_free(m);
         plume_registry_free(lreg); /* after the model: it holds the format's vtable */
@@ -286,17 +297,19 @@ static int roofline(const bench_opts *o)
 
     const char *level = mach.level;
     if (o->json) {
-        json_t *root = json_pack("{s:{s:s,s:i,s:f,s:f,s:f,s:s,s:s}}", "machine", "cpu", cpu,
+        json_t *root = json_pack("{s:{s:s,s:i,s:f,s:f,s:f,s:f,s:s,s:s}}", "machine", "cpu", cpu,
                                  "threads", o->threads, "bandwidth_gbs", bw / 1e9, "f32_gflops",
-                                 f32 / 1e9, "int8_gops", i8 / 1e9, "features", feats, "level",
-                                 level);
+                                 f32 / 1e9, "int8_gops", i8 / 1e9, "int8_vec_gops",
+                                 i8vec / 1e9, "features", feats, "level", level);
         if (have_model) {
             json_object_set_new(root, "decode",
                                 json_pack("{s:f,s:f}", "tok_s", mr.decode_tok_s, "roofline_pct",
                                           100.0 * mr.decode_tok_s / dec_roof));
             json_object_set_new(root, "prefill",
-                                json_pack("{s:f,s:f}", "tok_s", mr.prefill_tok_s, "roofline_pct",
-                                          100.0 * mr.prefill_tok_s / pre_roof));
+                                json_pack("{s:f,s:f,s:f}", "tok_s", mr.prefill_tok_s,
+                                          "roofline_pct", 100.0 * mr.prefill_tok_s / pre_roof,
+                                          "vec_roofline_pct",
+                                          100.0 * mr.prefill_tok_s / pre_roof_vec));
         } else {
             json_object_set_new(root, "decode", json_null());
             json_object_set_new(root, "prefill", json_null());
@@ -309,8 +322,10 @@ static int roofline(const bench_opts *o)
         printf("machine: %s, %d threads, level %s (%s)\n", cpu, o->threads, level, feats);
         printf("  read bandwidth   %8.1f GB/s\n", bw / 1e9);
         printf("  f32 FMA peak     %8.1f GFLOP/s\n", f32 / 1e9);
-        printf("  int8 %s peak   %8.1f GOP/s\n", strcmp(level, "amx") == 0 ? "tile" : "dot ",
-               i8 / 1e9);
+        const bool tiles = strcmp(level, "amx") == 0;
+        printf("  int8 %s peak   %8.1f GOP/s\n", tiles ? "tile" : "dot ", i8 / 1e9);
+        if (tiles)
+            printf("  int8 dot peak    %8.1f GOP/s (vpdpbusd)\n", i8vec / 1e9);
         if (have_model) {
             printf("decode  (batch 1, %d steps after a %d-token prompt): %8.1f tok/s = %5.1f%% of "
                    "%.1f tok/s (bandwidth / weight bytes)\n",
@@ -319,7 +334,11 @@ static int roofline(const bench_opts *o)
             printf("prefill (one %d-token prompt):                %8.1f tok/s = %5.1f%% of "
                    "%.1f tok/s (%s peak / 2 x per-token parameters)\n",
                    PREFILL_TOKENS, mr.prefill_tok_s, 100.0 * mr.prefill_tok_s / pre_roof,
-                   pre_roof, int8_roof ? "int8" : "f32");
+                   pre_roof, int8_roof ? (tiles ? "int8 tile" : "int8") : "f32");
+            if (tiles && int8_roof)
+                printf("        %5.1f%% of %.1f tok/s (int8 dot peak / 2 x per-token "
+                       "parameters)\n",
+                       100.0 * mr.prefill_tok_s / pre_roof_vec, pre_roof_vec);
         }
     }
     return 0;

@@ -1,5 +1,6 @@
 /* plume_cpu_microbench (microbench.h): the kernels' read_sum, fma_peak and
- * int8_peak run on every pool thread at once, timed with the one clock. */
+ * int8_peak (the active level's, or its vector units') run on every pool
+ * thread at once, timed with the one clock. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +62,21 @@ static double run_once(plume_pool *pool, micro_job *j)
 int plume_cpu_microbench(plume_pool *pool, plume_microbench what, int reps, double *out,
                          plume_error *err)
 {
-    if (what != PLUME_MB_READ_GBS && what != PLUME_MB_F32_GFLOPS && what != PLUME_MB_INT8_GOPS)
+    if (what != PLUME_MB_READ_GBS && what != PLUME_MB_F32_GFLOPS && what != PLUME_MB_INT8_GOPS &&
+        what != PLUME_MB_INT8_VEC_GOPS)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "cpu backend: no microbenchmark %d (it measures read bandwidth, the "
-                         "f32 FMA peak and the int8 dot-product peak; f16 matrix multiply is a "
-                         "device backend's)",
+                         "f32 FMA peak and the int8 peaks of the active level and of its vector "
+                         "units; f16 matrix multiply is a device backend's)",
                          (int)what);
     if (reps < 1)
         reps = 1;
     const plume_kernels *k = plume_kernels_active();
+    if (what == PLUME_MB_INT8_VEC_GOPS) { /* the amx level's vectors are avx512's */
+        if (k->level == PLUME_CPU_AMX)
+            k = plume_kernels_for(PLUME_CPU_AVX512);
+        what = PLUME_MB_INT8_GOPS;
+    }
     micro_job *j = calloc(1, sizeof *j);
     double *rates = malloc(sizeof(double) * (size_t)reps);
     uint8_t *buf = what == PLUME_MB_READ_GBS ? aligned_alloc(64, READ_BYTES) : NULL;
