@@ -1,6 +1,7 @@
 """`plume bench context` on the tiny model, for every KV dtype: --json has a
 row per depth with decode and prefill figures beside positive rooflines
-(prefill null at depth 0), the KV bytes per token of the dtype (int8 about
+(prefill null at depth 0; its % of the vpdpbusd roofline at least its % of
+the level's), the KV bytes per token of the dtype (int8 about
 half of f16, f16 half of f32), and bad --depths / --kv-dtype are usage
 errors naming the option; --batch N decodes N sequences together, its
 roofline (per unit of measured bandwidth) above batch 1's since the weights
