@@ -306,9 +306,9 @@ static void print(const ctx_opts *o, const bench_machine *mach, const ctx_row *r
             if (tiles)
                 printf("  %22.1f%%", 100.0 * r->pre / r->pre_roof_vec);
             printf("\n");
-        }
-        else
+        } else {
             printf("  %10s %10s %6s\n", "-", "-", "-");
+        }
     }
 }
 
