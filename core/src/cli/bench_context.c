@@ -194,11 +194,8 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
     const int32_t nv = plume_model_n_vocab(m);
     int32_t n_layer, n_head, n_head_kv, hd;
     plume_model_attn_shape(m, &n_layer, &n_head, &n_head_kv, &hd);
-    const double wbytes = (double)plume_model_weight_bytes(m);
-    const double params = (double)plume_model_n_params(m);
-    const bool int8_roof = wbytes < 2.0 * params;
-    const double lin_peak = int8_roof ? mach->i8 : mach->f32;
-    const double lin_peak_vec = int8_roof ? mach->i8vec : mach->f32;
+    const double lin_peak = bench_linear_peak(mach, m, false, NULL);
+    const double lin_peak_vec = bench_linear_peak(mach, m, true, NULL);
     /* per prompt token: the layers' products (the head runs for the last
      * token only: one token's worth, left out) */
     const double tok_params = (double)plume_model_n_params_per_token(m);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "plume/clock.h" /* plume_clock_seconds: the one clock */
+#include "plume/model.h"
 
 
 /* Each subcommand: argc/argv start at the subcommand name. Returns the exit
@@ -44,6 +45,11 @@ typedef struct bench_machine {
 } bench_machine;
 /* 0, or -1 after printing why (out of memory). */
 int bench_machine_measure(int threads, int reps, bench_machine *out);
+/* The peak that m's linear layers are measured against: an int8 peak (the
+ * level's, or with vec the vpdpbusd one) when its weights are quantized
+ * (below 2 bytes per parameter), else the f32 peak.  *int8 (may be NULL)
+ * says which. */
+double bench_linear_peak(const bench_machine *mach, const plume_model *m, bool vec, bool *int8);
 /* The options of a benchmark that measures the machine: --reps N (1 to
  * 1000), --threads/-t N (1 to 256), --json.  Matches argv[*i], stores the
  * value, advances *i past it and returns true; a bad number is cli_int's

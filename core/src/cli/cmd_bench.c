@@ -233,6 +233,14 @@ done:
     return rc;
 }
 
+double bench_linear_peak(const bench_machine *mach, const plume_model *m, bool vec, bool *int8)
+{
+    const bool q = (double)plume_model_weight_bytes(m) < 2.0 * (double)plume_model_n_params(m);
+    if (int8)
+        *int8 = q;
+    return q ? (vec ? mach->i8vec : mach->i8) : mach->f32;
+}
+
 bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, bool *json)
 {
     const char *v;
@@ -278,9 +286,6 @@ static int roofline(const bench_opts *o)
             fprintf(stderr, "plume bench: %s\n", err.msg);
             return 1;
         }
-        const double wbytes = (double)plume_model_weight_bytes(m);
-        const double params = (double)plume_model_n_params(m);
-        int8_roof = wbytes < 2.0 * params;
         if (bench_model(o, m, &mr)) {
             plume_model_free(m);
             plume_registry_free(lreg);
@@ -288,8 +293,8 @@ static int roofline(const bench_opts *o)
         }
         dec_roof = bw / (double)plume_model_decode_bytes(m); /* a MoE: its active experts */
         const double ppt = 2.0 * (double)plume_model_n_params_per_token(m);
-        pre_roof = (int8_roof ? i8 : f32) / ppt;
-        pre_roof_vec = (int8_roof ? i8vec : f32) / ppt;
+        pre_roof = bench_linear_peak(&mach, m, false, &int8_roof) / ppt;
+        pre_roof_vec = bench_linear_peak(&mach, m, true, NULL) / ppt;
         have_model = true;
         plume_model_free(m);
         plume_registry_free(lreg); /* after the model: it holds the format's vtable */
