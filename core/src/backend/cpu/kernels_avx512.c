@@ -381,6 +381,18 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
  * tiles (kernels_amx.h), which so compute the same bits. */
 #define ZK_T 6
 
+/* Tokens per tile of the formats with two scales a block (Q6_K, Q3_K,
+ * Q2_K), in calls of at least that many: they take their tokens one at a
+ * time (two integer sums live, not a tile's), so more accumulators fit,
+ * and their costlier unpacking (the higher bits merged in) is shared by
+ * more tokens.  The compiler keeps some of the 16 float sums in memory;
+ * still, `bench_mm_r avx512 48 2048`, best of 8 alternating runs
+ * (2026-12-07, a machine whose speed drifts by up to 2x): Q6_K 114-123 →
+ * 135-142 Gweights/s, Q3_K 121-123 → 141-143, Q2_K 134-135 → 150-154,
+ * with 12 tokens a tile in between (140, 128, 146).  Bits are unchanged:
+ * each token's lane sees the same instructions whatever the tile. */
+#define ZK_T2 16
+
 /* v shifted left by s bits (right by −s) in 16-bit lanes. */
 KX_INLINE __m512i zk_shift(__m512i v, int s)
 {
@@ -528,7 +540,7 @@ KX_INLINE void zk_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
     const size_t bb = plume_rpk_block_bytes(f);
     const int two = plume_rpk_two_scales(f), mk = plume_rpk_min_kind(f), corr = zk_corr(f);
     const __m512i lut = zk_lut(f);
-    __m512 facc[ZK_T], macc[ZK_T];
+    __m512 facc[ZK_T2], macc[ZK_T2];
     for (int t = 0; t < T; t++) {
         facc[t] = _mm512_setzero_ps();
         macc[t] = _mm512_setzero_ps();
@@ -585,6 +597,9 @@ KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
         const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
         const __mmask16 mask = (__mmask16)((1u << nr) - 1);
         int t = 0;
+        if (kr >= PLUME_KR_Q5_0 && plume_rpk_two_scales(plume_rpk_fmt_of(kr)))
+            for (; t + ZK_T2 <= n_tok; t += ZK_T2)
+                zk_tile(kr, ZK_T2, w, nb, a, t, y + g0, ldy, mask);
         for (; t + ZR_T <= n_tok; t += ZR_T)
             zrk_tile(kr, ZR_T, w, nb, a, t, y + g0, ldy, mask);
         switch (n_tok - t) {
