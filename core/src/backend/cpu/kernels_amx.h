@@ -33,7 +33,8 @@
  * float sums continue from chunk to chunk in y, the min terms in a scratch
  * array, and the two are added after the last chunk, as the avx512 kernels
  * add them after the last block.  Fewer than AM_MIN_TOK tokens, and a
- * call's last tokens short of a tile, run the avx512 kernels (zr_mm). */
+ * call's last tokens short of a tile, run zw_mm (kernels_avx512.c): the
+ * avx512 level's steps on wide tiles of 16 tokens, then its zr_mm. */
 #ifndef PLUME_CPU_KERNELS_AMX_H
 #define PLUME_CPU_KERNELS_AMX_H
 
@@ -233,15 +234,15 @@ KX_INLINE void am_tile(const int kr, const uint8_t *wg, int64_t j0, int64_t n,
 }
 
 /* Tokens from which a call runs on tiles: where the unpacking, paid once
- * per pass, is repaid (`bench_mm_r avx512|amx N 4096`, one thread, best of
- * 3-4 alternating runs, 2026-12-06).  Q8_0's operands need no unpacking: 16
- * (224 against 169 Gweights/s at 16 tokens).  Q4_0 and the one-scale
- * repack_k.h formats: 32 (at 16 tokens they ran 7-20% slower on tiles, at
- * 32 8-21% faster).  Q4_1 and Q4_K, whose vpdpbusd kernels are the fastest
- * of the formats with a min term: 48 (at 32 tokens 2-4% slower on tiles,
- * at 48 5%, at 96 4-7% faster). */
-#define AM_MIN_TOK(kr) \
-    ((kr) == PLUME_KR_Q8_0 ? AM_T : (kr) == PLUME_KR_Q4_1 || (kr) == PLUME_KR_Q4_K ? 3 * AM_T : 2 * AM_T)
+ * per pass, is repaid against zw_mm's wide vector tiles:
+ * `bench_mm_r avx512|amx N 2048`, one thread, 2-4 alternating runs,
+ * 2026-12-07, Gweights/s on tiles against vpdpbusd.  Q8_0's operands need
+ * no unpacking: 16 (230 against 193).  Q4_0: 32 (198 against 190).  The
+ * rest: 48 (at 32 tokens Q5_0 166-180 against 181-184, Q5_K 164-175
+ * against 177-180, IQ4_XS 172-184 against 184-186; at 48 Q5_K 182-186
+ * against 174, Q4_1 195 against 186-190, Q4_K 184-187 against 182-185,
+ * and at 96 Q4_K 206 against 164). */
+#define AM_MIN_TOK(kr) ((kr) == PLUME_KR_Q8_0 ? AM_T : (kr) == PLUME_KR_Q4_0 ? 2 * AM_T : 3 * AM_T)
 
 KX_INLINE void am_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
                      int n_tok, float *y, int64_t ldy)
@@ -281,7 +282,7 @@ KX_INLINE void am_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
     if (n_full < n_tok) {
         plume_q8_act rest = *a;
         rest.blk += n_full; /* zr_tile and zk_tile read the records only */
-        zr_mm(kr, w, n_rows, &rest, n_tok - n_full, y + (size_t)n_full * (size_t)ldy, ldy);
+        zw_mm(kr, w, n_rows, &rest, n_tok - n_full, y + (size_t)n_full * (size_t)ldy, ldy);
     }
 }
 

@@ -331,10 +331,26 @@ KX_INLINE void zr_mstep(__m512 mw, const plume_q8_blk *r, __m512 *macc)
     *macc = _mm512_fmadd_ps(mw, _mm512_set1_ps(r->s), *macc);
 }
 
+/* The repack.h block at b: its 8 weight vectors W (Q8_0's bytes, or the
+ * nibbles), the 16 rows' scales dw and Q4_1's min scales mw (else zero). */
+KX_INLINE void zr_block(const int kr, const uint8_t *b, __m512i *W, __m512 *dw, __m512 *mw)
+{
+    const size_t doff = plume_rp_d_off(kr);
+    if (kr == PLUME_KR_Q8_0) {
+        for (int g = 0; g < 8; g++)
+            W[g] = _mm512_loadu_si512(b + 64 * g);
+    } else {
+        zr_nibbles(b, W);
+    }
+    *dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff)));
+    *mw = kr == PLUME_KR_Q4_1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff + 32)))
+                              : _mm512_setzero_ps();
+}
+
 KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
                        const plume_q8_act *a, int t0, float *y, int64_t ldy, __mmask16 mask)
 {
-    const size_t bb = plume_rp_block_bytes(kr), doff = plume_rp_d_off(kr);
+    const size_t bb = plume_rp_block_bytes(kr);
     const int32_t corr = plume_rp_corr(kr);
     __m512 facc[ZR_T], macc[ZR_T];
     for (int t = 0; t < T; t++) {
@@ -345,16 +361,8 @@ KX_INLINE void zr_tile(const int kr, const int T, const uint8_t *wg, int64_t nb,
         const uint8_t *b = wg + (size_t)j * bb;
         kx_prefetch_ahead(b, bb);
         __m512i W[8];
-        if (kr == PLUME_KR_Q8_0) {
-            for (int g = 0; g < 8; g++)
-                W[g] = _mm512_loadu_si512(b + 64 * g);
-        } else {
-            zr_nibbles(b, W);
-        }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff)));
-        const __m512 mw = kr == PLUME_KR_Q4_1
-                              ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + doff + 32)))
-                              : _mm512_setzero_ps();
+        __m512 dw, mw;
+        zr_block(kr, b, W, &dw, &mw);
         const plume_q8_blk *r = zr_recs(T, a, j, t0);
         __m512i I[ZR_T];
         zr_sums(T, I, W, r, corr);
@@ -610,6 +618,130 @@ KX_INLINE void zr_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_
         case 1: zrk_tile(kr, 1, w, nb, a, t, y + g0, ldy, mask); break;
         default: break;
         }
+    }
+}
+
+/* ---- wide tiles of the formats with one scale a block (the repack.h
+ * formats and the repack_k.h ones but Q6_K, Q3_K and Q2_K), for the amx
+ * level's calls below its tile threshold (kernels_amx.h: am_mm) ----
+ * zw_mm runs tiles of ZW_T tokens first, then the rest through zr_mm.  A
+ * wide tile takes its tokens one at a time, each token's sums of a block
+ * in one chain of 8 vpdpbusd whose latency the other tokens' chains fill
+ * (no second chain to zero and add), so a block's unpacking (nibbles,
+ * higher bits merged in, levels looked up, scales) serves 16 tokens, not
+ * 6; the float sums live in memory.  `bench_mm_r avx512 32 2048`, best of
+ * 4 alternating runs, 2026-12-07, Gweights/s against 6-token tiles: Q4_0
+ * 181 → 203, Q8_0 178 → 201, Q5_0 155 → 181, Q4_K 182 → 188, Q5_K 157 →
+ * 175.  The avx512 table keeps zr_mm: there a 1B Q4_K_M prefill ran about
+ * 4% slower with wide tiles, though the kernels alone ran faster
+ * (docs/cpu-backend.md, "Wide tiles below the AMX threshold").  They are
+ * their own functions, not a case of zr_tile and zk_tile: a dead branch
+ * added to zk_tile moved GCC's register allocation of the Q6_K kernel and
+ * its speed by 7%.  Bits are unchanged: each token's lane sees the same
+ * instructions whatever the tile, and integer sums are exact in any order
+ * (test_cpu_repack). */
+#define ZW_T 16
+
+/* A token's sums of a block in a wide tile: corr · Σq plus its 32
+ * products in one chain of 8 (the other tokens' chains fill its latency). */
+KX_INLINE __m512i zw_sum(const __m512i *W, const plume_q8_blk *r, int32_t corr)
+{
+    __m512i I = corr ? _mm512_set1_epi32(corr * r->isum) : plume_x86_zero512();
+    for (int g = 0; g < 8; g++)
+        I = plume_x86_dpbusd_bcast(I, W[g], r->q + 4 * g);
+    return I;
+}
+
+/* A wide tile of a repack_k.h format (zk_tile's steps, a token at a time). */
+KX_INLINE void zwk_tile(const int kr, const uint8_t *wg, int64_t nb, const plume_q8_act *a,
+                        int t0, float *y, int64_t ldy, __mmask16 mask)
+{
+    const plume_rpk_fmt f = plume_rpk_fmt_of(kr);
+    const size_t bb = plume_rpk_block_bytes(f);
+    const int mk = plume_rpk_min_kind(f), corr = zk_corr(f);
+    const __m512i lut = zk_lut(f);
+    __m512 facc[ZW_T], macc[ZW_T];
+    for (int t = 0; t < ZW_T; t++) {
+        facc[t] = _mm512_setzero_ps();
+        macc[t] = _mm512_setzero_ps();
+    }
+    __m512 dsb = _mm512_setzero_ps(), msb = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; j++) {
+        const uint8_t *b = wg + plume_rpk_block_off(f, j);
+        kx_prefetch_ahead(b, bb);
+        zk_super(f, wg, j, &dsb, &msb);
+        __m512i W[8];
+        zk_weights(f, b, lut, W);
+        const zk_sc s = zk_scales(f, b, dsb, msb);
+        const plume_q8_blk *r = zr_recs(ZW_T, a, j, t0);
+        for (int t = 0; t < ZW_T; t++) {
+            __m512i I = zw_sum(W, r + t, corr);
+            zk_fsteps(f, I, I, &s, r + t, facc + t);
+            zk_msteps(f, &s, r + t, macc + t);
+        }
+    }
+    for (int t = 0; t < ZW_T; t++) {
+        const __m512 v = mk ? _mm512_add_ps(facc[t], macc[t]) : facc[t];
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy, mask, v);
+    }
+}
+
+/* A wide tile of a repack.h format (zr_tile's steps, a token at a time). */
+KX_INLINE void zwr_tile(const int kr, const uint8_t *wg, int64_t nb, const plume_q8_act *a,
+                        int t0, float *y, int64_t ldy, __mmask16 mask)
+{
+    const size_t bb = plume_rp_block_bytes(kr);
+    const int32_t corr = plume_rp_corr(kr);
+    __m512 facc[ZW_T], macc[ZW_T];
+    for (int t = 0; t < ZW_T; t++) {
+        facc[t] = _mm512_setzero_ps();
+        macc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t j = 0; j < nb; j++) {
+        const uint8_t *b = wg + (size_t)j * bb;
+        kx_prefetch_ahead(b, bb);
+        __m512i W[8];
+        __m512 dw, mw;
+        zr_block(kr, b, W, &dw, &mw);
+        const plume_q8_blk *r = zr_recs(ZW_T, a, j, t0);
+        for (int t = 0; t < ZW_T; t++) {
+            __m512i I = zw_sum(W, r + t, corr);
+            zr_fstep(I, dw, r + t, facc + t);
+            if (kr == PLUME_KR_Q4_1)
+                zr_mstep(mw, r + t, macc + t);
+        }
+    }
+    for (int t = 0; t < ZW_T; t++) {
+        const __m512 v = kr == PLUME_KR_Q4_1 ? _mm512_add_ps(facc[t], macc[t]) : facc[t];
+        _mm512_mask_storeu_ps(y + (size_t)(t0 + t) * ldy, mask, v);
+    }
+}
+
+/* The repacked matmul of a format with one scale a block: wide tiles, then
+ * zr_mm for the tokens short of one. */
+KX_INLINE void zw_mm(const int kr, const uint8_t *w, int n_rows, const plume_q8_act *a,
+                     int n_tok, float *y, int64_t ldy)
+{
+    const int n_wide = n_tok / ZW_T * ZW_T;
+    if (n_wide > 0) {
+        const int64_t nb = a->K / 32;
+        const size_t gb = plume_rp_group_bytes(kr, nb);
+        const uint8_t *wg = w;
+        for (int g0 = 0; g0 < n_rows; g0 += PLUME_RP_ROWS, wg += gb) {
+            const int nr = n_rows - g0 < PLUME_RP_ROWS ? n_rows - g0 : PLUME_RP_ROWS;
+            const __mmask16 mask = (__mmask16)((1u << nr) - 1);
+            for (int t = 0; t < n_wide; t += ZW_T) {
+                if (kr >= PLUME_KR_Q5_0)
+                    zwk_tile(kr, wg, nb, a, t, y + g0, ldy, mask);
+                else
+                    zwr_tile(kr, wg, nb, a, t, y + g0, ldy, mask);
+            }
+        }
+    }
+    if (n_wide < n_tok) {
+        plume_q8_act rest = *a;
+        rest.blk += n_wide; /* zr_tile and zk_tile read the records only */
+        zr_mm(kr, w, n_rows, &rest, n_tok - n_wide, y + (size_t)n_wide * (size_t)ldy, ldy);
     }
 }
 

@@ -449,7 +449,8 @@ plume_q8_act plume_q8_act_from(const plume_q8_act *a, int64_t t0)
 
 /* Tokens per repacked kernel call for n_tok tokens of K values:
  * MR_TOKEN_BLOCK_BYTES of their block records, a multiple of 12 (whole
- * tiles of 2, 3, 4 or 6 tokens), all n_tok when they fit (96 tokens at K =
+ * 6-token tiles; the kernels run 16-token tiles first where they have
+ * them), all n_tok when they fit (96 tokens at K =
  * 2048, 24 at 8192; at the avx512 level 192 KiB and 768 KiB were no
  * better, 2026-12-05).  At
  * the amx level twice the bytes, in multiples of 48 (3 tiles of 16) up to
