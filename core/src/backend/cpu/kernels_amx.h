@@ -237,9 +237,9 @@ KX_INLINE void am_tile(const int kr, const uint8_t *wg, int64_t j0, int64_t n,
  * per pass, is repaid against zw_mm's wide vector tiles:
  * `bench_mm_r avx512|amx N 2048`, one thread, 2-4 alternating runs,
  * 2026-12-07, Gweights/s on tiles against vpdpbusd.  Q8_0's operands need
- * no unpacking: 16 (230 against 193).  Q4_0: 32 (198 against 190).  The
- * rest: 48 (at 32 tokens Q5_0 166-180 against 181-184, Q5_K 164-175
- * against 177-180, IQ4_XS 172-184 against 184-186; at 48 Q5_K 182-186
+ * no unpacking: 16 (230 against 193).  Q4_0: 32 (198-210 against
+ * 198-203).  The rest: 48 (at 32 tokens Q5_0 166-180 against 178-184, Q5_K
+ * 164-175 against 173-180, IQ4_XS 172-184 against 178-186; at 48 Q5_K 182-186
  * against 174, Q4_1 195 against 186-190, Q4_K 184-187 against 182-185,
  * and at 96 Q4_K 206 against 164). */
 #define AM_MIN_TOK(kr) ((kr) == PLUME_KR_Q8_0 ? AM_T : (kr) == PLUME_KR_Q4_0 ? 2 * AM_T : 3 * AM_T)
