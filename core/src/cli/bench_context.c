@@ -162,19 +162,9 @@ static int sweep(const ctx_opts *o, const bench_machine *mach, ctx_row *rows, in
 {
     plume_error err;
     plume_model *m;
-    plume_load_params lp = plume_load_defaults();
-    lp.n_threads = o->threads;
     plume_registry *lreg;
-    plume_settings *ls;
-    if (cli_load_format_params("bench context", &o->po, &lreg, &ls, &lp))
+    if (cli_load_model("bench context", &o->po, o->model, o->threads, &m, &lreg))
         return -1;
-    const int lrc = plume_model_load_ex(o->model, &lp, &m, &err);
-    plume_settings_free(ls); /* the model keeps nothing of them */
-    if (lrc) {
-        plume_registry_free(lreg);
-        fprintf(stderr, "plume bench context: %s\n", err.msg);
-        return -1;
-    }
     int max_d = 1;
     for (int i = 0; i < o->n_depths; i++)
         max_d = o->depths[i] > max_d ? o->depths[i] : max_d;

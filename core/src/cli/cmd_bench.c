@@ -262,7 +262,6 @@ bool bench_machine_opt(int argc, char **argv, int *i, int *reps, int *threads, b
 static int roofline(const bench_opts *o)
 {
     bench_machine mach;
-    plume_error err;
     if (bench_machine_measure(o->threads, o->reps, &mach))
         return 1;
     const double bw = mach.bw, f32 = mach.f32, i8 = mach.i8, i8vec = mach.i8vec;
@@ -273,19 +272,9 @@ static int roofline(const bench_opts *o)
     bool have_model = false, int8_roof = false;
     if (o->model) {
         plume_model *m;
-        plume_load_params lp = plume_load_defaults();
-        lp.n_threads = o->threads;
         plume_registry *lreg;
-        plume_settings *ls;
-        if (cli_load_format_params("bench roofline", &o->po, &lreg, &ls, &lp))
+        if (cli_load_model("bench roofline", &o->po, o->model, o->threads, &m, &lreg))
             return 1;
-        int lrc = plume_model_load_ex(o->model, &lp, &m, &err);
-        plume_settings_free(ls); /* the model keeps nothing of them */
-        if (lrc) {
-            plume_registry_free(lreg);
-            fprintf(stderr, "plume bench: %s\n", err.msg);
-            return 1;
-        }
         if (bench_model(o, m, &mr)) {
             plume_model_free(m);
             plume_registry_free(lreg);

@@ -116,3 +116,25 @@ fail:
     *reg = NULL;
     return -1;
 }
+
+int cli_load_model(const char *cmd, const cli_pipeline_opts *o, const char *path, int threads,
+                   plume_model **m, plume_registry **reg)
+{
+    plume_load_params lp = plume_load_defaults();
+    lp.n_threads = threads;
+    plume_settings *s;
+    *m = NULL;
+    if (cli_load_format_params(cmd, o, reg, &s, &lp))
+        return -1;
+    plume_error err = {0};
+    const int rc = plume_model_load_ex(path, &lp, m, &err);
+    plume_settings_free(s); /* the model keeps nothing of them */
+    if (rc) {
+        cli_print_error(cmd, NULL, err.msg);
+        plume_registry_free(*reg);
+        *reg = NULL;
+        *m = NULL;
+        return -1;
+    }
+    return 0;
+}

@@ -79,6 +79,15 @@ int cli_load_format_resolve(const char *cmd, const cli_pipeline_opts *o, plume_r
 int cli_load_format_params(const char *cmd, const cli_pipeline_opts *o, plume_registry **reg,
                            plume_settings **s, plume_load_params *lp);
 
+/* Loads the model at path on threads threads for a command that runs it
+ * itself (the benches), with --load-format and its --dummy-* settings
+ * (cli_load_format_params).  *reg is the registry that made the format,
+ * or NULL: free it after the model, which holds the format's vtable.
+ * Prints "plume CMD: reason" and returns -1 (*m and *reg NULL) on
+ * failure. */
+int cli_load_model(const char *cmd, const cli_pipeline_opts *o, const char *path, int threads,
+                   plume_model **m, plume_registry **reg);
+
 /* Prints the error as "plume CMD: msg", or msg alone when it already
  * starts with the pipeline file's name (so editors can jump to it). */
 void cli_print_error(const char *cmd, const char *pipeline_file, const char *msg);
