@@ -243,29 +243,53 @@ int32_t g_repeat(ss_grammar *g, int32_t x, uint32_t min, int64_t max)
     return rc ? -1 : r;
 }
 
+/* The set of bytes lo..hi as a grammar set, or -1. */
+static int32_t byte_range(ss_grammar *g, int lo, int hi)
+{
+    ss_set s = {{0}};
+    for (int b = lo; b <= hi; b++)
+        ss_set_add(&s, (uint8_t)b);
+    return g_set(g, &s);
+}
+
 int32_t g_utf8_char(ss_grammar *g, const ss_set *ascii_ok)
 {
-    ss_set cont = {{0}}, l2 = {{0}}, l3 = {{0}}, l4 = {{0}};
-    for (int b = 0x80; b <= 0xBF; b++)
-        ss_set_add(&cont, (uint8_t)b);
-    for (int b = 0xC2; b <= 0xDF; b++)
-        ss_set_add(&l2, (uint8_t)b);
-    for (int b = 0xE0; b <= 0xEF; b++)
-        ss_set_add(&l3, (uint8_t)b);
-    for (int b = 0xF0; b <= 0xF4; b++)
-        ss_set_add(&l4, (uint8_t)b);
+    /* the well-formed sequences of RFC 3629 (section 4): no overlong forms,
+     * no surrogates (ED A0..BF), nothing above U+10FFFF */
+    static const uint8_t seqs[8][4][2] = {
+        {{0xC2, 0xDF}, {0x80, 0xBF}},
+        {{0xE0, 0xE0}, {0xA0, 0xBF}, {0x80, 0xBF}},
+        {{0xE1, 0xEC}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xED, 0xED}, {0x80, 0x9F}, {0x80, 0xBF}},
+        {{0xEE, 0xEF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF0, 0xF0}, {0x90, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF1, 0xF3}, {0x80, 0xBF}, {0x80, 0xBF}, {0x80, 0xBF}},
+        {{0xF4, 0xF4}, {0x80, 0x8F}, {0x80, 0xBF}, {0x80, 0xBF}},
+    };
+    static const size_t lens[8] = {2, 3, 3, 3, 3, 4, 4, 4};
     ss_set a = *ascii_ok;
     a.w[2] = a.w[3] = 0; /* ASCII only */
-    int32_t sa = g_set(g, &a), sc = g_set(g, &cont), s2 = g_set(g, &l2), s3 = g_set(g, &l3),
-            s4 = g_set(g, &l4), r = g_new_rule(g);
-    if (r < 0 || sa < 0 || sc < 0 || s2 < 0 || s3 < 0 || s4 < 0)
+    const int32_t sa = g_set(g, &a), r = g_new_rule(g);
+    if (r < 0 || sa < 0)
         return -1;
-    ss_item a1[1] = {it_set(sa)}, a2[2] = {it_set(s2), it_set(sc)},
-            a3[3] = {it_set(s3), it_set(sc), it_set(sc)},
-            a4[4] = {it_set(s4), it_set(sc), it_set(sc), it_set(sc)};
-    if (g_add_alt(g, r, a1, 1) || g_add_alt(g, r, a2, 2) || g_add_alt(g, r, a3, 3) ||
-        g_add_alt(g, r, a4, 4))
+    ss_item one[1] = {it_set(sa)};
+    if (g_add_alt(g, r, one, 1))
         return -1;
+    const int32_t cont = byte_range(g, 0x80, 0xBF); /* shared by most positions */
+    if (cont < 0)
+        return -1;
+    for (size_t i = 0; i < 8; i++) {
+        ss_item items[4];
+        for (size_t k = 0; k < lens[i]; k++) {
+            const uint8_t lo = seqs[i][k][0], hi = seqs[i][k][1];
+            const int32_t set = lo == 0x80 && hi == 0xBF ? cont : byte_range(g, lo, hi);
+            if (set < 0)
+                return -1;
+            items[k] = it_set(set);
+        }
+        if (g_add_alt(g, r, items, lens[i]))
+            return -1;
+    }
     return r;
 }
 

@@ -321,7 +321,8 @@ static int32_t integer_bounded(js *c, const bounds *b, const char *path)
 /* A number with at least one bound. */
 static int32_t number_bounded(js *c, const bounds *b, const char *path)
 {
-    /* bounds on a number: integer-valued and >= 0 (the common 0..1, 0..100) */
+    /* bounds on a number: integer-valued and >= 0 (the common 0..1, 0..100); a
+     * number with no lower bound also takes every negative number */
     const char *bad = NULL;
     for (int i = 0; i < 4; i++)
         if (b->has[i] && (b->v[i] < 0 || b->v[i] != floor(b->v[i])))
@@ -336,21 +337,30 @@ static int32_t number_bounded(js *c, const bounds *b, const char *path)
         return js_err(c, path, "'%s' with minimum together is not supported", "exclusiveMinimum");
     if (hmax && hxmax)
         return js_err(c, path, "'%s' with maximum together is not supported", "exclusiveMaximum");
+    /* no lower bound: every negative number is in (the upper bound is >= 0),
+     * and the part from 0 up is bounded as if by minimum 0 */
+    const bool no_lo = !hmin && !hxmin;
     int64_t lo = hmin ? (int64_t)b->v[B_MIN] : hxmin ? (int64_t)b->v[B_XMIN] : 0;
     int64_t hi = hmax ? (int64_t)b->v[B_MAX] : hxmax ? (int64_t)b->v[B_XMAX] : INT_BOUND;
-    if (lo > hi || (hxmin && hxmax && lo >= hi) || ((hxmin || hxmax) && lo == hi))
-        return js_err(c, path, "%s: no number lies between the bounds", "minimum/maximum");
-    int32_t frac = g_opt(c->g, fraction(c));
-    int32_t alts[3];
-    size_t k = 0;
-    /* whole part strictly between lo and hi: any fraction */
-    if (lo + 1 <= hi - 1)
-        alts[k++] = seq2(c, uint_range(c, (uint64_t)lo + 1, (uint64_t)hi - 1), frac);
-    /* exactly lo: lo itself when inclusive, lo.<some nonzero digit> always (lo < hi) */
     ss_set nz = {{0}};
     for (int ch = '1'; ch <= '9'; ch++)
         ss_set_add(&nz, (uint8_t)ch);
     int32_t nonzero_frac = g_seq(c->g, (int32_t[]){lit(c, "."), digits(c, 0, 14), g_setrule(c->g, &nz)}, 3);
+    int32_t frac = g_opt(c->g, fraction(c));
+    int32_t alts[4];
+    size_t k = 0;
+    if (no_lo) { /* "-" and a magnitude that is not zero (no "-0", "-0.0") */
+        int32_t whole = seq2(c, seq2(c, g_setrule(c->g, &nz), digits(c, 0, 15)), frac);
+        alts[k++] = seq2(c, lit(c, "-"), alt2(c, whole, seq2(c, lit(c, "0"), nonzero_frac)));
+        if (hxmax && hi == 0) /* exclusiveMaximum 0: the negatives only */
+            return alts[0];
+    }
+    if (lo > hi || (hxmin && hxmax && lo >= hi) || ((hxmin || hxmax) && lo == hi))
+        return js_err(c, path, "%s: no number lies between the bounds", "minimum/maximum");
+    /* whole part strictly between lo and hi: any fraction */
+    if (lo + 1 <= hi - 1)
+        alts[k++] = seq2(c, uint_range(c, (uint64_t)lo + 1, (uint64_t)hi - 1), frac);
+    /* exactly lo: lo itself when inclusive, lo.<some nonzero digit> always (lo < hi) */
     char buf[32];
     snprintf(buf, sizeof buf, "%lld", (long long)lo);
     int32_t lo_r = lit(c, buf);
@@ -613,9 +623,9 @@ static int32_t compile_object(js *c, json_t *s, const char *path, int depth)
     if (addl && !json_is_boolean(addl) && !json_is_object(addl))
         return js_err(c, path, "'%s' must be a boolean or a schema", "additionalProperties");
     size_t n_props = json_object_size(props), n_req = json_array_size(req);
-    if (n_props + n_req > SS_SCHEMA_MAX_PROPS)
+    if (n_props > SS_SCHEMA_MAX_PROPS || n_req > SS_SCHEMA_MAX_PROPS)
         return js_err(c, path, "more than 256 properties in one object are refused (%s)",
-                      "properties");
+                      n_props > SS_SCHEMA_MAX_PROPS ? "properties" : "required");
     if (n_props == 0 && n_req == 0) { /* a map: any keys, values per additionalProperties */
         if (json_is_false(addl))
             return g_seq(c->g, (int32_t[]){lit(c, "{"), ws(c), lit(c, "}")}, 3);
@@ -640,9 +650,23 @@ static int32_t compile_object(js *c, json_t *s, const char *path, int depth)
         size_t j;
         for (j = 0; j < n && strcmp(pl[j].name, json_string_value(rn)); j++)
             ;
-        if (j == n) /* required but not described: any value */
-            pl[n++] = (prop){json_string_value(rn), json_true(), false, -1};
+        if (j == n) { /* required but not described: additionalProperties' value */
+            if (json_is_false(addl)) {
+                free(pl);
+                return js_err(c, path, "'%s' is required but not in properties, and "
+                                       "additionalProperties is false: no object satisfies "
+                                       "this schema",
+                              json_string_value(rn));
+            }
+            pl[n++] = (prop){json_string_value(rn), addl && json_is_object(addl) ? addl : json_true(),
+                             false, -1};
+        }
         pl[j].required = true;
+    }
+    if (n > SS_SCHEMA_MAX_PROPS) { /* distinct names: properties and required ones not in them */
+        free(pl);
+        return js_err(c, path, "more than 256 properties in one object are refused (%s)",
+                      "properties and required");
     }
     int32_t r = -1;
     for (size_t i = 0; i < n; i++) {

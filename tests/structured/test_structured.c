@@ -80,6 +80,16 @@ static void test_regex(void **state)
          {"bob@example.net", "@example.com", "bob@example.com "}},
         {SS_REGEX, "\\d{3}-\\d{2,4}(x\\w*)?", {"123-45", "123-4567xab_1"}, {"123-45678", "12-45"}},
         {SS_REGEX, "[^abc]\\.é+", {"z.éé", "ü.é"}, {"a.é"}},
+        /* "." is one well-formed UTF-8 character (RFC 3629): not an overlong
+         * form, a surrogate or a code point above U+10FFFF */
+        {SS_REGEX, "^.$",
+         {"a", "\xC2\x80", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEF\xBF\xBF",
+          "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF"},
+         {"\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xE0\x9F\xBF", "\xED\xA0\x80",
+          "\xED\xBF\xBF", "\xF0\x80\x80\x80", "\xF0\x8F\xBF\xBF", "\xF4\x90\x80\x80",
+          "\xF5\x80\x80\x80", "\x80", "\xE1\x80"}},
+        {SS_JSON_SCHEMA, "{\"type\":\"string\"}", {"\"\xE2\x82\xAC\"", "\"\xF0\x9F\x98\x80\""},
+         {"\"\xED\xA0\x80\"", "\"\xE0\x80\xAF\"", "\"\xF4\x90\x80\x80\""}},
     };
     check_languages(cases, sizeof cases / sizeof *cases);
     refused(SS_REGEX, "(a)\\1", "backreferences");
@@ -168,6 +178,17 @@ static void test_json_schema(void **state)
          "{\"type\":\"boolean\"}],\"items\":false}",
          {"[1,true]", "[1]", "[]"}, {"[1,true,3]"}},
         {SS_JSON_OBJECT, "", {"{\"a\":[1,{\"b\":null}],\"c\":\"d\"}"}, {"[1]"}},
+        /* an upper bound alone leaves every negative number in */
+        {SS_JSON_SCHEMA, "{\"type\":\"number\",\"maximum\":100}",
+         {"-5", "-0.25", "-123456.5", "0", "0.5", "99.9", "100"},
+         {"100.5", "101", "-0", "-0.0", "--1"}},
+        {SS_JSON_SCHEMA, "{\"type\":\"number\",\"maximum\":0}", {"0", "-1", "-0.001"},
+         {"0.1", "1", "-0"}},
+        {SS_JSON_SCHEMA, "{\"type\":\"number\",\"exclusiveMaximum\":0}", {"-1", "-0.5"},
+         {"0", "-0", "-0.0", "0.5"}},
+        {SS_JSON_SCHEMA, "{\"type\":\"number\",\"exclusiveMaximum\":3}", {"-2", "0", "2.99"},
+         {"3", "3.5", "-0"}},
+        {SS_JSON_SCHEMA, "{\"type\":\"number\",\"minimum\":2}", {"2", "3.5"}, {"-3", "1.9"}},
     };
     check_languages(cases, sizeof cases / sizeof *cases);
 
@@ -180,6 +201,43 @@ static void test_json_schema(void **state)
     refused(SS_JSON_SCHEMA, "{\"type\":\"number\",\"minimum\":-1.5}", "minimum");
     refused(SS_JSON_SCHEMA, "{\"type\":\"string\",\"format\":\"color\"}", "color");
     refused(SS_JSON_SCHEMA, "{\"type\":", "not valid JSON");
+    /* a required name that no property describes, where no other key may stand */
+    refused(SS_JSON_SCHEMA,
+            "{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"],"
+            "\"additionalProperties\":false}",
+            "'a' is required but not in properties");
+    /* such a name takes additionalProperties' schema when there is one */
+    static const lang_case addl[] = {
+        {SS_JSON_SCHEMA,
+         "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"boolean\"}},"
+         "\"required\":[\"a\"],\"additionalProperties\":{\"type\":\"integer\"}}",
+         {"{\"b\":true,\"a\":3}", "{\"a\":-1}"}, {"{\"a\":\"x\"}", "{\"b\":true}"}},
+    };
+    check_languages(addl, 1);
+    /* OpenAI's strict mode lists every property in required: 200 of them
+     * are 200 names, not 400 */
+    char *strict = malloc(200 * 64 + 64), *p = strict;
+    if (!strict)
+        abort();
+    p += sprintf(p, "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{");
+    for (int i = 0; i < 200; i++)
+        p += sprintf(p, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    p += sprintf(p, "},\"required\":[");
+    for (int i = 0; i < 200; i++)
+        p += sprintf(p, "%s\"p%d\"", i ? "," : "", i);
+    sprintf(p, "]}");
+    ss_compiled *c = compile_ok(SS_JSON_SCHEMA, strict);
+    ss_compiled_free(c);
+    /* 200 properties and 100 more required names: 300 distinct names */
+    p = strict + sprintf(strict, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < 200; i++)
+        p += sprintf(p, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    p += sprintf(p, "},\"required\":[");
+    for (int i = 0; i < 100; i++)
+        p += sprintf(p, "%s\"q%d\"", i ? "," : "", i);
+    sprintf(p, "]}");
+    refused(SS_JSON_SCHEMA, strict, "more than 256 properties");
+    free(strict);
 }
 
 static void test_hostile_schemas(void **state)
