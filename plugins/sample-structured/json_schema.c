@@ -565,7 +565,34 @@ static bool type_allows(json_t *type, json_t *v)
     return false;
 }
 
-static int32_t compile_enum(js *c, json_t *values, json_t *type, const char *path)
+/* v as the JSON text a model would write: compact, and its reals in the
+ * fewest digits that read back as the same value (jansson's default of 17
+ * spells 0.1 as 0.10000000000000001), without an exponent where one can
+ * be avoided.  NULL when out of memory. */
+static char *dump_value(json_t *v)
+{
+    const size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
+    char *with_e = NULL;
+    for (int p = 1; p <= 17; p++) {
+        char *t = json_dumps(v, flags | JSON_REAL_PRECISION(p));
+        if (!t)
+            break;
+        json_t *back = json_loads(t, JSON_DECODE_ANY, NULL);
+        const bool same = back && json_equal(back, v);
+        json_decref(back);
+        if (same && !strpbrk(t, "eE")) {
+            free(with_e);
+            return t;
+        }
+        if (same && !with_e)
+            with_e = t;
+        else
+            free(t);
+    }
+    return with_e ? with_e : json_dumps(v, flags);
+}
+
+static int32_t compile_enum(js *c, json_t *values, json_t *type, const char *kw, const char *path)
 {
     size_t n = json_array_size(values);
     if (n > SS_MAX_LITERALS)
@@ -582,7 +609,7 @@ static int32_t compile_enum(js *c, json_t *values, json_t *type, const char *pat
         json_t *v = json_array_get(values, i);
         if (!type_allows(type, v))
             continue;
-        strs[k] = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        strs[k] = dump_value(v);
         if (!strs[k]) {
             js_err(c, path, "%s", "out of memory");
             goto out;
@@ -591,12 +618,12 @@ static int32_t compile_enum(js *c, json_t *values, json_t *type, const char *pat
         k++;
     }
     if (k == 0) {
-        js_err(c, path, "%s has no value the schema's type allows", "enum");
+        js_err(c, path, "%s has no value the schema's type allows", kw);
         goto out;
     }
     r = g_literals(c->g, (const char *const *)strs, lens, k);
     if (r < 0)
-        plume_err_prefix(c->g->err, "JSON Schema at %s: enum", path[0] ? path : "#");
+        plume_err_prefix(c->g->err, "JSON Schema at %s: %s", path[0] ? path : "#", kw);
 out:
     for (size_t i = 0; i < k; i++)
         free(strs[i]);
@@ -892,20 +919,31 @@ static int32_t compile(js *c, json_t *s, const char *path, int depth)
     }
     if (type && !json_is_string(type) && !json_is_array(type))
         return js_err(c, path, "'%s' must be a string or a list of strings", "type");
-    json_t *cst = json_object_get(s, "const");
-    if (cst) {
-        char *t = json_dumps(cst, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (!t)
-            return js_err(c, path, "%s", "out of memory");
-        int32_t r = lit(c, t);
-        free(t);
-        return r;
-    }
-    json_t *en = json_object_get(s, "enum");
-    if (en) {
-        if (!json_is_array(en))
+    json_t *cst = json_object_get(s, "const"), *en = json_object_get(s, "enum");
+    if (cst || en) { /* the listed values, those of them the type allows */
+        const char *which = cst ? "const" : "enum";
+        json_object_foreach(s, key, v) if (IN(key, keywords) && strcmp(key, "type") &&
+                                           strcmp(key, "const") && strcmp(key, "enum"))
+        {
+            char what[128];
+            snprintf(what, sizeof what, "'%.64s' next to %s", key, which);
+            return js_err(c, path, "keyword %s is not supported; drop it and list only the "
+                                   "values it allows",
+                          what);
+        }
+        if (en && !json_is_array(en))
             return js_err(c, path, "'%s' must be a list", "enum");
-        return compile_enum(c, en, type, path);
+        if (cst && en)
+            return js_err(c, path, "'%s' and 'enum' together are not supported; keep one",
+                          "const");
+        if (en)
+            return compile_enum(c, en, type, "enum", path);
+        json_t *one = json_pack("[O]", cst);
+        if (!one)
+            return js_err(c, path, "%s", "out of memory");
+        int32_t r = compile_enum(c, one, type, "const", path);
+        json_decref(one);
+        return r;
     }
     static const char *const combos[] = {"anyOf", "oneOf", "allOf"};
     for (int ci = 0; ci < 3; ci++) {

@@ -189,6 +189,10 @@ static void test_json_schema(void **state)
         {SS_JSON_SCHEMA, "{\"type\":\"number\",\"exclusiveMaximum\":3}", {"-2", "0", "2.99"},
          {"3", "3.5", "-0"}},
         {SS_JSON_SCHEMA, "{\"type\":\"number\",\"minimum\":2}", {"2", "3.5"}, {"-3", "1.9"}},
+        /* reals in enum and const as written: the fewest digits that read back */
+        {SS_JSON_SCHEMA, "{\"enum\":[0.1,0.2,100.0,1e300,-2.5]}", {"0.1", "0.2", "100.0", "1e300", "-2.5"},
+         {"0.10000000000000001", "0.3"}},
+        {SS_JSON_SCHEMA, "{\"type\":\"string\",\"const\":\"x\"}", {"\"x\""}, {"\"y\""}},
     };
     check_languages(cases, sizeof cases / sizeof *cases);
 
@@ -201,6 +205,12 @@ static void test_json_schema(void **state)
     refused(SS_JSON_SCHEMA, "{\"type\":\"number\",\"minimum\":-1.5}", "minimum");
     refused(SS_JSON_SCHEMA, "{\"type\":\"string\",\"format\":\"color\"}", "color");
     refused(SS_JSON_SCHEMA, "{\"type\":", "not valid JSON");
+    /* const and enum decide alone: other keywords beside them are refused */
+    refused(SS_JSON_SCHEMA, "{\"type\":\"string\",\"enum\":[\"a\",\"bb\"],\"maxLength\":1}",
+            "'maxLength' next to enum");
+    refused(SS_JSON_SCHEMA, "{\"const\":5,\"minimum\":6}", "'minimum' next to const");
+    refused(SS_JSON_SCHEMA, "{\"type\":\"string\",\"const\":5}",
+            "const has no value the schema's type allows");
     /* a required name that no property describes, where no other key may stand */
     refused(SS_JSON_SCHEMA,
             "{\"type\":\"object\",\"properties\":{},\"required\":[\"a\"],"
