@@ -391,17 +391,34 @@ static int32_t compile_numeric(js *c, json_t *s, const char *path, bool integer)
 
 /* ---- strings ---- */
 
+/* A calendar date of RFC 3339 (full-date): years 0001-9999, each month's
+ * days, February 29 in leap years only (divisible by 4 and not by 100, or
+ * by 400). */
+#define FMT_DATE                                                                               \
+    "((000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-((0[13578]|1[02])-(0[1-9]|[12][0-9]|" \
+    "3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|([0-9]{2}(0[48]|"        \
+    "[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)"
+#define FMT_TIME                                                                               \
+    "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+/* a DNS label: letters, digits and hyphens, not starting or ending with a hyphen */
+#define FMT_LABEL "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+
 static const struct {
     const char *name, *re;
 } formats[] = {
-    {"date", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"},
-    {"time", "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
-    {"date-time", "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"},
+    {"date", FMT_DATE},
+    {"time", FMT_TIME},
+    {"date-time", FMT_DATE "T" FMT_TIME},
     {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
-    {"email", "[a-zA-Z0-9._%+-]{1,64}@[a-zA-Z0-9-]{1,63}(\\.[a-zA-Z0-9-]{1,63}){0,3}\\.[a-zA-Z]{2,12}"},
+    /* a dot-atom local part (no leading, trailing or doubled dot; at most 63
+     * bytes) @ labels . a TLD */
+    {"email", "[a-zA-Z0-9_%+-]{1,30}(\\.[a-zA-Z0-9_%+-]{1,10}){0,3}@(" FMT_LABEL "\\.){1,4}[a-zA-Z]{2,12}"},
     {"ipv4", "((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"},
-    {"hostname", "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?){0,8}"},
-    {"uri", "(https?|ftp)://[a-zA-Z0-9.-]{1,253}(:[0-9]{1,5})?(/[a-zA-Z0-9._~%!$&'()*+,;=:@-]{0,64}){0,16}"},
+    {"hostname", FMT_LABEL "(\\." FMT_LABEL "){0,8}"},
+    /* scheme :// host (labels) [:port] path [?query] [#fragment] */
+    {"uri", "(https?|ftp)://" FMT_LABEL "(\\." FMT_LABEL "){0,8}(:[0-9]{1,5})?"
+            "(/[a-zA-Z0-9._~%!$&'()*+,;=:@-]{0,64}){0,16}"
+            "(\\?[a-zA-Z0-9._~%!$&'()*+,;=:@/?-]{0,128})?(#[a-zA-Z0-9._~%!$&'()*+,;=:@/?-]{0,64})?"},
 };
 
 static int32_t compile_string(js *c, json_t *s, const char *path)
