@@ -147,14 +147,17 @@ def test_malformed(srv):
         check(got == want, (what, got, want))
         st, r = srv.request("GET", "/health")
         check(st == 200, (what, "server down afterwards", st, r))
-    # every error is {"error": {"message", "type", "code"}} and names the sizes
+    # every error is OpenAI's {"error": {"message", "type", "param", "code"}} (code a
+    # string or null, never the status: typed clients read it as a string) and names the sizes
     st, r = srv.request("POST", "/v1/completions", {"prompt": [5] * 300})
-    check(st == 400 and set(r["error"]) == {"message", "type", "code"}, r)
+    check(st == 400 and set(r["error"]) == {"message", "type", "param", "code"}, r)
+    check(r["error"]["type"] == "invalid_request_error" and r["error"]["code"] is None and
+          r["error"]["param"] is None, r)
     check("300" in r["error"]["message"] and "256" in r["error"]["message"], r)
     st, r = srv.request("POST", "/v1/completions", {"prompt": "hi", "stop": ["x"] * 17})
     check(st == 400 and "at most 16" in r["error"]["message"], r)
     st, r = srv.request("GET", "/v1/completions")
-    check(st == 405 and r["error"]["code"] == 405, r)
+    check(st == 405 and r["error"]["code"] is None and r["error"]["type"] == "invalid_request_error", r)
     st, r = srv.request("DELETE", "/health")
     check(st == 405, r)
     code = raw(srv, b"GARBAGE\r\n\r\n")

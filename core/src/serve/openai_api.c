@@ -763,14 +763,20 @@ json_t *serve_api_chunk(const serve_api_env *env, const serve_gen_request *g, co
 
 json_t *serve_api_error(int status, const char *msg)
 {
+    /* OpenAI's shape: type and code are strings (code and param may be
+     * null); typed clients (the .NET and Go SDKs) fail to read a numeric
+     * code, so the HTTP status stays in the status line only */
     const char *type = status == 401   ? "authentication_error"
-                       : status == 404 ? "not_found_error"
                        : status == 429 ? "rate_limit_error"
-                       : status == 503 ? "service_unavailable"
                        : status >= 500 ? "server_error"
                                        : "invalid_request_error";
-    return json_pack("{s:{s:o,s:s,s:i}}", "error", "message",
-                     serve_json_text(msg, strlen(msg)), "type", type, "code", status);
+    const char *code = status == 401   ? "invalid_api_key"
+                       : status == 429 ? "rate_limit_exceeded"
+                       : status == 503 ? "service_unavailable"
+                                       : NULL;
+    return json_pack("{s:{s:o,s:s,s:n,s:o}}", "error", "message",
+                     serve_json_text(msg, strlen(msg)), "type", type, "param", "code",
+                     code ? json_string(code) : json_null());
 }
 
 json_t *serve_api_models(const serve_api_env *env, int64_t created)

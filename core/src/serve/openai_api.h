@@ -81,7 +81,10 @@ int serve_api_parse_kv_transfer(json_t *v, plume_kv_transfer_params *out, char *
 /* The JSON object of x. */
 json_t *serve_api_kv_transfer_json(const plume_kv_transfer_params *x);
 
-/* {"error": {"message", "type", "code"}} for status. */
+/* {"error": {"message", "type", "param": null, "code"}} for status, as
+ * OpenAI sends it: type invalid_request_error (4xx), authentication_error
+ * (401), rate_limit_error (429) or server_error (5xx); code a string
+ * (invalid_api_key, rate_limit_exceeded, service_unavailable) or null. */
 json_t *serve_api_error(int status, const char *msg);
 
 json_t *serve_api_models(const serve_api_env *env, int64_t created);
