@@ -77,7 +77,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         mode = Stub.mode
         if mode == "fail" or (mode == "fail-odd" and k % 2):
             time.sleep(0.01)
-            body = b'{"error": {"message": "stub failure", "type": "server_error", "code": 500}}'
+            body = b'{"error": {"message": "stub failure", "type": "server_error", "param": null, "code": null}}'
             self.send_response(500)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))

@@ -148,6 +148,15 @@ def test_tool_round_trip(srv, client):
               == [(c.function.name, json.loads(c.function.arguments)) for c in calls],
               (scalls, calls))
     call = calls[0]
+    # ids differ from request to request even with the same seed (clients key
+    # tool results by id across a whole conversation)
+    ids = set()
+    for _ in range(2):
+        r = client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER, TIME],
+                                           tool_choice="required", temperature=0, seed=7,
+                                           max_tokens=200)
+        ids.update(c.id for c in r.choices[0].message.tool_calls or [])
+    check(len(ids) >= 2, ("the same tool-call id twice with one seed", ids))
     # the round trip: the call and its result go back in the history
     history = USER + [
         {"role": "assistant", "content": None, "tool_calls": [

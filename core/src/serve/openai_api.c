@@ -227,13 +227,25 @@ static int parse_prompt(const serve_api_env *env, json_t *o, serve_gen_request *
     return 0;
 }
 
+/* A seed from the clock, for a request that names none. */
+static uint64_t random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+    x ^= x >> 31;
+    return x * 0xBF58476D1CE4E5B9ull;
+}
+
 /* The conversation (chat_request.c) rendered and tokenized; a required
  * tool call becomes the structured sampler's constraint. */
 static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g,
                       plume_settings **constraint, char *msg, size_t cap)
 {
     serve_chat c;
-    int rc = serve_chat_parse(env, o, g->rp.sampling.seed, true, &c, msg, cap);
+    /* call ids from a fresh value, not the sampling seed: a client that
+     * fixes seed must still get ids that differ from turn to turn */
+    int rc = serve_chat_parse(env, o, random_seed() ^ g->rp.sampling.seed, true, &c, msg, cap);
     if (rc)
         return rc;
     rc = tokenize_text(env, c.prompt, strlen(c.prompt), true, &g->prompt, &g->n_prompt, msg, cap);
@@ -337,15 +349,6 @@ static int parse_logprobs(const serve_api_env *env, json_t *o, serve_gen_request
     }
     g->logprobs = (int32_t)top;
     return 0;
-}
-
-static uint64_t random_seed(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
-    x ^= x >> 31;
-    return x * 0xBF58476D1CE4E5B9ull;
 }
 
 int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const char *body,
