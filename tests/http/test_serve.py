@@ -31,6 +31,14 @@ def test_openai(srv):
     models = client.models.list()
     name = models.data[0].id
     check(name == "tiny.gguf", models)
+    # models.retrieve: GET /v1/models/{id}, 404 for another name
+    m = client.models.retrieve(name)
+    check(m.id == name and m.object == "model", m)
+    try:
+        client.models.retrieve("gpt-4")
+        check(False, "models.retrieve('gpt-4') answered")
+    except openai.NotFoundError as e:
+        check("tiny.gguf" in str(e), str(e))
     r = client.completions.create(model=name, prompt="Hello world", max_tokens=5, temperature=0,
                                   extra_body={"return_token_ids": True})
     check(r.usage.prompt_tokens > 0 and r.usage.completion_tokens == 5, r)

@@ -320,6 +320,17 @@ static enum MHD_Result on_models(void *user, http_exchange *x)
     return http_send_json(x, 200, serve_api_models(h->o.env, (int64_t)time(NULL)));
 }
 
+/* GET /v1/models/{id}: the model when id names it (OpenAI's models.retrieve). */
+static enum MHD_Result on_model(void *user, http_exchange *x)
+{
+    serve_http *h = user;
+    const char *id = x->url + strlen("/v1/models/");
+    if (strcmp(id, h->o.env->model_name) != 0)
+        return http_send_error(x, 404, "the model '%.200s' does not exist; this server serves '%s'",
+                               id, h->o.env->model_name);
+    return http_send_json(x, 200, serve_api_model(h->o.env, (int64_t)time(NULL)));
+}
+
 static enum MHD_Result on_health(void *user, http_exchange *x)
 {
     serve_http *h = user;
@@ -343,6 +354,7 @@ static const http_route routes[] = {
     {"/tokenize", true, false, on_tokenize},
     {"/detokenize", true, false, on_detokenize},
     {"/v1/models", false, false, on_models},
+    {"/v1/models/", false, false, on_model},
     {"/health", false, true, on_health},
     {"/metrics", false, true, on_metrics},
 };

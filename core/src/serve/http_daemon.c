@@ -108,9 +108,12 @@ enum MHD_Result http_send_stream(http_exchange *x, const char *type, size_t bloc
 static enum MHD_Result dispatch(http_daemon *d, http_exchange *x, const serve_body *b)
 {
     const http_route *r = NULL;
-    for (int i = 0; i < d->o.n_routes && !r; i++)
-        if (strcmp(x->url, d->o.routes[i].path) == 0)
+    for (int i = 0; i < d->o.n_routes && !r; i++) {
+        const char *p = d->o.routes[i].path;
+        const size_t n = strlen(p);
+        if (n && p[n - 1] == '/' ? strncmp(x->url, p, n) == 0 && x->url[n] : strcmp(x->url, p) == 0)
             r = &d->o.routes[i];
+    }
     if (!r)
         return http_send_error(x, 404, "there is no endpoint %.200s; %s has %s", x->url,
                                d->o.who, d->endpoints);

@@ -31,7 +31,8 @@ typedef struct http_exchange {
 typedef enum MHD_Result (*http_handler)(void *user, http_exchange *x);
 
 typedef struct http_route {
-    const char *path;       /* matched exactly */
+    const char *path;       /* matched exactly; one ending in '/' matches every longer
+                             * path under it (the rest is the handler's to read) */
     bool post;              /* true: POST; false: GET (and HEAD) */
     bool open;              /* true: answered without the API key (/health, /metrics) */
     http_handler fn;

@@ -782,11 +782,15 @@ json_t *serve_api_error(int status, const char *msg)
                      code ? json_string(code) : json_null());
 }
 
+json_t *serve_api_model(const serve_api_env *env, int64_t created)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", env->model_name, "object", "model", "created",
+                     (json_int_t)created, "owned_by", "plume", "max_model_len", env->n_ctx);
+}
+
 json_t *serve_api_models(const serve_api_env *env, int64_t created)
 {
-    return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id",
-                     env->model_name, "object", "model", "created", (json_int_t)created,
-                     "owned_by", "plume", "max_model_len", env->n_ctx);
+    return json_pack("{s:s,s:[o]}", "object", "list", "data", serve_api_model(env, created));
 }
 
 json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t len, int *status,

@@ -87,7 +87,11 @@ json_t *serve_api_kv_transfer_json(const plume_kv_transfer_params *x);
  * (invalid_api_key, rate_limit_exceeded, service_unavailable) or null. */
 json_t *serve_api_error(int status, const char *msg);
 
+/* GET /v1/models: the list of the one model served. */
 json_t *serve_api_models(const serve_api_env *env, int64_t created);
+
+/* The model object of GET /v1/models/{id} (and of the list above). */
+json_t *serve_api_model(const serve_api_env *env, int64_t created);
 
 /* POST /tokenize and /detokenize: the response, or NULL with *status and msg. */
 json_t *serve_api_tokenize(const serve_api_env *env, const char *body, size_t len, int *status,
