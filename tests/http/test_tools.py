@@ -290,6 +290,41 @@ def text_of_prompt(srv, messages):
     return srv.request("POST", "/detokenize", {"tokens": tok["tokens"]})[1]["prompt"]
 
 
+def test_think_open(srv):
+    """A template whose generation prompt opens a think block (QwQ, Qwen3
+    thinking): a constrained reply closes it empty first, so the answer is
+    content (a JSON object, a tool call), not reasoning_content."""
+    client = client_of(srv)
+    st, tok = srv.request("POST", "/tokenize", {"messages": USER})
+    check(st == 200, tok)
+    prompt = srv.request("POST", "/detokenize", {"tokens": tok["tokens"]})[1]["prompt"]
+    check(prompt.rstrip().endswith("<think>"), ("the template does not open a think block", prompt))
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+              "additionalProperties": False}
+    for stream in (False, True):
+        kw = dict(model=MODEL, messages=USER, temperature=0, max_tokens=40,
+                  response_format={"type": "json_schema", "json_schema": {"name": "x",
+                                                                          "schema": schema}})
+        if stream:
+            content, reasoning, _, finish = assemble(list(client.chat.completions.create(
+                **kw, stream=True)))
+        else:
+            r = client.chat.completions.create(**kw)
+            m = r.choices[0].message
+            content, reasoning = m.content, (m.model_extra or {}).get("reasoning_content")
+            finish = r.choices[0].finish_reason
+        check(finish == "stop" and not reasoning, (stream, content, reasoning, finish))
+        check(set(json.loads(content)) == {"ok"}, (stream, content))
+    r = client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER, TIME],
+                                       tool_choice="required", temperature=0, max_tokens=200)
+    ch = r.choices[0]
+    check(ch.finish_reason == "tool_calls" and ch.message.tool_calls, r)
+    # unconstrained, the reply starts inside the block: reasoning until </think>
+    r = client.chat.completions.create(model=MODEL, messages=USER, temperature=0, max_tokens=4)
+    m = r.choices[0].message
+    check((m.model_extra or {}).get("reasoning_content") and not m.content, r)
+
+
 def main():
     if not os.path.exists(model_path):
         print("SKIP: %s not found (scripts/fetch-model)" % model_path)
@@ -301,9 +336,13 @@ def main():
         if not os.path.exists(harmony_template):
             print("%s is missing: run scripts/fetch-templates" % harmony_template)
             return 1
+        think_path = os.path.join(tmp, "hermes-think.jinja")
+        with open(think_path, "w") as f:
+            f.write(TEMPLATE.replace("{%- if enable_thinking is defined and enable_thinking is "
+                                     "false %}", "<think>\n{%- if false %}"))
         srv = Server(plume, model_path, "--chat-template", path)
         plain = Server(plume, model_path)
-        harmony = None
+        harmony = think = None
         try:
             client = client_of(srv)
             test_tool_round_trip(srv, client)
@@ -312,11 +351,15 @@ def main():
             test_refusals(srv, plain)
             harmony = Server(plume, model_path, "--chat-template", harmony_template)
             test_harmony(harmony)
+            think = Server(plume, model_path, "--chat-template", think_path)
+            test_think_open(think)
         finally:
             srv.stop()
             plain.stop()
             if harmony:
                 harmony.stop()
+            if think:
+                think.stop()
     print("OK")
     return 0
 

@@ -237,6 +237,25 @@ static uint64_t random_seed(void)
     return x * 0xBF58476D1CE4E5B9ull;
 }
 
+/* A constrained reply (response_format, guided_*, a required tool call)
+ * on a prompt that opens a think block (QwQ, Qwen3 thinking, DeepSeek-R1
+ * templates): the grammar cannot write "</think>", so the whole reply
+ * would land in reasoning_content and content would stay empty.  The block
+ * is closed empty, as those templates' enable_thinking=false form does
+ * ("<think>\n\n</think>\n\n"), and the grammar shapes the answer. */
+static int close_think(serve_chat *c, char *msg, size_t cap)
+{
+    const size_t n = strlen(c->prompt);
+    const char *tail = n && c->prompt[n - 1] == '\n' ? "\n</think>\n\n" : "\n\n</think>\n\n";
+    char *p = realloc(c->prompt, n + strlen(tail) + 1);
+    if (!p)
+        return serve_api_fail(msg, cap, 500, "out of memory");
+    memcpy(p + n, tail, strlen(tail) + 1);
+    c->prompt = p;
+    c->reply.starts_inside = false;
+    return 0;
+}
+
 /* The conversation (chat_request.c) rendered and tokenized; a required
  * tool call becomes the structured sampler's constraint. */
 static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g,
@@ -248,6 +267,11 @@ static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g,
     int rc = serve_chat_parse(env, o, random_seed() ^ g->rp.sampling.seed, true, &c, msg, cap);
     if (rc)
         return rc;
+    if (c.reply.starts_inside && (*constraint || c.tool_constraint) &&
+        (rc = close_think(&c, msg, cap))) {
+        serve_chat_free(&c);
+        return rc;
+    }
     rc = tokenize_text(env, c.prompt, strlen(c.prompt), true, &g->prompt, &g->n_prompt, msg, cap);
     g->reply = c.reply;
     g->rp.render_special = c.reply.harmony; /* the harmony reader needs <|channel|>... */
