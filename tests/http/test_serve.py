@@ -69,6 +69,10 @@ def test_openai(srv):
     check(r2.choices[0].token_ids == r.choices[0].token_ids, (r2, r))
     st, det = srv.request("POST", "/detokenize", {"tokens": r.choices[0].token_ids})
     check(st == 200 and isinstance(det["prompt"], str), det)
+    # seed takes any 64-bit integer, negative ones too (OpenAI's and vLLM's range)
+    a, b = (client.completions.create(model=name, prompt="Hello", max_tokens=6, temperature=1,
+                                      seed=-5) for _ in range(2))
+    check(a.choices[0].text == b.choices[0].text, (a, b))
     # a wrong model name is the client's NotFoundError
     try:
         client.completions.create(model="gpt-4", prompt="x", max_tokens=1)

@@ -421,11 +421,13 @@ int serve_api_parse_gen(const serve_api_env *env, serve_api_kind kind, const cha
         if ((rc = get_sampling(o, f, sp, msg, cap)))
             goto out;
     }
-    x = -1;
-    if ((rc = get_int(o, "seed", 0, INT64_MAX, &x, msg, cap)))
-        goto out;
-    if (x >= 0)
+    /* any 64-bit integer, as OpenAI and vLLM take it (a negative one is its
+     * two's-complement bits) */
+    x = 0;
+    if (field(o, "seed") && (rc = get_int(o, "seed", INT64_MIN, INT64_MAX, &x, msg, cap)) == 0)
         sp->seed = (uint64_t)x;
+    if (rc)
+        goto out;
     b = false;
     if ((rc = get_bool(o, "ignore_eos", &b, msg, cap)))
         goto out;
