@@ -352,6 +352,7 @@ int serve_chat_parse(const serve_api_env *env, json_t *o, uint64_t seed, bool ad
                                        .tools = f,
                                        .parallel = parallel,
                                        .seed = seed};
+        out->render_special = harmony || f == PLUME_TOOLS_MISTRAL || f == PLUME_TOOLS_LLAMA3;
         if ((out->choice == SERVE_TOOLS_REQUIRED || out->choice == SERVE_TOOLS_NAMED) &&
             !(out->tool_constraint = tool_constraint(tools, named, f, parallel)))
             rc = serve_api_fail(msg, cap, 500, "out of memory");

@@ -29,6 +29,13 @@ typedef struct serve_chat {
      * parameters), which makes the reply a call of the template's format
      * whose arguments match the tool's parameters schema.  Else NULL. */
     char *tool_constraint;
+    /* Whether the reply must be generated with special tokens rendered as
+     * text (plume_request_params.render_special): gpt-oss's harmony markup,
+     * and with tools the markers that Mistral ([TOOL_CALLS], [ARGS]) and
+     * Llama 3.1 (<|python_tag|>) vocabularies hold as control tokens, which
+     * the reply reader must see (as vLLM turns skip_special_tokens off for
+     * its Mistral tool parser). */
+    bool render_special;
 } serve_chat;
 
 /* Reads the conversation fields of request object o and renders the

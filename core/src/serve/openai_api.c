@@ -274,7 +274,7 @@ static int parse_chat(const serve_api_env *env, json_t *o, serve_gen_request *g,
     }
     rc = tokenize_text(env, c.prompt, strlen(c.prompt), true, &g->prompt, &g->n_prompt, msg, cap);
     g->reply = c.reply;
-    g->rp.render_special = c.reply.harmony; /* the harmony reader needs <|channel|>... */
+    g->rp.render_special = c.render_special; /* markup the reply reader needs (chat_request.h) */
     if (rc == 0 && c.tool_constraint) {
         plume_error err = {0};
         if (*constraint)
