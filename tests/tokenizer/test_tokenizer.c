@@ -779,6 +779,40 @@ static void test_spm_gguf(void **state)
     drop_tokenizer(t, f, path);
 }
 
+/* A BPE GGUF with pre-tokenizer pre (and add_bos_token when add_bos is 0
+ * or 1): whether its prompts start with BOS. */
+static bool bpe_gguf_adds_bos(const char *pre, int add_bos)
+{
+    gw_buf b = spm_gguf(add_bos >= 0 ? 9 : 8, "gpt2");
+    gw_kv_str(&b, "tokenizer.ggml.pre", pre);
+    const char *merges[] = {"a b"};
+    tt_kv_strs(&b, "tokenizer.ggml.merges", merges, 1);
+    gw_kv_u32(&b, "tokenizer.ggml.bos_token_id", G_BOS);
+    gw_kv_u32(&b, "tokenizer.ggml.eos_token_id", G_EOS);
+    if (add_bos >= 0) {
+        gw_key(&b, "tokenizer.ggml.add_bos_token", 7);
+        gw_u8(&b, (uint8_t)add_bos);
+    }
+    char path[256];
+    gguf_file *f;
+    plume_tokenizer *t = tokenizer_of(&b, path, sizeof path, &f);
+    bool r = plume_tokenizer_add_bos(t);
+    drop_tokenizer(t, f, path);
+    return r;
+}
+
+/* As llama.cpp: Llama 3's and tekken's pre-tokenizers add BOS unless the
+ * file says otherwise; the others only when it says so. */
+static void test_gguf_bpe_bos_default(void **state)
+{
+    (void)state;
+    assert_true(bpe_gguf_adds_bos("llama-bpe", -1));
+    assert_true(bpe_gguf_adds_bos("tekken", -1));
+    assert_false(bpe_gguf_adds_bos("llama-bpe", 0));
+    assert_false(bpe_gguf_adds_bos("qwen2", -1));
+    assert_true(bpe_gguf_adds_bos("qwen2", 1));
+}
+
 /* A GGUF without a chat template renders its family's turns (Gemma's, from
  * general.architecture), not ChatML; named variants are selectable. */
 static void test_gguf_family_template(void **state)
@@ -1006,6 +1040,76 @@ static void test_pretok_span_end(void **state)
     plume_tokenizer_free(t);
 }
 
+/* The pieces that llama.cpp's pre-tokenizer `name` cuts text into, joined
+ * by '|' into out. */
+static void pretok_pieces(const char *name, const char *text, char *out, size_t cap)
+{
+    size_t np = 0;
+    bool im = false, bos = false;
+    const char *const *pats = tok_pretok_lookup(name, &np, &im, &bos);
+    if (!pats)
+        fail_msg("no pre-tokenizer %s", name);
+    tok_pretok p = {0};
+    plume_error err = {0};
+    for (size_t i = 0; i < np; i++)
+        assert_int_equal(tok_pretok_add(&p, pats[i], &err), 0);
+    if (tok_pretok_compile(&p, &err))
+        fail_msg("%s: %s", name, err.msg);
+    tok_spans sp = {0};
+    assert_int_equal(tok_pretok_split(&p, text, strlen(text), &sp, &err), 0);
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sp.n; i++)
+        n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%s%.*s", i ? "|" : "",
+                              (int)sp.v[i].len, text + sp.v[i].off);
+    free(sp.v);
+    tok_pretok_free(&p);
+}
+
+/* Every supported pre-tokenizer name compiles and splits, and the ones
+ * with several regexes or their own rules cut text as llama.cpp does
+ * (llama-vocab.cpp of the llama.cpp the llama-cpp-python 0.3.36 sdist
+ * vendors: each regex splits the pieces of the last; what no match covers
+ * stays a piece). */
+static void test_pretok_tables(void **state)
+{
+    (void)state;
+    char names[2048], got[512];
+    snprintf(names, sizeof names, "%s", tok_pretok_supported());
+    size_t n_names = 0;
+    for (char *save = NULL, *nm = strtok_r(names, ", ", &save); nm; nm = strtok_r(NULL, ", ", &save)) {
+        pretok_pieces(nm, "Hello World, 1234 \xe4\xb8\xad\xe6\x96\x87!\n", got, sizeof got);
+        assert_true(strlen(got) > 0);
+        n_names++;
+    }
+    assert_true(n_names >= 38);
+    static const char *const cases[][3] = {
+        /* llama.cpp's fallback: punctuation runs, GPT-2's regex, digit runs, then threes */
+        {"default", "a+b 1234", "a|+|b| |123|4"},
+        /* tekken: case changes split words, digits one by one */
+        {"tekken", "HelloWorld 42", "Hello|World| |4|2"},
+        {"deepseek-coder", "ab12\n", "ab|1|2|\n"},
+        {"deepseek-llm", "Hi \xe4\xb8\xad\xe6\x96\x87", "Hi| |\xe4\xb8\xad\xe6\x96\x87"},
+        {"deepseek-v3", "x 12345", "x| |123|45"},
+        {"gpt2", "a+b 1234", "a|+|b| 1234"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        pretok_pieces(cases[i][0], cases[i][1], got, sizeof got);
+        if (strcmp(got, cases[i][2]) != 0)
+            fail_msg("%s cuts \"%s\" into \"%s\", not \"%s\"", cases[i][0], cases[i][1], got,
+                     cases[i][2]);
+    }
+    /* BOS by default where llama.cpp sets it (the file's add_bos_token overrides) */
+    size_t np;
+    bool im, bos;
+    assert_non_null(tok_pretok_lookup("llama-bpe", &np, &im, &bos));
+    assert_true(bos && im);
+    assert_non_null(tok_pretok_lookup("tekken", &np, &im, &bos));
+    assert_true(bos && im);
+    assert_non_null(tok_pretok_lookup("qwen2", &np, &im, &bos));
+    assert_false(bos);
+}
+
 /* A byte the vocabulary cannot map never becomes a special token: invalid
  * UTF-8 becomes U+FFFD, a byte with no token is dropped (here the GPT-2
  * character of 0x04 is missing and the unknown token is <|endoftext|>, as in
@@ -1077,6 +1181,8 @@ int main(void)
         cmocka_unit_test(test_hostile_config_fields),
         cmocka_unit_test(test_hostile_gguf_fields),
         cmocka_unit_test(test_pretok_span_end),
+        cmocka_unit_test(test_pretok_tables),
+        cmocka_unit_test(test_gguf_bpe_bos_default),
         cmocka_unit_test(test_unmappable_bytes),
         cmocka_unit_test(test_unmappable_bytes_spm),
     };

@@ -157,12 +157,18 @@ static int load(plume_tokenizer *t, const gguf_file *f, plume_error *err)
     const gguf_value *pv = gguf_get(f, "tokenizer.ggml.pre");
     if (pv && !gguf_get_str(f, "tokenizer.ggml.pre", &pre))
         return plume_err(err, PLUME_ERR_FORMAT, "GGUF key tokenizer.ggml.pre is not a string");
+    if (!pv && t->kind == TOK_KIND_BPE) /* llama.cpp's words, and its fallback */
+        fprintf(stderr, "plume: warning: %s: tokenizer.ggml.pre is missing; using llama.cpp's "
+                        "'default' pre-tokenizer, which may split text unlike the model's own "
+                        "(generation quality may be degraded; consider regenerating the GGUF)\n",
+                gguf_path(f));
     if (!(t->pre_name = tok_strndup(pre.ptr, (size_t)pre.len)))
         return plume_err(err, PLUME_ERR_NOMEM, "out of memory");
 
     if (t->kind == TOK_KIND_BPE) {
         size_t np;
-        const char *const *pats = tok_pretok_patterns(t->pre_name, &np, &t->ignore_merges);
+        const char *const *pats =
+            tok_pretok_lookup(t->pre_name, &np, &t->ignore_merges, &t->add_bos);
         if (!pats)
             return plume_err(err, PLUME_ERR_UNSUPPORTED,
                              "unknown pre-tokenizer \"%s\" (tokenizer.ggml.pre); plume supports: "

@@ -150,6 +150,10 @@ typedef struct tok_pretok {
  * vocabulary; NULL for an unknown name.  *ignore_merges tells whether whole
  * words found in the vocabulary skip the merges (Llama 3). */
 const char *const *tok_pretok_patterns(const char *name, size_t *n, bool *ignore_merges);
+/* tok_pretok_patterns, and *add_bos: whether llama.cpp adds BOS to this
+ * pre-tokenizer's prompts when the file does not say (Llama 3, tekken). */
+const char *const *tok_pretok_lookup(const char *name, size_t *n, bool *ignore_merges,
+                                     bool *add_bos);
 /* Comma-separated list of the supported pre-tokenizer names. */
 const char *tok_pretok_supported(void);
 /* Appends a pattern to the sequence (compiled later). */
