@@ -162,8 +162,11 @@ def gguf_tensors(c, w):
     return out
 
 
-def write_gguf(path, c, tensors, tok, wtype="f32"):
-    """wtype f16: matrices in F16 (vectors stay F32), as for a benchmark."""
+def write_gguf(path, c, tensors, tok, wtype="f32", legacy_rope=False):
+    """wtype f16: matrices in F16 (vectors stay F32), as for a benchmark.
+    legacy_rope: linear RoPE scaling as 2023 files wrote it, the factor in
+    <arch>.rope.scale_linear and no rope.scaling.type (llama.cpp reads it
+    as linear)."""
     import gguf
     mt = c["model_type"]
     arch = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}[mt]
@@ -185,7 +188,9 @@ def write_gguf(path, c, tensors, tok, wtype="f32"):
     g.add_rope_dimension_count(c["head_dim"])
     rs = c.get("rope_scaling") or {}
     t = rs.get("rope_type", rs.get("type"))
-    if t == "linear":
+    if t == "linear" and legacy_rope:
+        g.add_float32("%s.rope.scale_linear" % arch, rs["factor"])
+    elif t == "linear":
         g.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         g.add_rope_scaling_factor(rs["factor"])
     elif t == "yarn":
@@ -207,7 +212,8 @@ def write_gguf(path, c, tensors, tok, wtype="f32"):
 
 def make(outdir, variant, seed=1):
     """Writes OUTDIR/hf (and OUTDIR/model.gguf when the variant has a GGUF
-    form); returns {"hf": dir, "gguf": path or None, "config": dict}."""
+    form); returns {"hf": dir, "gguf": path or None, "config": dict, and for
+    linear RoPE scaling "gguf_legacy_rope": the same GGUF with the older keys}."""
     tok = mtm.build_tokenizer()
     tokens = tok[0]
     c = config_of(variant, len(tokens), tokens.index("<|endoftext|>"), tokens.index("<|im_end|>"))
@@ -217,11 +223,14 @@ def make(outdir, variant, seed=1):
     mtm.write_hf(hf, "llama", w, tok, c["tie_word_embeddings"])
     with open(os.path.join(hf, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
-    gg = None
+    gg = legacy = None
     if VARIANTS[variant][2]:
         gg = os.path.join(outdir, "model.gguf")
         write_gguf(gg, c, gguf_tensors(c, w), tok)
-    return {"hf": hf, "gguf": gg, "config": c}
+        if (c.get("rope_scaling") or {}).get("type") == "linear":
+            legacy = os.path.join(outdir, "model-legacy-rope.gguf")
+            write_gguf(legacy, c, gguf_tensors(c, w), tok, legacy_rope=True)
+    return {"hf": hf, "gguf": gg, "gguf_legacy_rope": legacy, "config": c}
 
 
 if __name__ == "__main__":

@@ -152,6 +152,8 @@ def run_variant(variant, tmp):
     spread = float(ref.max() - ref.min())
     want_gen = None
     forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
+    if fx.get("gguf_legacy_rope"):  # rope.scale_linear, no rope.scaling.type: linear too
+        forms.append(("gguf legacy rope keys", fx["gguf_legacy_rope"]))
     for form, path in forms:
         tag = "%s %s" % (variant, form)
         pre, msg = plume_logits(path, ids[:n], n, 0, tmp, nv)

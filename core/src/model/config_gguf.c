@@ -74,7 +74,9 @@ static int opt_f32(const gguf_file *f, const char *arch, const char *suffix, flo
 }
 
 /* The RoPE scaling of llama.cpp's keys <arch>.rope.scaling.*: none,
- * linear (factor) and yarn (factor, original_context_length,
+ * linear (factor; as in llama.cpp, a file without the type key is linear
+ * by rope.scaling.factor or the older rope.scale_linear, and no factor
+ * scales nothing) and yarn (factor, original_context_length,
  * yarn_beta_fast/slow, attn_factor; llama.cpp's rope_yarn is transformers'
  * yarn with truncation and attention factor attn_factor x (1 + 0.1 ln
  * factor)).  Llama 3.1's scaling is not a key but the tensor
@@ -92,8 +94,10 @@ static int gguf_rope(const gguf_file *f, const char *arch, plume_model_config *c
     const gguf_value *sv = arch_value(f, arch, "rope.scaling.type", key);
     if (sv && !gguf_get_str(f, key, &st))
         return bad_value(f, key, sv, "a string", err);
-    bool none = !sv || (st.len == 4 && memcmp(st.ptr, "none", 4) == 0);
-    if (!none && st.len == 6 && memcmp(st.ptr, "linear", 6) == 0)
+    /* as llama.cpp: no type key means linear, by rope.scaling.factor or the
+     * older rope.scale_linear, and no factor (or 1) means no scaling */
+    bool none = sv && st.len == 4 && memcmp(st.ptr, "none", 4) == 0;
+    if (!sv || (!none && st.len == 6 && memcmp(st.ptr, "linear", 6) == 0))
         r->type = PLUME_ROPE_SCALING_LINEAR;
     else if (!none && st.len == 4 && memcmp(st.ptr, "yarn", 4) == 0)
         r->type = PLUME_ROPE_SCALING_YARN;
@@ -113,6 +117,13 @@ static int gguf_rope(const gguf_file *f, const char *arch, plume_model_config *c
             opt_f32(f, arch, "rope.scaling.attn_factor", 1.0f, &attn, err) ||
             opt_f32(f, arch, "rope.scaling.yarn_log_multiplier", 0.0f, &log_mul, err))
             return -1;
+        if (r->factor == 0.0f && !arch_value(f, arch, "rope.scaling.factor", key) &&
+            opt_f32(f, arch, "rope.scale_linear", 0.0f, &r->factor, err))
+            return -1;
+        if (r->type == PLUME_ROPE_SCALING_LINEAR && (r->factor == 0.0f || r->factor == 1.0f)) {
+            r->type = PLUME_ROPE_SCALING_NONE; /* llama.cpp's freq_scale 1 */
+            r->factor = 0.0f;
+        }
         if (log_mul != 0.0f)
             return plume_err(err, PLUME_ERR_UNSUPPORTED,
                              "%s: %s.rope.scaling.yarn_log_multiplier (DeepSeek-style yarn "
