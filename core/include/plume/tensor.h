@@ -57,6 +57,9 @@ PLUME_API int64_t plume_tensor_nelements(const plume_tensor *t);
 
 /* True when plume can dequantize and compute with this ggml type id. */
 PLUME_API bool plume_dtype_supported(uint32_t type);
+/* The names of the types plume_dtype_supported accepts, comma-separated,
+ * for error messages. */
+PLUME_API const char *plume_dtype_supported_names(void);
 
 /* Name of a ggml type id ("F32", "Q4_K", ...), known to plume or not;
  * "unknown" for ids ggml never assigned. */

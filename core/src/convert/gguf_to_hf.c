@@ -138,8 +138,9 @@ static int plan_jobs(const conv_model *cm, plume_convert_dtype dtype, conv_job *
         if (!plume_dtype_supported(t->type))
             return plume_err(err, PLUME_ERR_UNSUPPORTED,
                              "%s: tensor '%s' has type %s, which plume cannot dequantize "
-                             "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
-                             gguf_path(f), t->name, plume_dtype_name(t->type));
+                             "(supported: %s)",
+                             gguf_path(f), t->name, plume_dtype_name(t->type),
+                             plume_dtype_supported_names());
         if (t->n_dims < 1 || t->n_dims > 2 || plume_dtype_row_bytes(t->type, t->ne[0]) == 0)
             return plume_err(err, PLUME_ERR_FORMAT,
                              "%s: tensor '%s' has %d dims / rows of %lld elements, not a 1-D or "

@@ -82,6 +82,13 @@ int64_t plume_tensor_nelements(const plume_tensor *t)
     return n;
 }
 
+const char *plume_dtype_supported_names(void)
+{
+    return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, "
+           "IQ4_NL, IQ4_XS, MXFP4";
+}
+
+/* (plume_dtype_supported_names lists the same types) */
 bool plume_dtype_supported(uint32_t type)
 {
     switch (type) {

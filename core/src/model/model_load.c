@@ -75,8 +75,9 @@ static int get_matrix(plume_model *m, const char *name, int64_t ne0, int64_t ne1
     if (!plume_dtype_supported(t->type))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: tensor '%s' has type %s, which plume cannot compute with yet "
-                         "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
-                         source_path(m), name, plume_dtype_name(t->type));
+                         "(supported: %s)",
+                         source_path(m), name, plume_dtype_name(t->type),
+                         plume_dtype_supported_names());
     if (t->n_dims != 2 || t->ne[0] != ne0 || t->ne[1] != ne1)
         return plume_err(err, PLUME_ERR_FORMAT,
                          "%s: tensor '%s' has shape (ggml order) [%lld, %lld] with %d dims; the "

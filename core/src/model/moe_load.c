@@ -57,8 +57,8 @@ static int check_tensor(const plume_model *m, const plume_tensor *t, const char 
     if (!plume_dtype_supported(t->type))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: tensor '%s' has type %s, which plume cannot compute with yet "
-                         "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)",
-                         m->path, name, plume_dtype_name(t->type));
+                         "(supported: %s)",
+                         m->path, name, plume_dtype_name(t->type), plume_dtype_supported_names());
     bool ok = t->n_dims == n_dims;
     for (int i = 0; i < n_dims && ok; i++)
         ok = t->ne[i] == ne[i];

@@ -41,8 +41,9 @@ static int native_load(const plume_weights *wt, const char *prefix, const plume_
     if (t->n_dims != 2 || !plume_dtype_supported(t->type))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "native linear: %s.weight is %d-D of type %s; it needs a 2-D tensor of "
-                         "F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q4_K or Q6_K (or a quant plugin)",
-                         prefix, t->n_dims, plume_dtype_name(t->type));
+                         "one of %s (or a quant plugin)",
+                         prefix, t->n_dims, plume_dtype_name(t->type),
+                         plume_dtype_supported_names());
     if (!bvt->supports(b, PLUME_FEAT_WEIGHT_TYPE, t->type))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "native linear: backend %s cannot run %s.weight of type %s; use a "
