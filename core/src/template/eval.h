@@ -30,8 +30,8 @@ _Noreturn void jeval_undefined_fail(jrt *rt, jv u);
 /* The method name of str, list or dict obj, bound to obj; false when obj's
  * type has no such method (methods.c). */
 bool jmethod_get(jrt *rt, jv obj, const jstr *name, jv *out);
-/* Puts range, dict, namespace, raise_exception, strftime_now, cycler and
- * joiner into globals (methods.c). */
+/* Puts range, dict, namespace, raise_exception and strftime_now into
+ * globals (methods.c); jinja2's cycler, joiner and lipsum are not there. */
 void jglobals_install(jrt *rt, jdict *globals);
 
 #endif

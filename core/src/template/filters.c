@@ -558,11 +558,40 @@ static jv f_round(jrt *rt, jv in, const jargs *a)
     if (in.kind != JV_INT && in.kind != JV_FLOAT && in.kind != JV_BOOL)
         jrt_fail(rt, PLUME_ERR_INVALID, "round needs a number, not %s", jv_type_name(in));
     double x = in.kind == JV_FLOAT ? in.u.f : in.kind == JV_INT ? (double)in.u.i : in.u.b;
-    double m = pow(10.0, (double)(prec < -300 ? -300 : prec > 300 ? 300 : prec));
+    prec = prec < -300 ? -300 : prec > 300 ? 300 : prec;
+    double m = pow(10.0, (double)prec);
     double r;
-    if (!strcmp(method->data, "common"))
-        r = round(x * m) / m;
-    else if (!strcmp(method->data, "ceil"))
+    if (!strcmp(method->data, "common")) {
+        /* Python's round(value, precision), which jinja2 calls: an int
+         * stays an int (to the nearest multiple of 10^-precision, ties to
+         * even), a float is the correctly rounded decimal, ties to even on
+         * the exact binary value (glibc's %.*f rounds the same way) */
+        if (in.kind != JV_FLOAT) {
+            int64_t v = in.kind == JV_INT ? in.u.i : in.u.b;
+            if (prec >= 0 || prec < -18)
+                return jv_int(prec >= 0 ? v : 0);
+            int64_t p = 1;
+            for (int64_t k = 0; k < -prec; k++)
+                p *= 10;
+            int64_t q = v / p, rem = v % p;
+            if (rem < 0) {
+                q--;
+                rem += p;
+            }
+            if (2 * rem > p || (2 * rem == p && (q & 1)))
+                q++;
+            return jv_int(q * p);
+        }
+        if (!isfinite(x))
+            return jv_float(x);
+        char buf[400];
+        if (prec >= 0) {
+            snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+            return jv_float(strtod(buf, NULL));
+        }
+        snprintf(buf, sizeof buf, "%.0f", x / pow(10.0, (double)-prec));
+        return jv_float(strtod(buf, NULL) * pow(10.0, (double)-prec));
+    } else if (!strcmp(method->data, "ceil"))
         r = ceil(x * m) / m;
     else if (!strcmp(method->data, "floor"))
         r = floor(x * m) / m;

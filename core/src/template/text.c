@@ -391,8 +391,8 @@ jv jtext_split(jrt *rt, const jstr *s, const jstr *sep, int64_t maxsplit, bool f
         if (i >= s->len)
             break;
         if (maxsplit >= 0 && done >= maxsplit) {
-            jv rest = jtext_strip(rt, jstr_new(rt, s->data + i, s->len - i), NULL, 'r');
-            jlist_push(rt, out.u.l, rest);
+            /* Python keeps the remainder's trailing whitespace */
+            jlist_push(rt, out.u.l, jv_str(rt, s->data + i, s->len - i));
             break;
         }
         size_t start = i;

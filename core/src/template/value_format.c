@@ -205,7 +205,8 @@ static void json_string(jrt *rt, jbuf *b, const jstr *s, bool ascii)
         case '\f': esc = "\\f"; break;
         default: break;
         }
-        if (!esc && c >= 0x20 && (c < 0x7F || (!ascii && c >= 0x80))) {
+        /* Python's json escapes DEL only with ensure_ascii */
+        if (!esc && c >= 0x20 && (c < 0x7F || !ascii)) {
             run++;
             i++;
             continue;
