@@ -703,6 +703,84 @@ static void test_io_errors(void **state)
     assert_int_equal(gguf_open(missing, &f, NULL), -1); /* NULL err is allowed */
 }
 
+/* ------------------------------------------------------------------ */
+/* Split models (gguf-split's shards)                                  */
+
+/* Writes shard no (0-based) of count at DIR/m-0000<no+1>-of-0000<count>.gguf:
+ * split keys (and a name key in the first), one F32 tensor "t<no>" of 4
+ * values no*10 + k; split_count overrides the count written. */
+static void write_shard(const fixture *fx, int no, int count, int split_count, char *path,
+                        size_t cap)
+{
+    gw_buf b = {0};
+    gw_header(&b, 3, 1, no == 0 ? 4 : 3);
+    if (no == 0)
+        gw_kv_str(&b, "general.name", "split");
+    gw_key(&b, "split.no", 2);
+    gw_u16(&b, (uint16_t)no);
+    gw_key(&b, "split.count", 2);
+    gw_u16(&b, (uint16_t)split_count);
+    gw_key(&b, "split.tensors.count", 5);
+    gw_u32(&b, (uint32_t)count);
+    char name[8];
+    snprintf(name, sizeof name, "t%d", no);
+    uint64_t ne[1] = {4};
+    gw_tensor_info(&b, name, 1, ne, 0, 0);
+    gw_pad(&b, 32);
+    for (int k = 0; k < 4; k++)
+        gw_f32(&b, (float)(no * 10 + k));
+    snprintf(path, cap, "%s/m-%05d-of-%05d.gguf", fx->tmp.dir, no + 1, count);
+    FILE *fp = fopen(path, "wb");
+    if (!fp || fwrite(b.p, 1, b.n, fp) != b.n)
+        abort();
+    fclose(fp);
+    gw_free(&b);
+}
+
+static void test_split_shards(void **state)
+{
+    fixture *fx = *state;
+    char p[3][400];
+    for (int i = 0; i < 3; i++)
+        write_shard(fx, i, 3, 3, p[i], sizeof p[i]);
+    gguf_file *f = NULL;
+    plume_error err = {0};
+    if (gguf_open(p[0], &f, &err))
+        fail_msg("%s", err.msg);
+    /* the first's metadata, every shard's tensors and data */
+    gguf_str name;
+    assert_true(gguf_get_str(f, "general.name", &name) && str_is(name, "split"));
+    assert_int_equal(gguf_n_tensors(f), 3);
+    for (int i = 0; i < 3; i++) {
+        char tn[8];
+        snprintf(tn, sizeof tn, "t%d", i);
+        const plume_tensor *t = gguf_find_tensor(f, tn);
+        assert_non_null(t);
+        float v[4];
+        memcpy(v, t->data, sizeof v);
+        for (int k = 0; k < 4; k++)
+            assert_true(v[k] == (float)(i * 10 + k));
+    }
+    gguf_close(f);
+    /* another shard alone names the first */
+    f = (gguf_file *)1;
+    assert_int_not_equal(gguf_open(p[1], &f, &err), 0);
+    assert_null(f);
+    assert_non_null(strstr(err.msg, "shard 2 of 3"));
+    assert_non_null(strstr(err.msg, "-00001-of-00003.gguf"));
+    /* a missing shard is named */
+    unlink(p[2]);
+    assert_int_not_equal(gguf_open(p[0], &f, &err), 0);
+    assert_non_null(strstr(err.msg, "shard 3 of 3"));
+    assert_non_null(strstr(err.msg, "m-00003-of-00003.gguf"));
+    /* a shard of another split */
+    write_shard(fx, 2, 3, 4, p[2], sizeof p[2]);
+    assert_int_not_equal(gguf_open(p[0], &f, &err), 0);
+    assert_non_null(strstr(err.msg, "shards are of different splits"));
+    for (int i = 0; i < 3; i++)
+        unlink(p[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -724,6 +802,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_odd_key_in_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_corruption, setup, teardown),
         cmocka_unit_test_setup_teardown(test_io_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_shards, setup, teardown),
     };
     return cmocka_run_group_tests_name("gguf_read", tests, NULL, NULL);
 }

@@ -162,16 +162,18 @@ def gguf_tensors(c, w):
     return out
 
 
-def write_gguf(path, c, tensors, tok, wtype="f32", legacy_rope=False):
+def write_gguf(path, c, tensors, tok, wtype="f32", legacy_rope=False, split_max_tensors=0):
     """wtype f16: matrices in F16 (vectors stay F32), as for a benchmark.
     legacy_rope: linear RoPE scaling as 2023 files wrote it, the factor in
     <arch>.rope.scale_linear and no rope.scaling.type (llama.cpp reads it
-    as linear)."""
+    as linear).  split_max_tensors: shards of at most that many tensors, as
+    gguf-split writes them (PATH-00001-of-0000N.gguf, ...; the metadata in the
+    first)."""
     import gguf
     mt = c["model_type"]
     arch = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}[mt]
     tokens, types, merges = tok
-    g = gguf.GGUFWriter(path, arch)
+    g = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     g.add_name("plume-family-%s" % mt)
     g.add_file_type(int(gguf.LlamaFileType.ALL_F32 if wtype == "f32" else gguf.LlamaFileType.MOSTLY_F16))
     g.add_vocab_size(c["vocab_size"])
@@ -213,7 +215,8 @@ def write_gguf(path, c, tensors, tok, wtype="f32", legacy_rope=False):
 def make(outdir, variant, seed=1):
     """Writes OUTDIR/hf (and OUTDIR/model.gguf when the variant has a GGUF
     form); returns {"hf": dir, "gguf": path or None, "config": dict, and for
-    linear RoPE scaling "gguf_legacy_rope": the same GGUF with the older keys}."""
+    linear RoPE scaling "gguf_legacy_rope": the same GGUF with the older keys,
+    and for qwen3 "gguf_split": the first of its shards)."""
     tok = mtm.build_tokenizer()
     tokens = tok[0]
     c = config_of(variant, len(tokens), tokens.index("<|endoftext|>"), tokens.index("<|im_end|>"))
@@ -230,7 +233,14 @@ def make(outdir, variant, seed=1):
         if (c.get("rope_scaling") or {}).get("type") == "linear":
             legacy = os.path.join(outdir, "model-legacy-rope.gguf")
             write_gguf(legacy, c, gguf_tensors(c, w), tok, legacy_rope=True)
-    return {"hf": hf, "gguf": gg, "gguf_legacy_rope": legacy, "config": c}
+    split = None
+    if variant == "qwen3":
+        write_gguf(os.path.join(outdir, "split.gguf"), c, gguf_tensors(c, w), tok,
+                   split_max_tensors=7)
+        shards = sorted(f for f in os.listdir(outdir) if f.startswith("split-"))
+        assert len(shards) >= 3 and shards[0].endswith("-00001-of-%05d.gguf" % len(shards)), shards
+        split = os.path.join(outdir, shards[0])
+    return {"hf": hf, "gguf": gg, "gguf_legacy_rope": legacy, "gguf_split": split, "config": c}
 
 
 if __name__ == "__main__":

@@ -154,6 +154,8 @@ def run_variant(variant, tmp):
     forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
     if fx.get("gguf_legacy_rope"):  # rope.scale_linear, no rope.scaling.type: linear too
         forms.append(("gguf legacy rope keys", fx["gguf_legacy_rope"]))
+    if fx.get("gguf_split"):  # gguf-split's shards, opened by the first
+        forms.append(("gguf split", fx["gguf_split"]))
     for form, path in forms:
         tag = "%s %s" % (variant, form)
         pre, msg = plume_logits(path, ids[:n], n, 0, tmp, nv)

@@ -51,6 +51,11 @@ struct gguf_file {
     plume_tensor *tensors;
     gguf_str *tensor_names; /* the names as they lie in the mapping */
     name_index tensor_index;
+
+    /* the other shards of a split model (split.count > 1), kept open: their
+     * tensors, appended above, point into their mappings */
+    gguf_file **shards;
+    size_t n_shards;
 };
 
 /* ------------------------------------------------------------------ */
@@ -631,7 +636,8 @@ static int map_file(gguf_file *f, plume_error *err)
     return rc;
 }
 
-int gguf_open(const char *path, gguf_file **out, plume_error *err)
+/* One file, shards not followed. */
+static int open_file(const char *path, gguf_file **out, plume_error *err)
 {
     *out = NULL;
     gguf_file *f = calloc(1, sizeof *f);
@@ -651,10 +657,136 @@ int gguf_open(const char *path, gguf_file **out, plume_error *err)
     return 0;
 }
 
+/* split.no / split.count of f (0 / 1 for an unsplit file); -1 on a bad value. */
+static int split_keys(const gguf_file *f, int64_t *no, int64_t *count, plume_error *err)
+{
+    *no = 0;
+    *count = 1;
+    const gguf_value *nv = gguf_get(f, "split.no"), *cv = gguf_get(f, "split.count");
+    if ((nv && !gguf_get_i64(f, "split.no", no)) || (cv && !gguf_get_i64(f, "split.count", count)) ||
+        *count < 1 || *count > 9999 || *no < 0 || *no >= *count)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: split.no / split.count are not a shard number below a count of "
+                         "1..9999; fix the metadata or re-split the model",
+                         f->path);
+    return 0;
+}
+
+/* Appends the tensors of shard s to f (moving their names), reindexing. */
+static int adopt_shard(gguf_file *f, gguf_file *s, plume_error *err)
+{
+    size_t n = f->n_tensors + s->n_tensors;
+    plume_tensor *t = realloc(f->tensors, (n ? n : 1) * sizeof *t);
+    if (t)
+        f->tensors = t;
+    gguf_str *names = t ? realloc(f->tensor_names, (n ? n : 1) * sizeof *names) : NULL;
+    if (names)
+        f->tensor_names = names;
+    if (!t || !names)
+        return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory adding shard %s", f->path,
+                         s->path);
+    memcpy(f->tensors + f->n_tensors, s->tensors, s->n_tensors * sizeof *t);
+    memcpy(f->tensor_names + f->n_tensors, s->tensor_names, s->n_tensors * sizeof *names);
+    f->n_tensors = n;
+    s->n_tensors = 0; /* f frees the names now */
+    free(f->tensor_index.slots);
+    f->tensor_index.slots = NULL;
+    if (index_init(&f->tensor_index, n) < 0)
+        return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory indexing tensors", f->path);
+    for (size_t i = 0; i < n; i++)
+        if (index_add(&f->tensor_index, f->tensor_names, i) != SIZE_MAX) {
+            char name[NAME_SHOW_MAX + 8];
+            show_name(name, sizeof name, f->tensor_names[i].ptr, f->tensor_names[i].len);
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: tensor '%s' stands in two shards of the split model; re-split it",
+                             s->path, name);
+        }
+    return 0;
+}
+
+/* A split model (llama.cpp's gguf-split, gguf-py's split_max_*): the first
+ * shard PREFIX-00001-of-N.gguf holds the metadata, every shard
+ * PREFIX-0000i-of-N.gguf tensors.  Opens shards 2..N into f. */
+static int open_shards(gguf_file *f, int64_t count, plume_error *err)
+{
+    char tail[64];
+    snprintf(tail, sizeof tail, "-00001-of-%05lld.gguf", (long long)count);
+    size_t n = strlen(f->path), tn = strlen(tail);
+    if (n < tn || strcmp(f->path + n - tn, tail) != 0)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: this is the first of %lld shards of a split model, but its name "
+                         "does not end in '%s', so the others cannot be found; rename the shards "
+                         "as gguf-split named them",
+                         f->path, (long long)count, tail);
+    if (!(f->shards = calloc((size_t)count, sizeof *f->shards)))
+        return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory", f->path);
+    for (int64_t i = 1; i < count; i++) {
+        char *p = malloc(n - tn + 64); /* as long as the first's name */
+        if (!p)
+            return plume_err(err, PLUME_ERR_NOMEM, "%s: out of memory", f->path);
+        memcpy(p, f->path, n - tn);
+        snprintf(p + n - tn, 64, "-%05lld-of-%05lld.gguf", (long long)i + 1, (long long)count);
+        gguf_file *s;
+        int rc = open_file(p, &s, err);
+        free(p);
+        if (rc)
+            return plume_err_prefix(err, "shard %lld of %lld of %s", (long long)i + 1,
+                                    (long long)count, f->path);
+        f->shards[f->n_shards++] = s;
+        int64_t no, cnt;
+        if (split_keys(s, &no, &cnt, err))
+            return -1;
+        if (no != i || cnt != count)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: split.no %lld of split.count %lld where shard %lld of %lld "
+                             "was expected; the shards are of different splits",
+                             s->path, (long long)no, (long long)cnt, (long long)i, (long long)count);
+        if (adopt_shard(f, s, err))
+            return -1;
+    }
+    int64_t total;
+    if (gguf_get_i64(f, "split.tensors.count", &total) && (uint64_t)total != f->n_tensors)
+        return plume_err(err, PLUME_ERR_FORMAT,
+                         "%s: the %lld shards hold %zu tensors, split.tensors.count says %lld; a "
+                         "shard is missing tensors",
+                         f->path, (long long)count, f->n_tensors, (long long)total);
+    return 0;
+}
+
+int gguf_open(const char *path, gguf_file **out, plume_error *err)
+{
+    gguf_file *f;
+    *out = NULL;
+    if (open_file(path, &f, err))
+        return -1;
+    int64_t no, count;
+    if (split_keys(f, &no, &count, err)) {
+        gguf_close(f);
+        return -1;
+    }
+    if (no != 0) {
+        plume_err(err, PLUME_ERR_INVALID,
+                  "%s: this is shard %lld of %lld of a split model; give the first shard "
+                  "(...-00001-of-%05lld.gguf), which holds the metadata",
+                  path, (long long)no + 1, (long long)count, (long long)count);
+        gguf_close(f);
+        return -1;
+    }
+    if (count > 1 && open_shards(f, count, err)) {
+        gguf_close(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
 void gguf_close(gguf_file *f)
 {
     if (!f)
         return;
+    for (size_t i = 0; i < f->n_shards; i++)
+        gguf_close(f->shards[i]);
+    free(f->shards);
     for (size_t i = 0; i < f->n_kv; i++)
         free_value(&f->values[i]);
     free(f->values);

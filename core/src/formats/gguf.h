@@ -73,7 +73,11 @@ typedef struct gguf_file gguf_file;
 
 /* Maps and parses a GGUF file: header, every metadata pair and every tensor
  * info, validating all offsets and sizes.  Tensors of types whose block size
- * is unknown are an error; supported-or-not is left to the caller. */
+ * is unknown are an error; supported-or-not is left to the caller.  The
+ * first shard of a split model (split.count > 1, PREFIX-00001-of-N.gguf)
+ * opens the others beside it: the metadata is the first's, the tensors all
+ * shards' (gguf_map, gguf_data_offset and gguf_file_size stay the
+ * first's).  Another shard given alone is an error naming the first. */
 int gguf_open(const char *path, gguf_file **out, plume_error *err);
 
 /* Unmaps and frees; NULL is a no-op. */
