@@ -151,12 +151,18 @@ class Model:
         self.D = c.get("head_dim") or self.E // self.H
         self.eps = c.get("rms_norm_eps", 1e-6)
         self.layer_types, self.window = _layer_types(c)
+        # SmolLM3Attention.use_rope = config.no_rope_layers[layer_idx], whose
+        # default is 1 except every no_rope_layer_interval-th layer
+        every = c.get("no_rope_layer_interval", 4)
+        self.use_rope = (c.get("no_rope_layers") or
+                         [int((i + 1) % every != 0) for i in range(c["num_hidden_layers"])]
+                         if self.mt == "smollm3" else [1] * c["num_hidden_layers"])
         self.ropes = {k: rope_params(c, v) for k, v in _standard_rope(c).items()}
         if self.gemma:
             self.scaling = c.get("query_pre_attn_scalar", 256) ** -0.5
         else:
             self.scaling = self.D ** -0.5
-        tied = c.get("tie_word_embeddings", self.gemma)
+        tied = c.get("tie_word_embeddings", self.gemma or self.mt == "smollm3")
         self.head = self.w["model.embed_tokens.weight"] if tied else self.w["lm_head.weight"]
 
     def norm(self, x, w):
@@ -199,7 +205,8 @@ class Model:
             if p + "self_attn.q_norm.weight" in w:  # Qwen3 / Gemma 3: before RoPE
                 q = self.norm(q, w[p + "self_attn.q_norm.weight"])
                 k = self.norm(k, w[p + "self_attn.k_norm.weight"])
-            q, k = self.rope(q, pos, inv, af), self.rope(k, pos, inv, af)
+            if self.use_rope[l]:
+                q, k = self.rope(q, pos, inv, af), self.rope(k, pos, inv, af)
             g = self.H // self.Hkv
             out = np.empty((T, self.H, self.D))
             for hh in range(self.H):

@@ -45,6 +45,10 @@ VARIANTS = {
     "yarn": ("qwen3", dict(rope_scaling=dict(rope_type="yarn", factor=4.0,
                                              original_max_position_embeddings=32)), True),
     "mistral-swa": ("mistral", dict(sliding_window=16), True),
+    # SmolLM3: Llama with no RoPE on every 4th layer (GGUF arch smollm3)
+    # (pad_token_id in range: SmolLM3Config's default is 128004)
+    "smollm3": ("smollm3", dict(num_hidden_layers=4, rope_theta=2000000.0,
+                                tie_word_embeddings=True, pad_token_id=0), True),
     "qwen2-swa": ("qwen2", dict(use_sliding_window=True, sliding_window=16, max_window_layers=1),
                   False),
     # Gemma 3: 6 layers (llama.cpp's fixed pattern: 5 local, 1 global), a
@@ -66,6 +70,7 @@ VARIANTS = {
 }
 
 ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+         "smollm3": "SmolLM3ForCausalLM",
          "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
          "gemma3_text": "Gemma3ForCausalLM"}
 
@@ -139,7 +144,7 @@ def gguf_tensors(c, w):
              "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
              "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
              "mlp.down_proj.weight": "ffn_down.weight"}
-    permute = mt in ("llama", "mistral")
+    permute = mt in ("llama", "mistral", "smollm3")
     out = {"token_embd.weight": w["model.embed_tokens.weight"],
            "output_norm.weight": w["model.norm.weight"] + (1.0 if gemma else 0.0)}
     if "lm_head.weight" in w:
@@ -171,7 +176,8 @@ def write_gguf(path, c, tensors, tok, wtype="f32", legacy_rope=False, split_max_
     first)."""
     import gguf
     mt = c["model_type"]
-    arch = {"llama": "llama", "mistral": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}[mt]
+    arch = {"llama": "llama", "mistral": "llama", "smollm3": "smollm3", "qwen3": "qwen3",
+            "gemma3_text": "gemma3"}[mt]
     tokens, types, merges = tok
     g = gguf.GGUFWriter(path, arch, split_max_tensors=split_max_tensors)
     g.add_name("plume-family-%s" % mt)

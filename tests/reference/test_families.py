@@ -3,7 +3,9 @@
 random models of each family and RoPE variant (make_family_model.py):
 Qwen3 (untied, head_dim != hidden/heads; tied), Llama 3.2-style llama3
 RoPE, linear, dynamic (NTK), YaRN (on Qwen3), Mistral and Qwen2 with
-sliding windows, Gemma 3 (two config spellings).
+sliding windows, Gemma 3 (two config spellings), SmolLM3 (no RoPE on every
+4th layer; the oracle is checked against transformers' own SmolLM3 there);
+a Qwen3 GGUF split in shards and a linear-scaled GGUF with the 2023 keys.
 
 For every variant, in HF form and (where llama.cpp has one) GGUF form:
   * prefill: the logits of every position of an N-token sequence in one
@@ -139,6 +141,24 @@ def oracle_greedy(orc, ids, n):
     return out
 
 
+def oracle_vs_transformers(hf, orc, ids, ref):
+    """SmolLM3 is new to the oracle: its NoPE layers checked against
+    transformers' own SmolLM3ForCausalLM (float64), and shown to matter."""
+    try:
+        import make_moe_model
+        tf = make_moe_model.transformers_logits(hf, ids)
+    except ImportError as e:
+        print("skip  smollm3: transformers' logits (%s)" % e)
+        return
+    diff = float(np.abs(tf - ref).max())
+    check(diff < 1e-4, "smollm3: the oracle vs transformers' SmolLM3ForCausalLM (float64): max "
+          "|diff| %.2e" % diff)
+    saved, orc.use_rope = orc.use_rope, [1] * len(orc.use_rope)
+    moved = float(np.abs(orc.logits(ids) - tf).max())
+    orc.use_rope = saved
+    check(moved > 1.0, "smollm3: RoPE on every layer instead moves the logits by %.1f" % moved)
+
+
 def run_variant(variant, tmp):
     d = os.path.join(tmp, variant)
     fx = make_family_model.make(d, variant)
@@ -150,6 +170,8 @@ def run_variant(variant, tmp):
     n = N
     ref = orc.logits(ids[:n])
     spread = float(ref.max() - ref.min())
+    if variant == "smollm3":
+        oracle_vs_transformers(fx["hf"], orc, ids[:n], ref)
     want_gen = None
     forms = [("hf", fx["hf"])] + ([("gguf", fx["gguf"])] if fx["gguf"] else [])
     if fx.get("gguf_legacy_rope"):  # rope.scale_linear, no rope.scaling.type: linear too

@@ -216,7 +216,9 @@ static int describe(const gguf_file *f, plume_convert_dtype dtype, conv_model *c
         return -1;
     /* the writer knows llama and qwen2 only: anything more would be dropped */
     const plume_model_config *cc = &cm->cfg;
+    bool every4;
     if ((cc->arch != PLUME_ARCH_LLAMA && cc->arch != PLUME_ARCH_QWEN2) ||
+        plume_config_nope_layers(cc, &every4) > 0 ||
         cc->rope.type != PLUME_ROPE_SCALING_NONE || cc->sliding_window > 0 ||
         gguf_find_tensor(f, "rope_freqs.weight"))
         return plume_err(err, PLUME_ERR_UNSUPPORTED,

@@ -87,6 +87,9 @@ typedef struct plume_model_config {
      * sliding_window positions (row p: p-window+1 .. p); 0 = none */
     int32_t sliding_window;
     uint8_t swa_layer[PLUME_MAX_LAYERS];
+    /* SmolLM3: layers l with nope_layer[l] apply no RoPE to q and k (HF
+     * no_rope_layers[l] == 0; llama.cpp: every 4th layer) */
+    uint8_t nope_layer[PLUME_MAX_LAYERS];
     /* Qwen3, Gemma 3: RMSNorm over each head of q and k before RoPE */
     bool qk_norm;
     /* Gemma 3 */
@@ -133,6 +136,11 @@ static inline bool plume_config_layer_moe(const plume_model_config *cfg, int l)
 {
     return cfg->n_expert > 0 && !(l < PLUME_MAX_LAYERS && cfg->dense_layer[l]);
 }
+
+/* The number of cfg's layers without RoPE (SmolLM3); *every4 tells whether
+ * they are exactly every 4th layer, the only pattern a GGUF (llama.cpp's
+ * smollm3) can express. */
+int plume_config_nope_layers(const plume_model_config *cfg, bool *every4);
 
 /* The window of layer l: cfg->sliding_window when the layer slides, else 0. */
 int32_t plume_config_layer_window(const plume_model_config *cfg, int l);

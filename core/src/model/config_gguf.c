@@ -326,6 +326,8 @@ typedef struct gguf_arch {
 
 static const gguf_arch gguf_archs[] = {
     {.name = "llama", .arch = PLUME_ARCH_LLAMA, .rope_style = PLUME_ROPE_ADJACENT},
+    /* Llama with no RoPE on every 4th layer (llama.cpp's smollm3.cpp) */
+    {.name = "smollm3", .arch = PLUME_ARCH_LLAMA, .rope_style = PLUME_ROPE_ADJACENT},
     {.name = "qwen2", .arch = PLUME_ARCH_QWEN2, .rope_style = PLUME_ROPE_HALF, .qkv_bias = true},
     {.name = "qwen3", .arch = PLUME_ARCH_QWEN3, .rope_style = PLUME_ROPE_HALF, .qk_norm = true},
     {.name = "gemma3", .arch = PLUME_ARCH_GEMMA3, .rope_style = PLUME_ROPE_HALF, .qk_norm = true,
@@ -379,8 +381,8 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                                  "(Mixtral), qwen3moe, qwen2moe, olmoe, gpt-oss)",
                                  gguf_path(f), arch);
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
-                         "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
-                         "gemma3, qwen3moe, qwen2moe, olmoe, gpt-oss)",
+                         "%s: unsupported architecture '%s' (supported: llama, smollm3, qwen2, "
+                         "qwen3, gemma3, qwen3moe, qwen2moe, olmoe, gpt-oss)",
                          gguf_path(f), arch);
     }
     cfg->arch = ga->arch;
@@ -415,6 +417,14 @@ int plume_config_from_gguf(const gguf_file *f, plume_model_config *cfg, plume_er
                          gguf_path(f), rope_dims, cfg->head_dim);
     if (gguf_rope(f, arch, cfg, err) || gguf_windows(f, arch, cfg, err))
         return -1;
+    if (strcmp(arch, "smollm3") == 0) {
+        if (cfg->n_layer > PLUME_MAX_LAYERS)
+            return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                             "%s: SmolLM3 models with more than %d layers are not supported",
+                             gguf_path(f), PLUME_MAX_LAYERS);
+        for (int l = 0; l < cfg->n_layer; l++) /* llama.cpp's n_no_rope_layer_step 4 */
+            cfg->nope_layer[l] = (l + 1) % 4 == 0;
+    }
     if (cfg->arch == PLUME_ARCH_GEMMA3 && gguf_gemma(f, arch, cfg, err))
         return -1;
     if (gguf_moe(f, arch, cfg, err))

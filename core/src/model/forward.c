@@ -314,8 +314,10 @@ int plume_runner_layer(plume_runner *r, int l, int kv_layer, plume_lin_hook hook
         TRY(B->rmsnorm(b, a[A_K], a[A_K], Ly->k_norm, n * c->n_head_kv, c->head_dim, c->rms_eps,
                        err));
     }
-    TRY(B->rope(b, st, a[A_Q], c->n_head, c->head_dim, Ly->rope_freq, adjacent, err));
-    TRY(B->rope(b, st, a[A_K], c->n_head_kv, c->head_dim, Ly->rope_freq, adjacent, err));
+    if (Ly->rope_freq) { /* SmolLM3's NoPE layers rotate nothing */
+        TRY(B->rope(b, st, a[A_Q], c->n_head, c->head_dim, Ly->rope_freq, adjacent, err));
+        TRY(B->rope(b, st, a[A_K], c->n_head_kv, c->head_dim, Ly->rope_freq, adjacent, err));
+    }
     TRY(B->kv_store(b, st, &r->kv->pool, kv_layer, a[A_K], a[A_V], err));
     const plume_attn_params ap = {c->n_head, Ly->attn_scale, Ly->window, Ly->sinks};
     TRY(B->attention(b, st, &r->kv->pool, kv_layer, a[A_Q], &ap, a[A_ATTN], err));

@@ -28,6 +28,7 @@ typedef struct hf_arch {
 static const hf_arch hf_archs[] = {
     {"llama", "LlamaForCausalLM", PLUME_ARCH_LLAMA, false},
     {"mistral", "MistralForCausalLM", PLUME_ARCH_LLAMA, false},
+    {"smollm3", "SmolLM3ForCausalLM", PLUME_ARCH_LLAMA, false},
     {"qwen2", "Qwen2ForCausalLM", PLUME_ARCH_QWEN2, true},
     {"qwen3", "Qwen3ForCausalLM", PLUME_ARCH_QWEN3, false},
     {"gemma3_text", "Gemma3ForCausalLM", PLUME_ARCH_GEMMA3, false},
@@ -488,6 +489,46 @@ static int hf_moe(const char *path, json_t *root, const char *model_type, plume_
     return 0;
 }
 
+/* SmolLM3's layers without RoPE: no_rope_layers (per layer, 1 = RoPE), else
+ * every no_rope_layer_interval-th layer (default 4), as SmolLM3Config. */
+static int hf_nope(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
+{
+    bool swa = false;
+    if (hf_bool(path, root, "use_sliding_window", false, &swa, err))
+        return -1;
+    if (swa)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: SmolLM3 with use_sliding_window is not supported", path);
+    if (cfg->n_layer > PLUME_MAX_LAYERS)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: SmolLM3 models with more than %d layers are not supported", path,
+                         PLUME_MAX_LAYERS);
+    json_t *nr = hf_get(root, "no_rope_layers");
+    if (nr) {
+        if (!json_is_array(nr) || (int64_t)json_array_size(nr) != cfg->n_layer)
+            return plume_err(err, PLUME_ERR_FORMAT,
+                             "%s: no_rope_layers must be a list of num_hidden_layers (%d) 0/1 "
+                             "flags",
+                             path, cfg->n_layer);
+        for (int l = 0; l < cfg->n_layer; l++) {
+            json_t *v = json_array_get(nr, (size_t)l);
+            if (!json_is_integer(v) || (json_integer_value(v) != 0 && json_integer_value(v) != 1))
+                return plume_err(err, PLUME_ERR_FORMAT,
+                                 "%s: no_rope_layers[%d] is not 0 or 1", path, l);
+            cfg->nope_layer[l] = json_integer_value(v) == 0;
+        }
+        return 0;
+    }
+    int32_t every = 4;
+    if (hf_int(path, root, "no_rope_layer_interval", 4, &every, err))
+        return -1;
+    if (every < 1)
+        return plume_err(err, PLUME_ERR_FORMAT, "%s: no_rope_layer_interval must be >= 1", path);
+    for (int l = 0; l < cfg->n_layer; l++)
+        cfg->nope_layer[l] = (l + 1) % every == 0;
+    return 0;
+}
+
 /* Fills cfg from a parsed config object; every error names path. */
 static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plume_error *err)
 {
@@ -519,13 +560,17 @@ static int hf_fill(const char *path, json_t *root, plume_model_config *cfg, plum
                          "%s: mixture-of-experts models with more than %d layers are not supported",
                          path, PLUME_MAX_LAYERS);
     const bool gpt_oss = arch->arch == PLUME_ARCH_GPT_OSS;
+    const bool smollm3 = strcmp(arch->model_type, "smollm3") == 0;
+    if (smollm3 && hf_nope(path, root, cfg, err))
+        return -1;
     int64_t hd_default = arch->arch == PLUME_ARCH_QWEN3 ? 128
                          : gemma                       ? 256
                          : gpt_oss                     ? 64 /* GptOssConfig.head_dim */
                                                        : cfg->n_embd / cfg->n_head;
     if (hf_int(path, root, "head_dim", hd_default, &cfg->head_dim, err) ||
         hf_float(path, root, "rms_norm_eps", gpt_oss ? 1e-5 : 1e-6, &cfg->rms_eps, err) ||
-        hf_bool(path, root, "tie_word_embeddings", gemma, &cfg->tied_embeddings, err) ||
+        hf_bool(path, root, "tie_word_embeddings", gemma || smollm3, &cfg->tied_embeddings,
+                err) ||
         hf_rope(path, root, cfg, err) || hf_windows(path, root, arch->model_type, cfg, err))
         return -1;
     if (arch->arch == PLUME_ARCH_QWEN2)

@@ -187,6 +187,11 @@ void plume_model_describe(const plume_model *m, void *stream)
     } else {
         fprintf(f, "sliding window: none\n");
     }
+    bool every4;
+    const int n_nope = plume_config_nope_layers(c, &every4);
+    if (n_nope > 0)
+        fprintf(f, "no rope:        %d of %d layers%s\n", n_nope, c->n_layer,
+                every4 ? " (every 4th)" : "");
     if (c->attn_scale > 0)
         fprintf(f, "attention scale: %g\n", c->attn_scale);
     if (c->final_softcap > 0)

@@ -44,7 +44,8 @@ typedef struct plume_layer {
     plume_bweight *q_norm, *k_norm;      /* head_dim (Qwen3, Gemma 3), else NULL */
     plume_bweight *post_attn_norm, *post_ffn_norm; /* n_embd (Gemma 3), else NULL */
     plume_bweight *sinks;                /* n_head attention sink logits (gpt-oss), else NULL */
-    const plume_bweight *rope_freq;      /* the model's global or local inv_freq */
+    const plume_bweight *rope_freq;      /* the model's global or local inv_freq; NULL: no
+                                          * RoPE in this layer (SmolLM3) */
     float attn_scale;                    /* softmax scale; 0: 1/sqrt(head_dim) */
     int32_t window;                      /* sliding window (0: full attention) */
     plume_moe *moe;                      /* a mixture-of-experts MLP (gate/up/down unused), else NULL */

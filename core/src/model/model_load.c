@@ -385,7 +385,9 @@ static int load_layers(plume_model *m, const plume_registry *reg, plume_error *e
         /* RoPE, softmax scale and window of the layer (prepare_rope ran) */
         L->window = plume_config_layer_window(c, l);
         float mult = L->window > 0 ? m->rope_local_attn_mult : m->rope_attn_mult;
-        L->rope_freq = L->window > 0 ? m->rope_local_freq : m->rope_freq;
+        L->rope_freq = l < PLUME_MAX_LAYERS && c->nope_layer[l] ? NULL /* SmolLM3's NoPE */
+                       : L->window > 0                        ? m->rope_local_freq
+                                                              : m->rope_freq;
         /* the softmax scale: 0 (the op's 1/sqrt(head_dim)) unless the
          * config sets one (Gemma) or yarn scales attention (mult) */
         L->attn_scale = c->attn_scale == 0.0f && mult == 1.0f

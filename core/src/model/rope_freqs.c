@@ -20,6 +20,17 @@ const char *plume_rope_scaling_name(plume_rope_scaling t)
     return "?";
 }
 
+int plume_config_nope_layers(const plume_model_config *cfg, bool *every4)
+{
+    int n = 0;
+    *every4 = true;
+    for (int l = 0; l < cfg->n_layer && l < PLUME_MAX_LAYERS; l++) {
+        n += cfg->nope_layer[l];
+        *every4 &= cfg->nope_layer[l] == ((l + 1) % 4 == 0);
+    }
+    return n;
+}
+
 int32_t plume_config_layer_window(const plume_model_config *cfg, int l)
 {
     if (cfg->sliding_window <= 0 || l < 0 || l >= PLUME_MAX_LAYERS)

@@ -36,7 +36,15 @@ static int64_t hf_row(int64_t r, int32_t d)
 static int write_hparams(gguf_writer *w, const plume_model_config *c, const char *dir,
                          uint32_t file_type, plume_error *err)
 {
-    const char *a = plume_config_gguf_arch(c->arch); /* the dummy plan's families all have one */
+    bool every4;
+    const int n_nope = plume_config_nope_layers(c, &every4);
+    if (n_nope > 0 && !every4)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s/config.json: its layers without RoPE are not every 4th layer, which "
+                         "is all a GGUF (llama.cpp's smollm3) can say",
+                         dir);
+    /* the dummy plan's families all have a GGUF name; SmolLM3 is llama's with NoPE */
+    const char *a = n_nope > 0 ? "smollm3" : plume_config_gguf_arch(c->arch);
     if (!a)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s/config.json: architecture %s has no GGUF name plume knows", dir,

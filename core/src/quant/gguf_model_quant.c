@@ -137,6 +137,12 @@ static int open_source(qsrc *s, const char *in, plume_error *err)
     if (plume_config_from_hf_json(p, &s->cfg, err) || plume_config_validate(&s->cfg, err) ||
         safetensors_open(in, &s->st, err))
         return -1;
+    bool every4;
+    if (plume_config_nope_layers(&s->cfg, &every4) > 0 && !every4)
+        return plume_err(err, PLUME_ERR_UNSUPPORTED,
+                         "%s: its layers without RoPE (no_rope_layers) are not every 4th layer, "
+                         "which is all a GGUF (llama.cpp's smollm3) can say",
+                         in);
     if (s->cfg.n_expert > 0)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s is a mixture-of-experts checkpoint (%s, %d experts); writing its "
