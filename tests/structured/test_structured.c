@@ -144,6 +144,19 @@ static const char person[] =
     "\"score\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},"
     "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
 
+/* An object schema into buf: n_props integer properties p0.., and a
+ * required list of n_req names <req>0.. (p: the properties themselves). */
+static void object_schema(char *buf, int n_props, char req, int n_req)
+{
+    char *p = buf + sprintf(buf, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < n_props; i++)
+        p += sprintf(p, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    p += sprintf(p, "},\"required\":[");
+    for (int i = 0; i < n_req; i++)
+        p += sprintf(p, "%s\"%c%d\"", i ? "," : "", req, i);
+    sprintf(p, "]}");
+}
+
 static void test_json_schema(void **state)
 {
     (void)state;
@@ -238,26 +251,14 @@ static void test_json_schema(void **state)
     check_languages(addl, 1);
     /* OpenAI's strict mode lists every property in required: 200 of them
      * are 200 names, not 400 */
-    char *strict = malloc(200 * 64 + 64), *p = strict;
+    char *strict = malloc(300 * 64 + 128);
     if (!strict)
         abort();
-    p += sprintf(p, "{\"type\":\"object\",\"additionalProperties\":false,\"properties\":{");
-    for (int i = 0; i < 200; i++)
-        p += sprintf(p, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
-    p += sprintf(p, "},\"required\":[");
-    for (int i = 0; i < 200; i++)
-        p += sprintf(p, "%s\"p%d\"", i ? "," : "", i);
-    sprintf(p, "]}");
+    object_schema(strict, 200, 'p', 200);
     ss_compiled *c = compile_ok(SS_JSON_SCHEMA, strict);
     ss_compiled_free(c);
     /* 200 properties and 100 more required names: 300 distinct names */
-    p = strict + sprintf(strict, "{\"type\":\"object\",\"properties\":{");
-    for (int i = 0; i < 200; i++)
-        p += sprintf(p, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
-    p += sprintf(p, "},\"required\":[");
-    for (int i = 0; i < 100; i++)
-        p += sprintf(p, "%s\"q%d\"", i ? "," : "", i);
-    sprintf(p, "]}");
+    object_schema(strict, 200, 'q', 100);
     refused(SS_JSON_SCHEMA, strict, "more than 256 properties");
     free(strict);
 }
