@@ -84,6 +84,7 @@ CASES = [
     "{{ 'a b c '.split(none, 1) }}|{{ '  a b  '.split(none, 0) }}|{{ ' a b '.split(none, 1) }}|{{ 'a\\tb\\n'.split(none, 1) }}",
     "{{ 2.5|round }} {{ 0.125|round(2) }} {{ 3|round }} {{ -2.5|round }} {{ 1.5|round }} {{ 2.675|round(2) }} {{ 1250|round(-2) }} {{ 1350|round(-2) }} {{ -1250|round(-2) }} {{ 1250.0|round(-2) }} {{ true|round }} {{ 7|round(1, 'floor') }} {{ 2.5|round(0, 'ceil') }}",
     "{{ 'a\\x7fb'|tojson }}|{{ {'k': 'x\\x7f'}|tojson }}",
+    "{% set b %}{% set y = 1 %}in{{ y }}{% endset %}{{ b }}|{{ y is defined }}|{% filter upper %}{% set z = 2 %}{{ z }}x{% endfilter %}|{{ z is defined }}|{% set ns = namespace(v=0) %}{% set c %}{% set ns.v = 5 %}{% endset %}{{ ns.v }}",
     "{{ s.startswith('He') }} {{ s.endswith(('x', 'ld')) }} {{ s.upper() }} {{ s.lower() }} {{ s.replace('o', '0') }} {{ s.find('o') }} {{ s.rfind('o') }} {{ s.count('l') }}",
     "{{ '{} and {}'.format(1, 'b') }} {{ '{0}{1}{0}'.format('x', 'y') }} {{ '{a}-{b!r}'.format(a=1, b='q') }} {{ '{:>5}|{:<4}|'.format('r', 'l') }} {{ '{{x}}'.format() }}",
     "{{ ', '.join(['a', 'b']) }} {{ 'line1\\nline2\\r\\nline3'.splitlines() }} {{ s.title() }} {{ 'abc'.capitalize() }} {{ s.isdigit() }} {{ '12'.isdigit() }}",

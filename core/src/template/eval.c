@@ -860,12 +860,16 @@ static void exec_for(jrt *rt, const jnode *n, jframe *f)
         exec_body(rt, n->else_body, f);
 }
 
+/* The output of body, run in a frame of its own as jinja2 runs the body of
+ * {% set x %}...{% endset %} and {% filter %}: what it sets stays inside. */
 static jv capture(jrt *rt, const jnode *body, jframe *f)
 {
     jeval *ev = EV(rt);
     jbuf out = {0}, *saved = ev->out;
+    jframe *inner = jrt_alloc(rt, sizeof *inner);
+    inner->parent = f;
     ev->out = &out;
-    exec_body(rt, body, f);
+    exec_body(rt, body, inner);
     ev->out = saved;
     return jbuf_take(rt, &out);
 }
