@@ -586,9 +586,44 @@ static bool type_allows(json_t *type, json_t *v)
  * fewest digits that read back as the same value (jansson's default of 17
  * spells 0.1 as 0.10000000000000001), without an exponent where one can
  * be avoided.  NULL when out of memory. */
+/* Whether v holds a real anywhere. */
+static bool has_real(json_t *v)
+{
+    if (json_is_real(v))
+        return true;
+    size_t i;
+    const char *k;
+    json_t *x;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, x) if (has_real(x)) return true;
+    } else if (json_is_object(v)) {
+        json_object_foreach(v, k, x) if (has_real(x)) return true;
+    }
+    return false;
+}
+
+/* Whether JSON text t has an exponent in a number: an e or E after a
+ * digit or point outside strings (true and false have theirs after letters). */
+static bool has_exponent(const char *t)
+{
+    bool in_str = false;
+    for (const char *c = t; *c; c++) {
+        if (in_str && *c == '\\' && c[1])
+            c++;
+        else if (*c == '"')
+            in_str = !in_str;
+        else if (!in_str && (*c == 'e' || *c == 'E') && c > t &&
+                 ((c[-1] >= '0' && c[-1] <= '9') || c[-1] == '.'))
+            return true;
+    }
+    return false;
+}
+
 static char *dump_value(json_t *v)
 {
     const size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
+    if (!has_real(v))
+        return json_dumps(v, flags);
     char *with_e = NULL;
     for (int p = 1; p <= 17; p++) {
         char *t = json_dumps(v, flags | JSON_REAL_PRECISION(p));
@@ -597,7 +632,7 @@ static char *dump_value(json_t *v)
         json_t *back = json_loads(t, JSON_DECODE_ANY, NULL);
         const bool same = back && json_equal(back, v);
         json_decref(back);
-        if (same && !strpbrk(t, "eE")) {
+        if (same && !has_exponent(t)) {
             free(with_e);
             return t;
         }

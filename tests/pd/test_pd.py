@@ -150,6 +150,16 @@ def received(m):
 
 
 def test_identity(colo, pre, dec, rt):
+    # models.list and models.retrieve through the router are the decode worker's
+    c = client(rt)
+    name = c.models.list().data[0].id
+    check(name == client(dec).models.list().data[0].id, name)
+    check(c.models.retrieve(name).id == name, "models.retrieve through the router")
+    try:
+        c.models.retrieve("no-such-model")
+        check(False, "the router answered models.retrieve('no-such-model')")
+    except openai.NotFoundError:
+        pass
     n_multi = 0
     for p in PROMPTS:
         want = completion_ids(colo, p)

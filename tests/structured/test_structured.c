@@ -218,6 +218,9 @@ static void test_json_schema(void **state)
         {SS_JSON_SCHEMA, "{\"enum\":[0.1,0.2,100.0,1e300,-2.5]}", {"0.1", "0.2", "100.0", "1e300", "-2.5"},
          {"0.10000000000000001", "0.3"}},
         {SS_JSON_SCHEMA, "{\"type\":\"string\",\"const\":\"x\"}", {"\"x\""}, {"\"y\""}},
+        /* an e in a string or in true is not an exponent */
+        {SS_JSON_SCHEMA, "{\"const\":{\"k\":\"yes\",\"t\":true,\"v\":100.0}}",
+         {"{\"k\":\"yes\",\"t\":true,\"v\":100.0}"}, {"{\"k\":\"yes\",\"t\":true,\"v\":1e2}"}},
     };
     check_languages(cases, sizeof cases / sizeof *cases);
 

@@ -18,6 +18,7 @@ typedef struct gguf_vocab {
     uint64_t n, n_merges;
     char pre[64];
     bool ignore_merges;
+    bool add_bos; /* the file's add_bos_token, else the pre-tokenizer's default */
     const char *const *patterns;
     size_t n_patterns;
 } gguf_vocab;
@@ -54,7 +55,7 @@ static int read_vocab(const gguf_file *f, gguf_vocab *v, plume_error *err)
     gguf_str pre = {"default", 7};
     gguf_get_str(f, "tokenizer.ggml.pre", &pre);
     snprintf(v->pre, sizeof v->pre, "%.*s", (int)(pre.len < 63 ? pre.len : 63), pre.ptr);
-    v->patterns = tok_pretok_patterns(v->pre, &v->n_patterns, &v->ignore_merges);
+    v->patterns = tok_pretok_lookup(v->pre, &v->n_patterns, &v->ignore_merges, &v->add_bos);
     if (!v->patterns)
         return plume_err(err, PLUME_ERR_UNSUPPORTED,
                          "%s: pre-tokenizer \"%s\" (tokenizer.ggml.pre) is unknown; supported: %s",
@@ -207,7 +208,7 @@ static json_t *build_tokenizer(const gguf_file *f, const gguf_vocab *v, plume_er
     }
     int64_t bos = meta_id(f, "tokenizer.ggml.bos_token_id", v->n);
     int64_t eos = meta_id(f, "tokenizer.ggml.eos_token_id", v->n);
-    bool add_bos = meta_bool(f, "tokenizer.ggml.add_bos_token", false) && bos >= 0;
+    bool add_bos = meta_bool(f, "tokenizer.ggml.add_bos_token", v->add_bos) && bos >= 0;
     bool add_eos = meta_bool(f, "tokenizer.ggml.add_eos_token", false) && eos >= 0;
     json_t *post = add_bos || add_eos
                        ? template_processor(v, add_bos ? bos : -1, add_eos ? eos : -1)
@@ -270,7 +271,7 @@ static json_t *build_config(const conv_model *cm, const gguf_vocab *v)
     int64_t eos = meta_id(f, "tokenizer.ggml.eos_token_id", v->n);
     json_t *o = json_object();
     json_object_set_new(o, "add_bos_token",
-                        json_boolean(meta_bool(f, "tokenizer.ggml.add_bos_token", false)));
+                        json_boolean(meta_bool(f, "tokenizer.ggml.add_bos_token", v->add_bos)));
     json_object_set_new(o, "add_eos_token",
                         json_boolean(meta_bool(f, "tokenizer.ggml.add_eos_token", false)));
     json_object_set_new(o, "added_tokens_decoder", dec);

@@ -196,20 +196,55 @@ static enum MHD_Result generate(void *user, http_exchange *x)
 }
 
 /* The model list of the first decode worker that answers. */
-static enum MHD_Result models(void *user, http_exchange *x)
+/* The first decode worker's GET /v1/models body (free it), or NULL with err. */
+static char *worker_models(router *rt, char *err, size_t cap)
 {
-    router *rt = user;
-    char err[512] = "";
     for (int i = 0; i < rt->o.n_decode; i++) {
         char url[512];
         snprintf(url, sizeof url, "%s/v1/models", rt->o.decode[i]);
         char *body = http_get(url, rt->o.api_key, rt->o.timeout_s < 10 ? rt->o.timeout_s : 10, err,
-                              sizeof err);
+                              cap);
         if (body)
-            return http_send_owned(x, 200, "application/json", body);
+            return body;
     }
+    return NULL;
+}
+
+static enum MHD_Result models(void *user, http_exchange *x)
+{
+    char err[512] = "";
+    char *body = worker_models(user, err, sizeof err);
+    if (body)
+        return http_send_owned(x, 200, "application/json", body);
     return http_send_error(x, 502, "no decode worker answered GET /v1/models (last error: %s)",
                            err);
+}
+
+/* GET /v1/models/{id}: the decode workers' model of that id, as plume serve
+ * answers it. */
+static enum MHD_Result model(void *user, http_exchange *x)
+{
+    const char *id = x->url + strlen("/v1/models/");
+    char err[512] = "";
+    char *body = worker_models(user, err, sizeof err);
+    if (!body)
+        return http_send_error(x, 502, "no decode worker answered GET /v1/models (last error: %s)",
+                               err);
+    json_t *list = json_loads(body, 0, NULL), *found = NULL, *m;
+    free(body);
+    size_t i;
+    json_array_foreach(json_object_get(list, "data"), i, m)
+    {
+        const char *mid = json_string_value(json_object_get(m, "id"));
+        if (!found && mid && strcmp(mid, id) == 0)
+            found = json_incref(m);
+    }
+    json_decref(list);
+    if (!found)
+        return http_send_error(x, 404, "the model '%.200s' does not exist; GET /v1/models lists "
+                                       "the served ones",
+                               id);
+    return http_send_json(x, 200, found);
 }
 
 static enum MHD_Result metrics(void *user, http_exchange *x)
@@ -238,6 +273,7 @@ static const http_route routes[] = {
     {"/v1/completions", true, false, generate},
     {"/v1/chat/completions", true, false, generate},
     {"/v1/models", false, false, models},
+    {"/v1/models/", false, false, model},
     {"/health", false, true, health},
     {"/metrics", false, true, metrics},
 };

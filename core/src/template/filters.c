@@ -568,19 +568,25 @@ static jv f_round(jrt *rt, jv in, const jargs *a)
          * the exact binary value (glibc's %.*f rounds the same way) */
         if (in.kind != JV_FLOAT) {
             int64_t v = in.kind == JV_INT ? in.u.i : in.u.b;
-            if (prec >= 0 || prec < -18)
-                return jv_int(prec >= 0 ? v : 0);
-            int64_t p = 1;
-            for (int64_t k = 0; k < -prec; k++)
+            if (prec >= 0)
+                return jv_int(v);
+            /* |v| < 10^19 rounds to 0 or ±10^19 (out of range) below -18 */
+            __int128 p = 1;
+            for (int64_t k = 0; k < -prec && k < 20; k++)
                 p *= 10;
-            int64_t q = v / p, rem = v % p;
+            __int128 q = v / p, rem = v % p;
             if (rem < 0) {
                 q--;
                 rem += p;
             }
             if (2 * rem > p || (2 * rem == p && (q & 1)))
                 q++;
-            return jv_int(q * p);
+            const __int128 rounded = q * p;
+            if (rounded > INT64_MAX || rounded < INT64_MIN)
+                jrt_fail(rt, PLUME_ERR_RANGE, "round: %lld rounded to precision %lld does not "
+                                              "fit in a 64-bit integer",
+                         (long long)v, (long long)prec);
+            return jv_int((int64_t)rounded);
         }
         if (!isfinite(x))
             return jv_float(x);
