@@ -83,7 +83,7 @@ CASES = [
     "{{ ' a  b \\t c '.rsplit(none, 1) }}|{{ 'a b  c d'.rsplit(none, 2) }}|{{ '  x \\u3000 y'.rsplit(none, 1) }}|{{ 'one'.rsplit(none, 1) }}",
     "{{ 'a b c '.split(none, 1) }}|{{ '  a b  '.split(none, 0) }}|{{ ' a b '.split(none, 1) }}|{{ 'a\\tb\\n'.split(none, 1) }}",
     "{{ 2.5|round }} {{ 0.125|round(2) }} {{ 3|round }} {{ -2.5|round }} {{ 1.5|round }} {{ 2.675|round(2) }} {{ 1250|round(-2) }} {{ 1350|round(-2) }} {{ -1250|round(-2) }} {{ 1250.0|round(-2) }} {{ true|round }} {{ 7|round(1, 'floor') }} {{ 2.5|round(0, 'ceil') }}",
-    "{{ 4000000000000000000|round(-19) }} {{ 9223372036854775800|round(-2) }} {{ -9223372036854775807|round(-30) }}",
+    "{{ 4000000000000000000|round(-19) }} {{ 9223372036854775800|round(-2) }} {{ -9223372036854775807|round(-30) }} {{ 5000000000000000000|round(-19) }} {{ -5000000000000000000|round(-19) }} {{ 15|round(-1) }} {{ 25|round(-1) }} {{ -15|round(-1) }}",
     "{{ 'a\\x7fb'|tojson }}|{{ {'k': 'x\\x7f'}|tojson }}",
     "{% set b %}{% set y = 1 %}in{{ y }}{% endset %}{{ b }}|{{ y is defined }}|{% filter upper %}{% set z = 2 %}{{ z }}x{% endfilter %}|{{ z is defined }}|{% set ns = namespace(v=0) %}{% set c %}{% set ns.v = 5 %}{% endset %}{{ ns.v }}",
     "{{ s.startswith('He') }} {{ s.endswith(('x', 'ld')) }} {{ s.upper() }} {{ s.lower() }} {{ s.replace('o', '0') }} {{ s.find('o') }} {{ s.rfind('o') }} {{ s.count('l') }}",

@@ -570,23 +570,30 @@ static jv f_round(jrt *rt, jv in, const jargs *a)
             int64_t v = in.kind == JV_INT ? in.u.i : in.u.b;
             if (prec >= 0)
                 return jv_int(v);
-            /* |v| < 10^19 rounds to 0 or ±10^19 (out of range) below -18 */
-            __int128 p = 1;
-            for (int64_t k = 0; k < -prec && k < 20; k++)
+            /* to a multiple of p = 10^-prec: q = floor(v / p), rem in [0, p) */
+            int64_t p = 1, q, rem, rounded;
+            bool fits = -prec <= 18;
+            for (int64_t k = 0; fits && k < -prec; k++)
                 p *= 10;
-            __int128 q = v / p, rem = v % p;
-            if (rem < 0) {
-                q--;
-                rem += p;
+            if (fits) {
+                q = v / p;
+                rem = v % p;
+                if (rem < 0) {
+                    q--;
+                    rem += p;
+                }
+                if (rem > p - rem || (rem == p - rem && (q & 1)))
+                    q++;
+                fits = !__builtin_mul_overflow(q, p, &rounded);
+            } else { /* p >= 10^19 > |v|: 0, but for 10^19 above 5*10^18 (ties go to even 0) */
+                rounded = 0;
+                fits = prec < -19 || (v <= 5000000000000000000LL && v >= -5000000000000000000LL);
             }
-            if (2 * rem > p || (2 * rem == p && (q & 1)))
-                q++;
-            const __int128 rounded = q * p;
-            if (rounded > INT64_MAX || rounded < INT64_MIN)
+            if (!fits)
                 jrt_fail(rt, PLUME_ERR_RANGE, "round: %lld rounded to precision %lld does not "
                                               "fit in a 64-bit integer",
                          (long long)v, (long long)prec);
-            return jv_int((int64_t)rounded);
+            return jv_int(rounded);
         }
         if (!isfinite(x))
             return jv_float(x);
