@@ -582,10 +582,6 @@ static bool type_allows(json_t *type, json_t *v)
     return false;
 }
 
-/* v as the JSON text a model would write: compact, and its reals in the
- * fewest digits that read back as the same value (jansson's default of 17
- * spells 0.1 as 0.10000000000000001), without an exponent where one can
- * be avoided.  NULL when out of memory. */
 /* Whether v holds a real anywhere. */
 static bool has_real(json_t *v)
 {
@@ -619,6 +615,10 @@ static bool has_exponent(const char *t)
     return false;
 }
 
+/* v as the JSON text a model would write: compact, and its reals in the
+ * fewest digits that read back as the same value (jansson's default of 17
+ * spells 0.1 as 0.10000000000000001), without an exponent where one can
+ * be avoided.  NULL when out of memory. */
 static char *dump_value(json_t *v)
 {
     const size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;

@@ -247,10 +247,11 @@ static int close_think(serve_chat *c, char *msg, size_t cap)
 {
     const size_t n = strlen(c->prompt);
     const char *tail = n && c->prompt[n - 1] == '\n' ? "\n</think>\n\n" : "\n\n</think>\n\n";
-    char *p = realloc(c->prompt, n + strlen(tail) + 1);
+    const size_t tn = strlen(tail);
+    char *p = realloc(c->prompt, n + tn + 1);
     if (!p)
         return serve_api_fail(msg, cap, 500, "out of memory");
-    memcpy(p + n, tail, strlen(tail) + 1);
+    memcpy(p + n, tail, tn + 1);
     c->prompt = p;
     c->reply.starts_inside = false;
     return 0;

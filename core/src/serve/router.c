@@ -195,7 +195,6 @@ static enum MHD_Result generate(void *user, http_exchange *x)
     return http_send_stream(x, "text/event-stream", 16384, relay_read, r, relay_free);
 }
 
-/* The model list of the first decode worker that answers. */
 /* The first decode worker's GET /v1/models body (free it), or NULL with err. */
 static char *worker_models(router *rt, char *err, size_t cap)
 {
@@ -210,6 +209,7 @@ static char *worker_models(router *rt, char *err, size_t cap)
     return NULL;
 }
 
+/* GET /v1/models: the model list of the first decode worker that answers. */
 static enum MHD_Result models(void *user, http_exchange *x)
 {
     char err[512] = "";

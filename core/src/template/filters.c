@@ -602,8 +602,9 @@ static jv f_round(jrt *rt, jv in, const jargs *a)
             snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
             return jv_float(strtod(buf, NULL));
         }
-        snprintf(buf, sizeof buf, "%.0f", x / pow(10.0, (double)-prec));
-        return jv_float(strtod(buf, NULL) * pow(10.0, (double)-prec));
+        const double unit = pow(10.0, (double)-prec);
+        snprintf(buf, sizeof buf, "%.0f", x / unit);
+        return jv_float(strtod(buf, NULL) * unit);
     } else if (!strcmp(method->data, "ceil"))
         r = ceil(x * m) / m;
     else if (!strcmp(method->data, "floor"))
